@@ -1,0 +1,115 @@
+// Package inventory holds the domain of stockbench: stock of a SKU, orders and
+// their states, the sentinel errors every strategy speaks, the Strategy
+// contract, the shared MySQL schema and Redis key layout, and the auditor that
+// grades a run from the stores themselves.
+package inventory
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Stock is the stock of one SKU. The invariant is
+// Total = Available + Occupied + Sold with every field ≥ 0.
+type Stock struct {
+	SKU       string
+	Total     int64
+	Available int64
+	Occupied  int64
+	Sold      int64
+}
+
+// OrderState is the state of an order in the orders table.
+type OrderState string
+
+// The order states. An order moves Reserved → Confirmed | Cancelled | Expired
+// exactly once; the three right-hand states are final.
+const (
+	StateReserved  OrderState = "reserved"
+	StateConfirmed OrderState = "confirmed"
+	StateCancelled OrderState = "cancelled"
+	StateExpired   OrderState = "expired"
+)
+
+// Final reports whether s is one of the final states.
+func (s OrderState) Final() bool {
+	return s == StateConfirmed || s == StateCancelled || s == StateExpired
+}
+
+// Reservation asks for Qty units of SKU on behalf of order OrderID, to be
+// confirmed before Deadline or released.
+type Reservation struct {
+	OrderID  string
+	SKU      string
+	Qty      int64
+	Deadline time.Time
+}
+
+// OrderRef names an existing (or, for a cancel, possibly unknown) order. The
+// SKU is the one the client reserved; strategies read the quantity from their
+// own records, never from the caller.
+type OrderRef struct {
+	OrderID string
+	SKU     string
+}
+
+// Sentinel errors. Strategies wrap them with %w; callers classify with errors.Is.
+var (
+	// ErrOutOfStock: the reservation was refused because too little stock was available.
+	ErrOutOfStock = errors.New("out of stock")
+	// ErrConflict: optimistic retries were exhausted; nothing changed.
+	ErrConflict = errors.New("conflict: retries exhausted")
+	// ErrAlreadyFinal: the order is already in a final state that the
+	// operation cannot move it out of (confirm after cancel, cancel after
+	// confirm, reserve after cancel). Nothing changed.
+	ErrAlreadyFinal = errors.New("order already final")
+	// ErrUnknownOrder: confirm of an order the strategy never reserved.
+	ErrUnknownOrder = errors.New("unknown order")
+	// ErrOutcomeUnknown: the operation may or may not have taken effect (for
+	// example a commit whose answer was lost). Unlike the other sentinels it
+	// does not mean "nothing changed".
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+)
+
+// Strategy is one way to keep the reservation rules. Every method must be
+// safe for concurrent use by many buyers. Confirm and Cancel are idempotent:
+// a repeat returns the same outcome and changes nothing; when they race on one
+// order exactly one of them wins and the other returns ErrAlreadyFinal.
+type Strategy interface {
+	// Name is the strategy's CLI name.
+	Name() string
+	// Setup loads the initial stock into the strategy's stores. The schema
+	// has already been reset by the caller.
+	Setup(ctx context.Context, stock []Stock) error
+	// Reserve moves r.Qty units of r.SKU from available to occupied for
+	// order r.OrderID, or fails with ErrOutOfStock. A repeat of a successful
+	// reserve succeeds without moving stock again; a reserve whose order was
+	// already cancelled fails with ErrAlreadyFinal (anti-hanging).
+	Reserve(ctx context.Context, r Reservation) error
+	// Confirm moves the order's units from occupied to sold. It fails with
+	// ErrAlreadyFinal after a cancel or expiry and with ErrUnknownOrder for
+	// an order never reserved.
+	Confirm(ctx context.Context, o OrderRef) error
+	// Cancel releases the order's units back to available. Cancel of an
+	// unknown order changes no stock but leaves a marker so that a later
+	// reserve with that id is refused; cancel after confirm releases nothing
+	// and returns ErrAlreadyFinal.
+	Cancel(ctx context.Context, o OrderRef) error
+	// Restock adds qty units to the SKU's total and available stock.
+	Restock(ctx context.Context, sku string, qty int64) error
+	// Run does background work (expiry sweeper, outbox relay, TCC recovery)
+	// until ctx ends. It returns nil when ctx ends.
+	Run(ctx context.Context) error
+	// Settle drains asynchronous work so that an audit sees the final state.
+	Settle(ctx context.Context) error
+	// Close releases the strategy's resources (not the shared connections).
+	Close() error
+}
+
+// Counters is implemented by strategies that keep strategy-specific figures
+// (CAS retries, outbox lag…). The map is a snapshot; it is safe to call
+// concurrently with the strategy's other methods.
+type Counters interface {
+	Counters() map[string]float64
+}

@@ -1,0 +1,34 @@
+-- The shared store layout. MySQL is the system of record for every strategy;
+-- the auditor reads these tables directly.
+CREATE TABLE inventory (
+  sku       VARCHAR(64) NOT NULL PRIMARY KEY,
+  total     BIGINT      NOT NULL,
+  available BIGINT      NOT NULL,
+  occupied  BIGINT      NOT NULL DEFAULT 0,
+  sold      BIGINT      NOT NULL DEFAULT 0,
+  version   BIGINT      NOT NULL DEFAULT 0
+) ENGINE=InnoDB;
+
+CREATE TABLE orders (
+  order_id   VARCHAR(64) NOT NULL PRIMARY KEY,
+  sku        VARCHAR(64) NOT NULL,
+  qty        BIGINT      NOT NULL,
+  state      VARCHAR(16) NOT NULL,
+  created_at DATETIME(6) NOT NULL,
+  expires_at DATETIME(6) NULL,
+  updated_at DATETIME(6) NOT NULL,
+  KEY orders_state_expires (state, expires_at)
+) ENGINE=InnoDB;
+
+-- Local message table of the outbox strategy: one row per stock event,
+-- applied to inventory by the relay exactly once.
+CREATE TABLE outbox (
+  id         BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  order_id   VARCHAR(64) NOT NULL,
+  sku        VARCHAR(64) NOT NULL,
+  qty        BIGINT      NOT NULL,
+  kind       VARCHAR(16) NOT NULL,
+  created_at DATETIME(6) NOT NULL,
+  applied    TINYINT     NOT NULL DEFAULT 0,
+  KEY outbox_pending (applied, id)
+) ENGINE=InnoDB;

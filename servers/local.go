@@ -1,0 +1,319 @@
+package servers
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Local starts mariadbd (or mysqld) and redis-server found on the machine as
+// child processes on free 127.0.0.1 ports with temporary data directories.
+// The children run in their own process group (a terminal's Ctrl-C reaches
+// only stockbench, which then stops them in order) and die with stockbench if
+// it is killed.
+type Local struct {
+	MySQLBin, InstallDB, RedisBin string
+	// StartTimeout bounds how long each server may take to answer.
+	StartTimeout time.Duration
+
+	mu    sync.Mutex
+	procs []*exec.Cmd
+	dirs  []string
+}
+
+// NewLocal finds the server binaries or says what to install.
+func NewLocal() (*Local, error) {
+	l := &Local{
+		MySQLBin:     lookPath("mariadbd", "mysqld"),
+		InstallDB:    lookPath("mariadb-install-db", "mysql_install_db"),
+		RedisBin:     lookPath("redis-server"),
+		StartTimeout: 60 * time.Second,
+	}
+	var missing []string
+	if l.MySQLBin == "" {
+		missing = append(missing, "mariadbd or mysqld (Debian: apt-get install mariadb-server)")
+	}
+	if l.RedisBin == "" {
+		missing = append(missing, "redis-server (Debian: apt-get install redis-server)")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("local backend: not found: %s; or use --backend external", strings.Join(missing, ", "))
+	}
+	return l, nil
+}
+
+// Start starts both servers and waits until they answer.
+func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
+	defer func() {
+		if err != nil {
+			l.Stop()
+		}
+	}()
+	ep.Backend = "local"
+	var mysqlPort int
+	mysqlPort, ep.MySQLPID, err = l.startMySQL(ctx)
+	if err != nil {
+		return ep, err
+	}
+	var redisPort int
+	redisPort, ep.RedisPID, err = l.startRedis(ctx)
+	if err != nil {
+		return ep, err
+	}
+	root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", mysqlPort)
+	if err := createDatabase(ctx, WithDriverParams(root), "stockbench"); err != nil {
+		return ep, err
+	}
+	ep.MySQLDSN = WithDriverParams(root + "stockbench")
+	ep.RedisAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(redisPort))
+	return ep, nil
+}
+
+func createDatabase(ctx context.Context, dsn, name string) error {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+name); err != nil {
+		return fmt.Errorf("local mysql: create database: %w", err)
+	}
+	return nil
+}
+
+func (l *Local) tempDir(kind string) (string, error) {
+	d, err := os.MkdirTemp("", "stockbench-"+kind+"-")
+	if err != nil {
+		return "", fmt.Errorf("local %s: %w", kind, err)
+	}
+	l.mu.Lock()
+	l.dirs = append(l.dirs, d)
+	l.mu.Unlock()
+	return d, nil
+}
+
+func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
+	dir, err := l.tempDir("mysql")
+	if err != nil {
+		return 0, 0, err
+	}
+	data := filepath.Join(dir, "data")
+	mariadb := strings.Contains(filepath.Base(l.MySQLBin), "mariadb") || l.InstallDB != "" && strings.Contains(l.InstallDB, "mariadb")
+	var initCmd *exec.Cmd
+	if mariadb {
+		if l.InstallDB == "" {
+			return 0, 0, errors.New("local mysql: mariadb-install-db not found (Debian: apt-get install mariadb-server)")
+		}
+		initCmd = exec.CommandContext(ctx, l.InstallDB, "--no-defaults", "--datadir="+data, "--user=root",
+			"--auth-root-authentication-method=normal", "--skip-test-db")
+	} else {
+		initCmd = exec.CommandContext(ctx, l.MySQLBin, "--no-defaults", "--initialize-insecure", "--datadir="+data, "--user=root")
+	}
+	if out, err := initCmd.CombinedOutput(); err != nil {
+		return 0, 0, fmt.Errorf("local mysql: initialise data dir: %v: %s", err, lastLine(out))
+	}
+	logFile := filepath.Join(dir, "error.log")
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err = freePort()
+		if err != nil {
+			return 0, 0, err
+		}
+		args := []string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
+			"--socket=" + filepath.Join(dir, "mysql.sock"), "--bind-address=127.0.0.1", "--user=root",
+			"--skip-name-resolve", "--log-error=" + logFile, "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
+			"--max-connections=2000", "--innodb-buffer-pool-size=256M"}
+		if !mariadb {
+			args = append(args, "--skip-log-bin", "--mysqlx=OFF")
+		}
+		cmd, err := l.spawn(l.MySQLBin, args...)
+		if err != nil {
+			return 0, 0, fmt.Errorf("local mysql: %w", err)
+		}
+		dsn := WithDriverParams(fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port))
+		err = l.waitReady(ctx, cmd, func(ctx context.Context) error {
+			db, err := sql.Open("mysql", dsn)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return db.PingContext(ctx)
+		})
+		if err == nil {
+			return port, cmd.Process.Pid, nil
+		}
+		if !errors.Is(err, errExited) {
+			return 0, 0, fmt.Errorf("local mysql: %w: %s", err, tailFile(logFile))
+		}
+		if !strings.Contains(tailFile(logFile), "in use") {
+			return 0, 0, fmt.Errorf("local mysql: %s exited: %s", l.MySQLBin, tailFile(logFile))
+		}
+	}
+	return 0, 0, errors.New("local mysql: no free port after 3 tries")
+}
+
+func (l *Local) startRedis(ctx context.Context) (port, pid int, err error) {
+	dir, err := l.tempDir("redis")
+	if err != nil {
+		return 0, 0, err
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err = freePort()
+		if err != nil {
+			return 0, 0, err
+		}
+		logFile := filepath.Join(dir, "redis.log")
+		cmd, err := l.spawn(l.RedisBin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--logfile", logFile, "--daemonize", "no")
+		if err != nil {
+			return 0, 0, fmt.Errorf("local redis: %w", err)
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		err = l.waitReady(ctx, cmd, func(ctx context.Context) error { return pingRedis(ctx, addr) })
+		if err == nil {
+			return port, cmd.Process.Pid, nil
+		}
+		if !errors.Is(err, errExited) {
+			return 0, 0, fmt.Errorf("local redis: %w: %s", err, tailFile(logFile))
+		}
+		if !strings.Contains(tailFile(logFile), "in use") {
+			return 0, 0, fmt.Errorf("local redis: %s exited: %s", l.RedisBin, tailFile(logFile))
+		}
+	}
+	return 0, 0, errors.New("local redis: no free port after 3 tries")
+}
+
+var errExited = errors.New("server exited during start")
+
+// spawn starts a child in its own process group that is killed if we die.
+func (l *Local) spawn(bin string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.procs = append(l.procs, cmd)
+	l.mu.Unlock()
+	return cmd, nil
+}
+
+// waitReady polls ready until it succeeds, the process exits, or the start
+// timeout passes.
+func (l *Local) waitReady(ctx context.Context, cmd *exec.Cmd, ready func(context.Context) error) error {
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	ctx, cancel := context.WithTimeout(ctx, l.StartTimeout)
+	defer cancel()
+	var last error
+	for {
+		select {
+		case <-exited:
+			l.forget(cmd)
+			return errExited
+		default:
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		last = ready(pctx)
+		pcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			l.forget(cmd)
+			return errExited
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %s: %v", l.StartTimeout, last)
+		case <-time.After(30 * time.Millisecond):
+		}
+	}
+}
+
+func (l *Local) forget(cmd *exec.Cmd) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, c := range l.procs {
+		if c == cmd {
+			l.procs = append(l.procs[:i], l.procs[i+1:]...)
+			return
+		}
+	}
+}
+
+// Stop terminates the servers (SIGTERM, then SIGKILL after 10 s) and removes
+// their data directories. It is safe to call more than once.
+func (l *Local) Stop() error {
+	l.mu.Lock()
+	procs, dirs := l.procs, l.dirs
+	l.procs, l.dirs = nil, nil
+	l.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i].Process
+		_ = p.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() {
+			for {
+				// The waitReady goroutine reaps the child; poll for its exit.
+				if err := p.Signal(syscall.Signal(0)); err != nil {
+					close(done)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.Kill()
+			<-done
+		}
+	}
+	var errs []error
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tailFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return lastLine(b)
+}
+
+// lastLine returns the last line that looks like an error, or the last line.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(strings.ToLower(lines[i]), "error") {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return strings.TrimSpace(lines[len(lines)-1])
+}

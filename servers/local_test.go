@@ -1,0 +1,98 @@
+package servers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestLocalStartStop starts real servers through the local provider, checks
+// they answer, and checks Stop leaves no process and no data dir behind.
+func TestLocalStartStop(t *testing.T) {
+	l, err := NewLocal()
+	if err != nil {
+		t.Fatalf("local backend unavailable: %v", err)
+	}
+	ctx := context.Background()
+	ep, err := l.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := append([]string(nil), l.dirs...)
+	if err := Ping(ctx, ep, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ep.MySQLPID == 0 || ep.RedisPID == 0 {
+		t.Fatalf("pids not reported: %+v", ep)
+	}
+	if err := l.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{ep.MySQLPID, ep.RedisPID} {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("process %d still running after Stop", pid)
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("data dir %s left behind", d)
+		}
+	}
+	if err := l.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func TestNewProvider(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    Options
+		wantErr string // substring; empty means success
+	}{
+		{"unknown backend", Options{Backend: "cloud"}, "unknown backend"},
+		{"external without dsn", Options{Backend: "external", RedisAddr: "127.0.0.1:1"}, "needs --mysql-dsn"},
+		{"auto with half external", Options{Backend: "auto", MySQLDSN: "root@tcp(127.0.0.1:1)/x"}, "both"},
+		{"external complete", Options{Backend: "external", MySQLDSN: "root@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1"}, ""},
+		{"auto prefers external", Options{Backend: "auto", MySQLDSN: "root@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.opts)
+			if c.wantErr == "" && err != nil {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+				t.Fatalf("error %v, want it to contain %q", err, c.wantErr)
+			}
+		})
+	}
+}
+
+// TestExternalUnreachable: a server that does not answer is one clear error.
+func TestExternalUnreachable(t *testing.T) {
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &External{DSN: fmt.Sprintf("root:secret@tcp(127.0.0.1:%d)/x", port), Addr: "127.0.0.1:1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = e.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Fatalf("password leaked in error: %v", err)
+	}
+}
+
+func TestRedactDSN(t *testing.T) {
+	got := RedactDSN("root:hunter2@tcp(127.0.0.1:3306)/db")
+	if strings.Contains(got, "hunter2") || !strings.Contains(got, "***") {
+		t.Fatalf("RedactDSN = %q", got)
+	}
+}

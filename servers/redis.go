@@ -1,0 +1,13 @@
+package servers
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func pingRedis(ctx context.Context, addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	return c.Ping(ctx).Err()
+}

@@ -1,0 +1,48 @@
+// Package servertest gives integration tests real servers through the same
+// provider code users run: local child processes, or external servers when
+// STOCKBENCH_MYSQL_DSN and STOCKBENCH_REDIS_ADDR are set.
+package servertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stockbench/stockbench/servers"
+)
+
+// Env is what a test package gets: endpoints and open pools.
+type Env struct {
+	Endpoints servers.Endpoints
+	servers.Conns
+}
+
+// Main starts the servers, runs the package's tests and stops the servers.
+// Use it from TestMain: os.Exit(servertest.Main(m, &env)). Servers that
+// cannot be started fail the run with the reason; they are never mocked.
+func Main(m *testing.M, env *Env) int {
+	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: "auto"}))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "servertest:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ep, err := p.Start(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "servertest:", err)
+		_ = p.Stop()
+		return 1
+	}
+	defer p.Stop()
+	conns, err := servers.Open(ep, 256)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "servertest:", err)
+		return 1
+	}
+	defer conns.Close()
+	env.Endpoints, env.Conns = ep, conns
+	return m.Run()
+}

@@ -1,0 +1,145 @@
+// Package cas is the optimistic strategy: read the inventory row's version,
+// then UPDATE … WHERE version=? AND available>=?; when another writer got in
+// first the update matches no row and the reserve retries, a bounded number
+// of times, immediately or after an exponential backoff with full jitter.
+package cas
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
+)
+
+// Retry policies.
+const (
+	RetryBackoff   = "backoff"
+	RetryImmediate = "immediate"
+)
+
+// Backoff bounds: the first retry waits up to backoffBase, doubling per
+// attempt up to backoffMax (full jitter: a uniform wait in [0, bound)).
+const (
+	backoffBase = 500 * time.Microsecond
+	backoffMax  = 50 * time.Millisecond
+)
+
+// Strategy implements inventory.Strategy with compare-and-set on a version
+// column. Safe for concurrent use.
+type Strategy struct {
+	sqlstore.Base
+	retries, successes, giveups atomic.Int64
+}
+
+var _ inventory.Strategy = (*Strategy)(nil)
+
+// New builds the strategy; cfg.CASRetry must be "backoff" or "immediate".
+func New(cfg strategies.Config) (*Strategy, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.CASRetry != RetryBackoff && cfg.CASRetry != RetryImmediate {
+		return nil, fmt.Errorf("cas: retry policy %q: want backoff or immediate", cfg.CASRetry)
+	}
+	return &Strategy{Base: sqlstore.NewBase(cfg, move)}, nil
+}
+
+// Name is "cas".
+func (s *Strategy) Name() string { return "cas" }
+
+var errMiss = errors.New("cas miss")
+
+// Reserve reads (available, version) without a lock and tries the versioned
+// update together with the order row; a miss rolls back and retries.
+func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	for attempt := 1; ; attempt++ {
+		var avail, ver int64
+		err := s.DB.QueryRowContext(ctx, "SELECT available, version FROM inventory WHERE sku=?", r.SKU).Scan(&avail, &ver)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("reserve: unknown sku %q", r.SKU)
+		}
+		if err != nil {
+			return fmt.Errorf("reserve: read version: %w", err)
+		}
+		if avail < r.Qty {
+			if err := sqlstore.ReserveRepeat(ctx, s.DB, r.OrderID); err == nil || errors.Is(err, inventory.ErrAlreadyFinal) {
+				return err
+			}
+			return inventory.ErrOutOfStock
+		}
+		err = sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) (error, error) {
+			if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
+				return nil, err
+			}
+			res, err := tx.ExecContext(ctx,
+				"UPDATE inventory SET available=available-?, occupied=occupied+?, version=version+1 WHERE sku=? AND version=? AND available>=?",
+				r.Qty, r.Qty, r.SKU, ver, r.Qty)
+			if err != nil {
+				return nil, fmt.Errorf("reserve: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return nil, errMiss
+			}
+			return nil, nil
+		})
+		switch {
+		case err == nil:
+			s.successes.Add(1)
+			return nil
+		case sqlstore.IsDuplicate(err):
+			return sqlstore.ReserveRepeat(ctx, s.DB, r.OrderID)
+		case !errors.Is(err, errMiss):
+			return err
+		}
+		if attempt >= s.Cfg.CASMaxAttempts {
+			s.giveups.Add(1)
+			return fmt.Errorf("reserve %s after %d attempts: %w", r.OrderID, attempt, inventory.ErrConflict)
+		}
+		s.retries.Add(1)
+		if s.Cfg.CASRetry == RetryBackoff {
+			bound := min(backoffBase<<min(attempt-1, 16), backoffMax)
+			t := time.NewTimer(rand.N(bound))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// move moves units out of occupied and bumps the version, as every writer of
+// a versioned row must.
+func move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
+	sku, qty := ord.SKU, ord.Qty
+	q := "UPDATE inventory SET occupied=occupied-?, sold=sold+?, version=version+1 WHERE sku=? AND occupied>=?"
+	if m == sqlstore.ToAvailable {
+		q = "UPDATE inventory SET occupied=occupied-?, available=available+?, version=version+1 WHERE sku=? AND occupied>=?"
+	}
+	res, err := tx.ExecContext(ctx, q, qty, qty, sku, qty)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("inventory %s: occupied < %d", sku, qty)
+	}
+	return nil
+}
+
+// Counters adds cas_retries, cas_successes, cas_giveups and
+// cas_retries_per_success to the background error count.
+func (s *Strategy) Counters() map[string]float64 {
+	c := s.Base.Counters()
+	r, ok, g := s.retries.Load(), s.successes.Load(), s.giveups.Load()
+	c["cas_retries"], c["cas_successes"], c["cas_giveups"] = float64(r), float64(ok), float64(g)
+	if ok > 0 {
+		c["cas_retries_per_success"] = float64(r) / float64(ok)
+	}
+	return c
+}

@@ -1,0 +1,30 @@
+-- Finish: move order ARGV[2]'s reservation to state ARGV[1]
+-- (confirmed | cancelled | expired).
+-- KEYS[1] stock hash, KEYS[2] reservation hash, KEYS[3] live set.
+-- ARGV[3] retention of the final record (ms); ARGV[4] '1' to leave a
+-- cancelled marker when there is no reservation (null compensation).
+-- Owner check: stock moves only while this order's own reservation is still
+-- 'reserved'; any other state leaves stock untouched, so a late or repeated
+-- cancel can never hand a unit out twice.
+-- Returns the state found before: '' none, 'reserved' moved now, or a final state.
+local st = redis.call('HGET', KEYS[2], 'state')
+local to = ARGV[1]
+if not st then
+  if ARGV[4] == '1' then
+    redis.call('HSET', KEYS[2], 'qty', 0, 'state', to)
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  end
+  return ''
+end
+if st ~= 'reserved' then return st end
+local q = tonumber(redis.call('HGET', KEYS[2], 'qty'))
+redis.call('HINCRBY', KEYS[1], 'occupied', -q)
+if to == 'confirmed' then
+  redis.call('HINCRBY', KEYS[1], 'sold', q)
+else
+  redis.call('HINCRBY', KEYS[1], 'available', q)
+end
+redis.call('HSET', KEYS[2], 'state', to)
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('ZREM', KEYS[3], ARGV[2])
+return st

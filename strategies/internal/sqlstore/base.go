@@ -1,0 +1,77 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies"
+)
+
+// Base is the part of a MySQL strategy that does not depend on how stock is
+// moved: confirm, cancel, the expiry sweeper, restock and background error
+// counting. A strategy embeds it and adds Name and Reserve.
+type Base struct {
+	Orders
+	Cfg      strategies.Config
+	bgErrors atomic.Int64
+}
+
+// NewBase builds a Base whose stock movements use move.
+func NewBase(cfg strategies.Config, move MoveFunc) Base {
+	cfg = cfg.WithDefaults()
+	return Base{Orders: Orders{DB: cfg.DB, Move: move}, Cfg: cfg}
+}
+
+// Setup has nothing to add: the caller loaded the inventory rows.
+func (b *Base) Setup(ctx context.Context, stock []inventory.Stock) error { return nil }
+
+// Confirm moves the order reserved → confirmed (see Orders.Finish).
+func (b *Base) Confirm(ctx context.Context, ref inventory.OrderRef) error {
+	return b.Finish(ctx, ref, inventory.StateConfirmed)
+}
+
+// Cancel moves the order reserved → cancelled (see Orders.Finish).
+func (b *Base) Cancel(ctx context.Context, ref inventory.OrderRef) error {
+	return b.Finish(ctx, ref, inventory.StateCancelled)
+}
+
+// Run sweeps expired reservations every SweepPeriod until ctx ends.
+func (b *Base) Run(ctx context.Context) error {
+	Every(ctx, b.Cfg.SweepPeriod, func(ctx context.Context) error {
+		_, err := b.ExpireDue(ctx)
+		return err
+	}, b.BackgroundError)
+	return nil
+}
+
+// Settle runs one sweep so that due reservations are released before an audit.
+func (b *Base) Settle(ctx context.Context) error {
+	if _, err := b.ExpireDue(ctx); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	return nil
+}
+
+// Restock adds qty units to a SKU's total and available stock.
+func (b *Base) Restock(ctx context.Context, sku string, qty int64) error {
+	_, err := b.DB.ExecContext(ctx,
+		"UPDATE inventory SET total=total+?, available=available+?, version=version+1 WHERE sku=?", qty, qty, sku)
+	if err != nil {
+		return fmt.Errorf("restock %s: %w", sku, err)
+	}
+	return nil
+}
+
+// Close has nothing to release.
+func (b *Base) Close() error { return nil }
+
+// BackgroundError counts an error of background work; it is reported in
+// Counters as background_errors.
+func (b *Base) BackgroundError(err error) { b.bgErrors.Add(1) }
+
+// Counters reports background errors.
+func (b *Base) Counters() map[string]float64 {
+	return map[string]float64{"background_errors": float64(b.bgErrors.Load())}
+}

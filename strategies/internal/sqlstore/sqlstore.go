@@ -1,0 +1,313 @@
+// Package sqlstore holds the MySQL pieces shared by the strategies that keep
+// reservations in MySQL: transactions with deadlock retry, and the order state
+// machine (confirm, cancel, expire) guarded by the order row's lock. Each
+// strategy supplies its own way of moving stock in the inventory row.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/stockbench/stockbench/inventory"
+)
+
+// MySQL error numbers the strategies react to.
+const (
+	errDupKey       = 1062
+	errLockWait     = 1205
+	errDeadlock     = 1213
+	maxTxnAttempts  = 10
+	expireBatchSize = 500
+)
+
+// IsDuplicate reports a duplicate-key error.
+func IsDuplicate(err error) bool { return mysqlErr(err) == errDupKey }
+
+// IsRetryable reports a deadlock or lock wait timeout: the transaction was
+// rolled back and may simply be run again.
+func IsRetryable(err error) bool {
+	n := mysqlErr(err)
+	return n == errDeadlock || n == errLockWait
+}
+
+func mysqlErr(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+// InTx runs fn in a transaction and commits unless fn returns err. fn's result
+// is returned after a successful commit, so a domain outcome (such as
+// ErrAlreadyFinal after recording an expiry) can still commit its writes.
+// Deadlocks and lock wait timeouts are retried a few times. A failed commit is
+// reported as ErrOutcomeUnknown.
+func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) (result error, err error)) error {
+	var lastErr error
+	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		result, err := fn(tx)
+		if err != nil {
+			_ = tx.Rollback()
+			if IsRetryable(err) {
+				lastErr = err
+				continue
+			}
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			if IsRetryable(err) {
+				lastErr = err
+				continue
+			}
+			return fmt.Errorf("%w: commit: %v", inventory.ErrOutcomeUnknown, err)
+		}
+		return result
+	}
+	return fmt.Errorf("transaction retried %d times: %w", maxTxnAttempts, lastErr)
+}
+
+// Order is an order row as read under its lock.
+type Order struct {
+	ID        string
+	SKU       string
+	Qty       int64
+	State     inventory.OrderState
+	ExpiresAt sql.NullTime
+}
+
+// LockOrder reads an order row FOR UPDATE. found is false when there is none.
+func LockOrder(ctx context.Context, tx *sql.Tx, id string) (o Order, found bool, err error) {
+	o.ID = id
+	err = tx.QueryRowContext(ctx, "SELECT sku, qty, state, expires_at FROM orders WHERE order_id=? FOR UPDATE", id).
+		Scan(&o.SKU, &o.Qty, &o.State, &o.ExpiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return o, false, nil
+	}
+	if err != nil {
+		return o, false, fmt.Errorf("lock order: %w", err)
+	}
+	return o, true, nil
+}
+
+// InsertOrder writes a new order row in state st. A duplicate order id comes
+// back as an error for which IsDuplicate is true.
+func InsertOrder(ctx context.Context, q Execer, r inventory.Reservation, st inventory.OrderState) error {
+	now := time.Now().UTC()
+	var exp any
+	if !r.Deadline.IsZero() {
+		exp = r.Deadline.UTC()
+	}
+	_, err := q.ExecContext(ctx,
+		"INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?)",
+		r.OrderID, r.SKU, r.Qty, string(st), now, exp, now)
+	return err
+}
+
+// SetState moves an order row to st.
+func SetState(ctx context.Context, q Execer, id string, st inventory.OrderState) error {
+	_, err := q.ExecContext(ctx, "UPDATE orders SET state=?, updated_at=? WHERE order_id=?", string(st), time.Now().UTC(), id)
+	if err != nil {
+		return fmt.Errorf("set order state: %w", err)
+	}
+	return nil
+}
+
+// Execer is satisfied by *sql.DB and *sql.Tx.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// ReserveRepeat is the outcome of a reserve whose order id already exists:
+// a repeat of a successful reserve succeeds, a reserve of a cancelled or
+// expired order is refused (anti-hanging).
+func ReserveRepeat(ctx context.Context, db *sql.DB, id string) error {
+	var st inventory.OrderState
+	if err := db.QueryRowContext(ctx, "SELECT state FROM orders WHERE order_id=?", id).Scan(&st); err != nil {
+		return fmt.Errorf("reserve repeat: %w", err)
+	}
+	if st == inventory.StateReserved || st == inventory.StateConfirmed {
+		return nil
+	}
+	return fmt.Errorf("reserve %s: order is %s: %w", id, st, inventory.ErrAlreadyFinal)
+}
+
+// Movement names a stock movement out of occupied.
+type Movement int
+
+// The movements out of occupied.
+const (
+	// ToSold is a confirm: occupied → sold.
+	ToSold Movement = iota
+	// ToAvailable is a cancel or expiry: occupied → available.
+	ToAvailable
+)
+
+// MoveFunc moves the order's units out of occupied inside tx, the strategy's
+// own way (row lock, CAS version, conditional update, outbox event).
+type MoveFunc func(ctx context.Context, tx *sql.Tx, ord Order, m Movement) error
+
+// Orders is the order state machine of the MySQL strategies. Every
+// transition happens under the order row's lock, so a confirm and a cancel
+// racing on one order serialise and exactly one wins.
+type Orders struct {
+	DB   *sql.DB
+	Move MoveFunc
+	// OnFinal, when set, is called after the commit of every transition
+	// (and of every cancel marker, with marker set), outside the transaction:
+	// the place to bring a second store in line.
+	OnFinal func(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState, marker bool)
+}
+
+// Finish moves order ref to `to` (StateConfirmed or StateCancelled):
+//   - reserved → to, moving the stock; a confirm past the deadline expires
+//     the order instead and returns ErrAlreadyFinal;
+//   - already `to` → nil (idempotent repeat);
+//   - another final state → ErrAlreadyFinal, except that a cancel of an
+//     expired order is a no-op success;
+//   - unknown order: confirm → ErrUnknownOrder; cancel writes a cancelled
+//     marker row (qty 0) so that a later reserve is refused.
+func (o Orders) Finish(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState) error {
+	var applied inventory.OrderState
+	var marker bool
+	err := InTx(ctx, o.DB, func(tx *sql.Tx) (error, error) {
+		applied, marker = "", false
+		ord, found, err := LockOrder(ctx, tx, ref.OrderID)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			if to == inventory.StateConfirmed {
+				return fmt.Errorf("confirm %s: %w", ref.OrderID, inventory.ErrUnknownOrder), nil
+			}
+			err := InsertOrder(ctx, tx, inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU}, inventory.StateCancelled)
+			if IsDuplicate(err) {
+				// A reserve got in first: treat it like a lock conflict and run again.
+				return nil, &mysql.MySQLError{Number: errDeadlock, Message: "order appeared concurrently"}
+			}
+			applied, marker = inventory.StateCancelled, true
+			return nil, err
+		}
+		switch {
+		case ord.State == to:
+			return nil, nil
+		case ord.State == inventory.StateExpired && to == inventory.StateCancelled:
+			return nil, nil
+		case ord.State != inventory.StateReserved:
+			return fmt.Errorf("%s %s: order is %s: %w", verb(to), ref.OrderID, ord.State, inventory.ErrAlreadyFinal), nil
+		}
+		if to == inventory.StateConfirmed && ord.ExpiresAt.Valid && !time.Now().Before(ord.ExpiresAt.Time) {
+			if err := o.transition(ctx, tx, ord, inventory.StateExpired); err != nil {
+				return nil, err
+			}
+			applied = inventory.StateExpired
+			return fmt.Errorf("confirm %s: reservation expired: %w", ref.OrderID, inventory.ErrAlreadyFinal), nil
+		}
+		applied = to
+		return nil, o.transition(ctx, tx, ord, to)
+	})
+	if applied != "" && o.OnFinal != nil && (err == nil || errors.Is(err, inventory.ErrAlreadyFinal)) {
+		o.OnFinal(ctx, ref, applied, marker)
+	}
+	return err
+}
+
+func (o Orders) transition(ctx context.Context, tx *sql.Tx, ord Order, to inventory.OrderState) error {
+	m := ToAvailable
+	if to == inventory.StateConfirmed {
+		m = ToSold
+	}
+	if err := o.Move(ctx, tx, ord, m); err != nil {
+		return err
+	}
+	return SetState(ctx, tx, ord.ID, to)
+}
+
+func verb(to inventory.OrderState) string {
+	if to == inventory.StateConfirmed {
+		return "confirm"
+	}
+	return "cancel"
+}
+
+// ExpireDue releases every reservation whose deadline has passed, each
+// exactly once (the order row lock and the state check guard it). It returns
+// how many it expired.
+func (o Orders) ExpireDue(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		ids, err := DueOrders(ctx, o.DB, expireBatchSize)
+		if err != nil {
+			return n, err
+		}
+		for _, id := range ids {
+			var done *Order
+			err := InTx(ctx, o.DB, func(tx *sql.Tx) (error, error) {
+				done = nil
+				ord, found, err := LockOrder(ctx, tx, id)
+				if err != nil || !found || ord.State != inventory.StateReserved {
+					return nil, err
+				}
+				done = &ord
+				return nil, o.transition(ctx, tx, ord, inventory.StateExpired)
+			})
+			if err != nil {
+				return n, fmt.Errorf("expire %s: %w", id, err)
+			}
+			if done != nil {
+				n++
+				if o.OnFinal != nil {
+					o.OnFinal(ctx, inventory.OrderRef{OrderID: id, SKU: done.SKU}, inventory.StateExpired, false)
+				}
+			}
+		}
+		if len(ids) < expireBatchSize {
+			return n, nil
+		}
+	}
+}
+
+// DueOrders lists up to limit reserved orders whose deadline has passed.
+func DueOrders(ctx context.Context, db *sql.DB, limit int) ([]string, error) {
+	rows, err := db.QueryContext(ctx,
+		"SELECT order_id FROM orders WHERE state='reserved' AND expires_at <= ? ORDER BY expires_at LIMIT ?",
+		time.Now().UTC(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("due orders: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("due orders: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// Every calls fn every period until ctx ends; errors from fn go to onErr.
+func Every(ctx context.Context, period time.Duration, fn func(context.Context) error, onErr func(error)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				onErr(err)
+			}
+		}
+	}
+}

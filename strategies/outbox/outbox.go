@@ -1,0 +1,363 @@
+// Package outbox is Redis + local message table, eventually consistent.
+// Reserve runs the Lua Try in Redis, then records the order and a "reserve"
+// event in one local MySQL transaction (compensating Redis if that fails).
+// Confirm, cancel and expiry change the order row and record an event in one
+// local transaction, then update Redis. A relay applies the events to the
+// MySQL inventory row every OutboxPeriod, exactly once per event. A
+// reconciler compares Redis with MySQL every ReconcilePeriod and, as such
+// systems commonly do, re-seeds Redis from MySQL when they differ: MySQL
+// lags by up to a relay period, so a re-seed can hand out units that Redis
+// had already reserved. That is the lag window's oversell; nothing here
+// simulates it.
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/internal/redisstock"
+	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
+)
+
+// Event kinds in the outbox table.
+const (
+	KindReserve = "reserve"
+	KindConfirm = "confirm"
+	KindRelease = "release"
+)
+
+const relayBatch = 1000
+
+// Strategy implements inventory.Strategy with Redis and an outbox. Safe for
+// concurrent use.
+type Strategy struct {
+	db     *sql.DB
+	rs     redisstock.Store
+	cfg    strategies.Config
+	orders sqlstore.Orders
+
+	mu   sync.Mutex
+	skus []string
+	lag  *hdrhistogram.Histogram // relay lag, µs; guarded by mu
+
+	relayMu sync.Mutex // one relay pass at a time
+
+	bgErrors, relayed, backlogMax, reseeds, compensations, deferred atomic.Int64
+}
+
+var _ inventory.Strategy = (*Strategy)(nil)
+
+// New builds the strategy on cfg.DB and cfg.Redis.
+func New(cfg strategies.Config) (*Strategy, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Redis == nil {
+		return nil, errors.New("outbox needs redis")
+	}
+	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg,
+		lag: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
+	s.orders = sqlstore.Orders{DB: cfg.DB, Move: recordEvent, OnFinal: s.applyToRedis}
+	return s, nil
+}
+
+// Name is "outbox".
+func (s *Strategy) Name() string { return "outbox" }
+
+// Setup loads the stock from MySQL into Redis.
+func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
+	skus, err := s.rs.LoadFromMySQL(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.skus = skus
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Strategy) skuList() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.skus
+}
+
+// Reserve runs the Lua Try, then writes the order and its event in one
+// local transaction; if that fails the Redis reservation is released.
+func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	fresh, err := s.rs.Try(ctx, r)
+	if err != nil || !fresh {
+		return err
+	}
+	err = sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) (error, error) {
+		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
+			return nil, err
+		}
+		return nil, insertEvent(ctx, tx, r.OrderID, r.SKU, r.Qty, KindReserve)
+	})
+	if err == nil {
+		return nil
+	}
+	// Compensate: give the unit back in Redis (owner-checked, so harmless
+	// if a racing cancel already did).
+	s.compensations.Add(1)
+	ref := inventory.OrderRef{OrderID: r.OrderID, SKU: r.SKU}
+	if _, cerr := s.rs.Finish(ctx, ref, inventory.StateCancelled, false); cerr != nil {
+		return errors.Join(fmt.Errorf("reserve %s: %w", r.OrderID, err), cerr)
+	}
+	if sqlstore.IsDuplicate(err) {
+		// A cancel got there first and left its marker.
+		return sqlstore.ReserveRepeat(ctx, s.db, r.OrderID)
+	}
+	return fmt.Errorf("reserve %s: %w", r.OrderID, err)
+}
+
+// Confirm moves the order to confirmed and records a confirm event in one
+// local transaction, then confirms in Redis.
+func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
+	return s.orders.Finish(ctx, ref, inventory.StateConfirmed)
+}
+
+// Cancel moves the order to cancelled and records a release event in one
+// local transaction, then releases in Redis under the owner check.
+func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
+	return s.orders.Finish(ctx, ref, inventory.StateCancelled)
+}
+
+// recordEvent is the MoveFunc: the stock moves in MySQL only when the relay
+// applies the event.
+func recordEvent(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
+	kind := KindConfirm
+	if m == sqlstore.ToAvailable {
+		kind = KindRelease
+	}
+	return insertEvent(ctx, tx, ord.ID, ord.SKU, ord.Qty, kind)
+}
+
+func insertEvent(ctx context.Context, tx *sql.Tx, orderID, sku string, qty int64, kind string) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO outbox (order_id, sku, qty, kind, created_at) VALUES (?,?,?,?,?)",
+		orderID, sku, qty, kind, time.Now().UTC())
+	if err != nil {
+		return fmt.Errorf("outbox event: %w", err)
+	}
+	return nil
+}
+
+// applyToRedis brings Redis in line after a committed MySQL transition.
+func (s *Strategy) applyToRedis(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState, marker bool) {
+	if _, err := s.rs.Finish(ctx, ref, to, marker); err != nil {
+		s.deferred.Add(1) // Settle applies MySQL's decision later
+	}
+}
+
+// Run runs the expiry sweeper, the relay and the reconciler until ctx ends.
+func (s *Strategy) Run(ctx context.Context) error {
+	onErr := func(error) { s.bgErrors.Add(1) }
+	var wg sync.WaitGroup
+	for _, job := range []struct {
+		period time.Duration
+		fn     func(context.Context) error
+	}{
+		{s.cfg.SweepPeriod, func(ctx context.Context) error { _, err := s.orders.ExpireDue(ctx); return err }},
+		{s.cfg.OutboxPeriod, func(ctx context.Context) error { _, err := s.relay(ctx); return err }},
+		{s.cfg.ReconcilePeriod, s.reconcile},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sqlstore.Every(ctx, job.period, job.fn, onErr)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+type event struct {
+	id      int64
+	sku     string
+	qty     int64
+	kind    string
+	created time.Time
+}
+
+// relay applies every pending event to the inventory rows, batch by batch,
+// each batch in one transaction that marks its events applied: an event is
+// applied exactly once. It returns how many events it applied.
+func (s *Strategy) relay(ctx context.Context) (int, error) {
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
+	total := 0
+	for {
+		var batch []event
+		err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) (error, error) {
+			batch = batch[:0]
+			rows, err := tx.QueryContext(ctx,
+				"SELECT id, sku, qty, kind, created_at FROM outbox WHERE applied=0 ORDER BY id LIMIT ? FOR UPDATE", relayBatch)
+			if err != nil {
+				return nil, err
+			}
+			for rows.Next() {
+				var e event
+				if err := rows.Scan(&e.id, &e.sku, &e.qty, &e.kind, &e.created); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				batch = append(batch, e)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil || len(batch) == 0 {
+				return nil, err
+			}
+			return nil, applyEvents(ctx, tx, batch)
+		})
+		if err != nil {
+			return total, fmt.Errorf("relay: %w", err)
+		}
+		if total == 0 {
+			s.noteBacklog(int64(len(batch)))
+		}
+		total += len(batch)
+		now := time.Now()
+		s.mu.Lock()
+		for _, e := range batch {
+			_ = s.lag.RecordValue(max(1, now.Sub(e.created).Microseconds()))
+		}
+		s.mu.Unlock()
+		s.relayed.Add(int64(len(batch)))
+		if len(batch) < relayBatch {
+			return total, nil
+		}
+	}
+}
+
+func (s *Strategy) noteBacklog(n int64) {
+	for {
+		cur := s.backlogMax.Load()
+		if n <= cur || s.backlogMax.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// applyEvents sums the batch per SKU, updates each inventory row once and
+// marks the events applied.
+func applyEvents(ctx context.Context, tx *sql.Tx, batch []event) error {
+	type delta struct{ avail, occ, sold int64 }
+	deltas := map[string]*delta{}
+	var order []string
+	ids := make([]string, 0, len(batch))
+	for _, e := range batch {
+		d := deltas[e.sku]
+		if d == nil {
+			d = &delta{}
+			deltas[e.sku] = d
+			order = append(order, e.sku)
+		}
+		switch e.kind {
+		case KindReserve:
+			d.avail -= e.qty
+			d.occ += e.qty
+		case KindConfirm:
+			d.occ -= e.qty
+			d.sold += e.qty
+		case KindRelease:
+			d.occ -= e.qty
+			d.avail += e.qty
+		}
+		ids = append(ids, strconv.FormatInt(e.id, 10))
+	}
+	for _, sku := range order {
+		d := deltas[sku]
+		if _, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available+?, occupied=occupied+?, sold=sold+? WHERE sku=?",
+			d.avail, d.occ, d.sold, sku); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, "UPDATE outbox SET applied=1 WHERE id IN ("+strings.Join(ids, ",")+")")
+	return err
+}
+
+// reconcile re-seeds a SKU's Redis stock from its MySQL row when they differ.
+func (s *Strategy) reconcile(ctx context.Context) error {
+	for _, sku := range s.skuList() {
+		var m inventory.Stock
+		if err := s.db.QueryRowContext(ctx, "SELECT total, available, occupied, sold FROM inventory WHERE sku=?", sku).
+			Scan(&m.Total, &m.Available, &m.Occupied, &m.Sold); err != nil {
+			return fmt.Errorf("reconcile %s: %w", sku, err)
+		}
+		key := inventory.RedisStockKey(sku)
+		h, err := s.rs.R.HGetAll(ctx, key).Result()
+		if err != nil {
+			return fmt.Errorf("reconcile %s: %w", sku, err)
+		}
+		if h["total"] == strconv.FormatInt(m.Total, 10) && h["available"] == strconv.FormatInt(m.Available, 10) &&
+			h["occupied"] == strconv.FormatInt(m.Occupied, 10) && h["sold"] == strconv.FormatInt(m.Sold, 10) {
+			continue
+		}
+		if err := s.rs.R.HSet(ctx, key, "total", m.Total, "available", m.Available, "occupied", m.Occupied, "sold", m.Sold).Err(); err != nil {
+			return fmt.Errorf("reconcile %s: %w", sku, err)
+		}
+		s.reseeds.Add(1)
+	}
+	return nil
+}
+
+// Settle expires due reservations, drains the outbox, and applies MySQL's
+// decisions to any Redis reservation left behind. It does not reconcile:
+// the audit sees the drift the run left.
+func (s *Strategy) Settle(ctx context.Context) error {
+	if _, err := s.orders.ExpireDue(ctx); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	if _, err := s.rs.ApplyDecisions(ctx, s.db, s.skuList()); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	for {
+		n, err := s.relay(ctx)
+		if err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+// Restock adds stock in MySQL first, then in Redis.
+func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
+	if _, err := s.db.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+? WHERE sku=?", qty, qty, sku); err != nil {
+		return fmt.Errorf("restock %s: %w", sku, err)
+	}
+	return s.rs.Restock(ctx, sku, qty)
+}
+
+// Close has nothing to release.
+func (s *Strategy) Close() error { return nil }
+
+// Counters reports relay lag (ms), backlog, re-seeds, compensations and
+// background errors.
+func (s *Strategy) Counters() map[string]float64 {
+	s.mu.Lock()
+	p50 := float64(s.lag.ValueAtQuantile(50)) / 1000
+	p99 := float64(s.lag.ValueAtQuantile(99)) / 1000
+	s.mu.Unlock()
+	return map[string]float64{
+		"background_errors":    float64(s.bgErrors.Load()),
+		"outbox_relayed":       float64(s.relayed.Load()),
+		"outbox_lag_p50_ms":    p50,
+		"outbox_lag_p99_ms":    p99,
+		"outbox_backlog_max":   float64(s.backlogMax.Load()),
+		"outbox_reseeds":       float64(s.reseeds.Load()),
+		"outbox_compensations": float64(s.compensations.Load()),
+		"outbox_deferred":      float64(s.deferred.Load()),
+	}
+}

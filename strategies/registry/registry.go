@@ -1,0 +1,99 @@
+// Package registry maps strategy names, as used on the command line, to
+// constructors. Adding a strategy means adding one entry here; the
+// conformance suite then runs against it.
+package registry
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/cas"
+	"github.com/stockbench/stockbench/strategies/conditional"
+	"github.com/stockbench/stockbench/strategies/luatcc"
+	"github.com/stockbench/stockbench/strategies/naive"
+	"github.com/stockbench/stockbench/strategies/outbox"
+	"github.com/stockbench/stockbench/strategies/rowlock"
+)
+
+// Entry describes one strategy.
+type Entry struct {
+	Name string
+	// Dir is the strategy's package directory, relative to the module root
+	// (for counting its core lines).
+	Dir string
+	// Safe is false for naive: it is exempt from the safety cases and must
+	// instead show the anomaly.
+	Safe bool
+	// UsesRedis says whether the strategy needs a Redis server.
+	UsesRedis bool
+	New       func(strategies.Config) (inventory.Strategy, error)
+}
+
+func wrap[T inventory.Strategy](f func(strategies.Config) T) func(strategies.Config) (inventory.Strategy, error) {
+	return func(c strategies.Config) (inventory.Strategy, error) { return f(c), nil }
+}
+
+func wrapErr[T inventory.Strategy](f func(strategies.Config) (T, error)) func(strategies.Config) (inventory.Strategy, error) {
+	return func(c strategies.Config) (inventory.Strategy, error) { return f(c) }
+}
+
+// All lists every strategy in the order reports show them.
+var All = []Entry{
+	{Name: "rowlock", Dir: "strategies/rowlock", Safe: true, New: wrap(rowlock.New)},
+	{Name: "cas", Dir: "strategies/cas", Safe: true, New: wrapErr(cas.New)},
+	{Name: "conditional", Dir: "strategies/conditional", Safe: true, New: wrap(conditional.New)},
+	{Name: "lua-tcc", Dir: "strategies/luatcc", Safe: true, UsesRedis: true, New: wrapErr(luatcc.New)},
+	{Name: "outbox", Dir: "strategies/outbox", Safe: true, UsesRedis: true, New: wrapErr(outbox.New)},
+	{Name: "naive", Dir: "strategies/naive", Safe: false, New: wrap(naive.New)},
+}
+
+// Names lists every strategy name.
+func Names() []string {
+	out := make([]string, len(All))
+	for i, e := range All {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// Lookup finds a strategy by name.
+func Lookup(name string) (Entry, error) {
+	for _, e := range All {
+		if e.Name == name {
+			return e, nil
+		}
+	}
+	return Entry{}, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Parse turns a comma-separated list ("all" for every strategy) into entries,
+// rejecting unknown and repeated names.
+func Parse(list string) ([]Entry, error) {
+	if strings.TrimSpace(list) == "all" {
+		return All, nil
+	}
+	var out []Entry
+	seen := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("strategy %q named twice", n)
+		}
+		seen[n] = true
+		e, err := Lookup(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no strategy named (known: %s)", strings.Join(Names(), ", "))
+	}
+	return out, nil
+}
+

@@ -1,0 +1,56 @@
+// Package strategies holds what every strategy package shares: the Config a
+// strategy is built from. Each strategy lives in its own sub-package; the
+// registry sub-package maps CLI names to constructors, and the conformance
+// suite (conformance_test.go) runs every registered strategy against real
+// MySQL and Redis.
+package strategies
+
+import (
+	"database/sql"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config is what a strategy is built from. DB and Redis are shared
+// connection pools owned by the caller; strategies never close them.
+type Config struct {
+	DB    *sql.DB
+	Redis redis.UniversalClient
+	// SweepPeriod is how often expired reservations are looked for.
+	SweepPeriod time.Duration
+	// CASRetry is "backoff" (exponential with full jitter) or "immediate".
+	CASRetry string
+	// CASMaxAttempts bounds the optimistic attempts of one reserve.
+	CASMaxAttempts int
+	// OutboxPeriod is how often the outbox relay polls the message table.
+	OutboxPeriod time.Duration
+	// ReconcilePeriod is how often the outbox reconciler re-seeds Redis from MySQL.
+	ReconcilePeriod time.Duration
+	// Retain is how long Redis keeps a final reservation record, the window
+	// in which repeats and late Trys are recognised.
+	Retain time.Duration
+}
+
+// WithDefaults fills unset fields with the documented defaults.
+func (c Config) WithDefaults() Config {
+	if c.SweepPeriod <= 0 {
+		c.SweepPeriod = 500 * time.Millisecond
+	}
+	if c.CASRetry == "" {
+		c.CASRetry = "backoff"
+	}
+	if c.CASMaxAttempts <= 0 {
+		c.CASMaxAttempts = 200
+	}
+	if c.OutboxPeriod <= 0 {
+		c.OutboxPeriod = time.Second
+	}
+	if c.ReconcilePeriod <= 0 {
+		c.ReconcilePeriod = time.Second
+	}
+	if c.Retain <= 0 {
+		c.Retain = time.Hour
+	}
+	return c
+}
