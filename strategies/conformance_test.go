@@ -1,0 +1,330 @@
+package strategies_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers/servertest"
+	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/registry"
+)
+
+var env servertest.Env
+
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
+
+const sku = "SKU-1"
+
+// fixture is one strategy on a freshly reset schema, with the acks its
+// clients received, audited when the case ends.
+type fixture struct {
+	t    *testing.T
+	s    inventory.Strategy
+	e    registry.Entry
+	mu   sync.Mutex
+	acks map[string]inventory.OrderState
+}
+
+func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Config) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+		t.Fatal(err)
+	}
+	if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+		t.Fatal(err)
+	}
+	st := []inventory.Stock{{SKU: sku, Total: stock, Available: stock}}
+	if err := inventory.LoadStock(ctx, env.DB, st); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DB, cfg.Redis = env.DB, env.Redis
+	s, err := e.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Setup(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, s: s, e: e, acks: map[string]inventory.OrderState{}}
+	t.Cleanup(f.audit)
+	return f
+}
+
+func ref(id string) inventory.OrderRef { return inventory.OrderRef{OrderID: id, SKU: sku} }
+
+func (f *fixture) reserve(id string) error {
+	return f.reserveUntil(id, time.Now().Add(time.Minute))
+}
+
+func (f *fixture) reserveUntil(id string, deadline time.Time) error {
+	return f.s.Reserve(context.Background(), inventory.Reservation{OrderID: id, SKU: sku, Qty: 1, Deadline: deadline})
+}
+
+func (f *fixture) confirm(id string) error {
+	err := f.s.Confirm(context.Background(), ref(id))
+	if err == nil {
+		f.ack(id, inventory.StateConfirmed)
+	}
+	return err
+}
+
+func (f *fixture) cancel(id string) error {
+	err := f.s.Cancel(context.Background(), ref(id))
+	if err == nil {
+		f.ack(id, inventory.StateCancelled)
+	}
+	return err
+}
+
+func (f *fixture) ack(id string, st inventory.OrderState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if prev, ok := f.acks[id]; ok && prev != st {
+		f.t.Errorf("order %s acknowledged as both %s and %s", id, prev, st)
+	}
+	f.acks[id] = st
+}
+
+// stock settles the strategy and returns the audit of the one SKU.
+func (f *fixture) stock() (inventory.Audit, inventory.SKUAudit) {
+	f.t.Helper()
+	ctx := context.Background()
+	if err := f.s.Settle(ctx); err != nil {
+		f.t.Fatalf("settle: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, err := inventory.Auditor{DB: env.DB, Redis: env.Redis}.Audit(ctx, f.acks)
+	if err != nil {
+		f.t.Fatalf("audit: %v", err)
+	}
+	return a, a.SKUs[0]
+}
+
+// audit runs after every case: the auditor's invariants must hold for every
+// safe strategy.
+func (f *fixture) audit() {
+	if !f.e.Safe || f.t.Failed() {
+		return
+	}
+	a, _ := f.stock()
+	if a.InvariantViolations != 0 || a.OversoldUnits != 0 || a.LostAcks != 0 || a.CancelAckViolations != 0 || a.LeakedUnits != 0 || a.DriftUnits != 0 {
+		f.t.Errorf("audit after case: %+v", a)
+	}
+}
+
+func wantErr(t *testing.T, what string, got, want error) {
+	t.Helper()
+	if want == nil && got != nil || want != nil && !errors.Is(got, want) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+func wantStock(t *testing.T, s inventory.SKUAudit, avail, confirmed int64) {
+	t.Helper()
+	if s.Redis != nil {
+		// Redis strategies keep live reservations in Redis; compare there.
+		if s.Redis.Available != avail || s.Redis.Sold != confirmed {
+			t.Fatalf("redis stock: available %d sold %d, want %d and %d", s.Redis.Available, s.Redis.Sold, avail, confirmed)
+		}
+	} else if s.Available != avail {
+		t.Fatalf("available %d, want %d", s.Available, avail)
+	}
+	if s.ConfirmedUnits != confirmed {
+		t.Fatalf("confirmed units %d, want %d", s.ConfirmedUnits, confirmed)
+	}
+}
+
+// The contract cases. Each runs against every strategy on a fresh schema;
+// the naive strategy runs only those marked forNaive.
+var cases = []struct {
+	name     string
+	forNaive bool
+	run      func(t *testing.T, e registry.Entry)
+}{
+	{"out of stock", true, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 1, strategies.Config{})
+		wantErr(t, "first reserve", f.reserve("o1"), nil)
+		wantErr(t, "second reserve", f.reserve("o2"), inventory.ErrOutOfStock)
+	}},
+	{"reserve then confirm", true, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "confirm", f.confirm("o1"), nil)
+		_, s := f.stock()
+		wantStock(t, s, 4, 1)
+	}},
+	{"reserve then cancel", true, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "cancel", f.cancel("o1"), nil)
+		_, s := f.stock()
+		wantStock(t, s, 5, 0)
+	}},
+	{"repeated reserve moves stock once", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "repeat", f.reserve("o1"), nil)
+		_, s := f.stock()
+		wantStock(t, s, 4, 0)
+	}},
+	{"double confirm", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "confirm", f.confirm("o1"), nil)
+		wantErr(t, "confirm again", f.confirm("o1"), nil)
+		_, s := f.stock()
+		wantStock(t, s, 4, 1)
+	}},
+	{"double cancel", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "cancel", f.cancel("o1"), nil)
+		wantErr(t, "cancel again", f.cancel("o1"), nil)
+		_, s := f.stock()
+		wantStock(t, s, 5, 0)
+	}},
+	{"cancel after confirm releases nothing", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "confirm", f.confirm("o1"), nil)
+		wantErr(t, "cancel", f.cancel("o1"), inventory.ErrAlreadyFinal)
+		_, s := f.stock()
+		wantStock(t, s, 4, 1)
+	}},
+	{"confirm after cancel is already final", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "cancel", f.cancel("o1"), nil)
+		wantErr(t, "confirm", f.confirm("o1"), inventory.ErrAlreadyFinal)
+		_, s := f.stock()
+		wantStock(t, s, 5, 0)
+	}},
+	{"confirm of unknown order", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "confirm", f.confirm("nope"), inventory.ErrUnknownOrder)
+	}},
+	{"cancel before reserve blocks the reserve", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "cancel unknown", f.cancel("o1"), nil)
+		wantErr(t, "late reserve", f.reserve("o1"), inventory.ErrAlreadyFinal)
+		_, s := f.stock()
+		wantStock(t, s, 5, 0)
+	}},
+	{"confirm and cancel race: exactly one wins", false, func(t *testing.T, e registry.Entry) {
+		const trials = 40
+		f := newFixture(t, e, trials, strategies.Config{})
+		var confirms int64
+		for i := 0; i < trials; i++ {
+			id := fmt.Sprintf("race-%d", i)
+			wantErr(t, "reserve", f.reserve(id), nil)
+			var wg sync.WaitGroup
+			var cErr, xErr error
+			start := make(chan struct{})
+			wg.Add(2)
+			go func() { defer wg.Done(); <-start; cErr = f.confirm(id) }()
+			go func() { defer wg.Done(); <-start; xErr = f.cancel(id) }()
+			close(start)
+			wg.Wait()
+			if (cErr == nil) == (xErr == nil) {
+				t.Fatalf("trial %d: confirm %v, cancel %v: want exactly one winner", i, cErr, xErr)
+			}
+			loser := cErr
+			if cErr == nil {
+				confirms++
+				loser = xErr
+			}
+			wantErr(t, "loser", loser, inventory.ErrAlreadyFinal)
+		}
+		_, s := f.stock()
+		wantStock(t, s, trials-confirms, confirms)
+	}},
+	{"expiry releases exactly once", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 3, strategies.Config{SweepPeriod: 20 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i := 0; i < 2; i++ { // two sweepers racing for the same reservations
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = f.s.Run(ctx) }()
+		}
+		defer func() { cancel(); wg.Wait() }()
+		for i := 0; i < 3; i++ {
+			wantErr(t, "reserve", f.reserveUntil(fmt.Sprintf("exp-%d", i), time.Now().Add(150*time.Millisecond)), nil)
+		}
+		wantErr(t, "sold out", f.reserve("other"), inventory.ErrOutOfStock)
+		time.Sleep(600 * time.Millisecond)
+		wantErr(t, "pay after expiry", f.confirm("exp-0"), inventory.ErrAlreadyFinal)
+		cancel()
+		wg.Wait()
+		a, s := f.stock()
+		wantStock(t, s, 3, 0)
+		var expired int
+		if err := env.DB.QueryRow("SELECT COUNT(*) FROM orders WHERE state='expired'").Scan(&expired); err != nil {
+			t.Fatal(err)
+		}
+		if expired != 3 {
+			t.Fatalf("%d orders expired, want 3 (audit %+v)", expired, a)
+		}
+	}},
+	{"200 buyers on 100 units", true, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 100, strategies.Config{})
+		var ok, out atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := 0; i < 200; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				id := fmt.Sprintf("b-%d", i)
+				switch err := f.reserve(id); {
+				case err == nil:
+					ok.Add(1)
+					if err := f.confirm(id); err != nil {
+						t.Errorf("confirm %s: %v", id, err)
+					}
+				case errors.Is(err, inventory.ErrOutOfStock), errors.Is(err, inventory.ErrConflict):
+					out.Add(1)
+				default:
+					t.Errorf("reserve %s: %v", id, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		a, s := f.stock()
+		if !e.Safe {
+			// naive must show the anomaly, and the auditor must see it.
+			if a.OversoldUnits == 0 && a.InvariantViolations == 0 {
+				t.Fatalf("naive showed no anomaly: %d reserved, audit %+v", ok.Load(), a)
+			}
+			return
+		}
+		if ok.Load() != 100 {
+			t.Fatalf("%d reserves succeeded, want exactly 100 (%d refused)", ok.Load(), out.Load())
+		}
+		wantStock(t, s, 0, 100)
+	}},
+}
+
+// TestConformance runs every case against every registered strategy.
+func TestConformance(t *testing.T) {
+	for _, e := range registry.All {
+		t.Run(e.Name, func(t *testing.T) {
+			for _, c := range cases {
+				if !e.Safe && !c.forNaive {
+					continue
+				}
+				t.Run(c.name, func(t *testing.T) { c.run(t, e) })
+			}
+		})
+	}
+}
