@@ -96,4 +96,3 @@ func Parse(list string) ([]Entry, error) {
 	}
 	return out, nil
 }
-
