@@ -53,10 +53,16 @@ type Auditor struct {
 	Redis redis.UniversalClient
 }
 
-// Audit reads the final state. acks holds what clients were told: an order
-// id mapped to StateConfirmed (Confirm returned nil) or StateCancelled (Cancel
-// returned nil). Call it after the strategy's Settle.
-func (a Auditor) Audit(ctx context.Context, acks map[string]OrderState) (Audit, error) {
+// Ack is what a client was told about an order: State is StateConfirmed
+// (Confirm returned nil) or StateCancelled (Cancel returned nil).
+type Ack struct {
+	OrderID string
+	State   OrderState
+}
+
+// Audit reads the final state and checks it against acks, what clients were
+// told. Call it after the strategy's Settle.
+func (a Auditor) Audit(ctx context.Context, acks []Ack) (Audit, error) {
 	var out Audit
 	rows, err := a.DB.QueryContext(ctx, `
 		SELECT i.sku, i.total, i.available, i.occupied, i.sold,
@@ -170,10 +176,14 @@ func (a Auditor) auditRedis(ctx context.Context, s *SKUAudit, violate func(strin
 }
 
 // checkAcks counts acknowledged outcomes that the orders table contradicts.
-func (a Auditor) checkAcks(ctx context.Context, out *Audit, acks map[string]OrderState) error {
+func (a Auditor) checkAcks(ctx context.Context, out *Audit, acks []Ack) error {
+	byID := map[string][]OrderState{}
 	ids := make([]string, 0, len(acks))
-	for id := range acks {
-		ids = append(ids, id)
+	for _, ack := range acks {
+		if _, ok := byID[ack.OrderID]; !ok {
+			ids = append(ids, ack.OrderID)
+		}
+		byID[ack.OrderID] = append(byID[ack.OrderID], ack.State)
 	}
 	sort.Strings(ids)
 	const batch = 500
@@ -207,14 +217,16 @@ func (a Auditor) checkAcks(ctx context.Context, out *Audit, acks map[string]Orde
 			return fmt.Errorf("audit: read acked orders: %w", err)
 		}
 		for _, id := range part {
-			switch acks[id] {
-			case StateConfirmed:
-				if states[id] != StateConfirmed {
-					out.LostAcks++
-				}
-			case StateCancelled:
-				if states[id] == StateConfirmed {
-					out.CancelAckViolations++
+			for _, st := range byID[id] {
+				switch st {
+				case StateConfirmed:
+					if states[id] != StateConfirmed {
+						out.LostAcks++
+					}
+				case StateCancelled:
+					if states[id] == StateConfirmed {
+						out.CancelAckViolations++
+					}
 				}
 			}
 		}

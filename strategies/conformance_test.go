@@ -29,7 +29,7 @@ type fixture struct {
 	s    inventory.Strategy
 	e    registry.Entry
 	mu   sync.Mutex
-	acks map[string]inventory.OrderState
+	acks []inventory.Ack
 }
 
 func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Config) *fixture {
@@ -53,7 +53,7 @@ func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Conf
 	if err := s.Setup(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, s: s, e: e, acks: map[string]inventory.OrderState{}}
+	f := &fixture{t: t, s: s, e: e}
 	t.Cleanup(f.audit)
 	return f
 }
@@ -87,10 +87,7 @@ func (f *fixture) cancel(id string) error {
 func (f *fixture) ack(id string, st inventory.OrderState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if prev, ok := f.acks[id]; ok && prev != st {
-		f.t.Errorf("order %s acknowledged as both %s and %s", id, prev, st)
-	}
-	f.acks[id] = st
+	f.acks = append(f.acks, inventory.Ack{OrderID: id, State: st})
 }
 
 // stock settles the strategy and returns the audit of the one SKU.

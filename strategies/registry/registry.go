@@ -20,9 +20,10 @@ import (
 // Entry describes one strategy.
 type Entry struct {
 	Name string
-	// Dir is the strategy's package directory, relative to the module root
-	// (for counting its core lines).
-	Dir string
+	// Dirs are the directories of the strategy's code, relative to the
+	// module root: its own package first, then the shared internal packages
+	// it builds on (all are counted as its core lines).
+	Dirs []string
 	// Safe is false for naive: it is exempt from the safety cases and must
 	// instead show the anomaly.
 	Safe bool
@@ -41,13 +42,18 @@ func wrapErr[T inventory.Strategy](f func(strategies.Config) (T, error)) func(st
 
 // All lists every strategy in the order reports show them.
 var All = []Entry{
-	{Name: "rowlock", Dir: "strategies/rowlock", Safe: true, New: wrap(rowlock.New)},
-	{Name: "cas", Dir: "strategies/cas", Safe: true, New: wrapErr(cas.New)},
-	{Name: "conditional", Dir: "strategies/conditional", Safe: true, New: wrap(conditional.New)},
-	{Name: "lua-tcc", Dir: "strategies/luatcc", Safe: true, UsesRedis: true, New: wrapErr(luatcc.New)},
-	{Name: "outbox", Dir: "strategies/outbox", Safe: true, UsesRedis: true, New: wrapErr(outbox.New)},
-	{Name: "naive", Dir: "strategies/naive", Safe: false, New: wrap(naive.New)},
+	{Name: "rowlock", Dirs: []string{"strategies/rowlock", sqlDir}, Safe: true, New: wrap(rowlock.New)},
+	{Name: "cas", Dirs: []string{"strategies/cas", sqlDir}, Safe: true, New: wrapErr(cas.New)},
+	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, New: wrap(conditional.New)},
+	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", sqlDir, redisDir}, Safe: true, UsesRedis: true, New: wrapErr(luatcc.New)},
+	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, New: wrapErr(outbox.New)},
+	{Name: "naive", Dirs: []string{"strategies/naive"}, Safe: false, New: wrap(naive.New)},
 }
+
+const (
+	sqlDir   = "strategies/internal/sqlstore"
+	redisDir = "strategies/internal/redisstock"
+)
 
 // Names lists every strategy name.
 func Names() []string {

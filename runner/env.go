@@ -1,0 +1,70 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/servers"
+)
+
+// collectEnv asks the servers for their versions and durability settings.
+// A figure it cannot read is left empty rather than guessed.
+func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) reports.Env {
+	e := reports.Env{Backend: ep.Backend, Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
+		ToolVersion: ToolVersion(), CPUModel: cpuModel(), StartedAt: time.Now().UTC().Format(time.RFC3339)}
+	_ = c.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&e.MySQLVersion)
+	_ = c.DB.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit").Scan(&e.InnodbFlushLogAtTrxCommit)
+	_ = c.DB.QueryRowContext(ctx, "SELECT @@sync_binlog").Scan(&e.SyncBinlog)
+	if info, err := c.Redis.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				e.RedisVersion = v
+			}
+		}
+	}
+	if v, err := c.Redis.ConfigGet(ctx, "appendonly").Result(); err == nil {
+		e.RedisAppendOnly = v["appendonly"]
+	}
+	return e
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// ToolVersion is the module version and VCS revision the binary was built from.
+func ToolVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += "+dirty"
+			}
+		}
+	}
+	return v
+}
