@@ -1,0 +1,30 @@
+# stockbench — see README.md.
+GO      ?= go
+BIN     := bin/stockbench
+# Extra flags for `make bench`, e.g. make bench BENCH_FLAGS="--seed 2"
+BENCH_FLAGS ?=
+
+.PHONY: build test bench vet fmt fmt-check clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/stockbench
+
+# The whole suite, servers included (started by the harness's local provider).
+test: vet fmt-check
+	$(GO) test -race -count=1 ./...
+
+# The default comparison: flash sale, every strategy, auto backend.
+bench: build
+	./$(BIN) run --strategies all --scenario flash --out reports/latest $(BENCH_FLAGS)
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadInput: every bad input is one line on stderr and exit code 2.
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string // substring of the error line
+	}{
+		{"no command", nil, "usage"},
+		{"unknown command", []string{"fly"}, "unknown command"},
+		{"unknown flag", []string{"run", "--nope"}, "flag provided but not defined"},
+		{"unknown strategy", []string{"run", "--strategies", "rowlock,magic"}, `unknown strategy "magic"`},
+		{"unknown scenario", []string{"run", "--scenario", "sale"}, "--scenario"},
+		{"bad pay delay", []string{"run", "--pay-delay", "500ms-200ms"}, "--pay-delay"},
+		{"zero stock", []string{"run", "--stock", "0"}, "--stock"},
+		{"abandon above 1", []string{"run", "--abandon", "1.5"}, "--abandon"},
+		{"bad cas retry", []string{"run", "--cas-retry", "never"}, "--cas-retry"},
+		{"stray argument", []string{"run", "extra"}, "unexpected argument"},
+		{"unknown backend", []string{"run", "--backend", "cloud"}, "unknown backend"},
+		{"half external", []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"}, "needs --mysql-dsn and --redis-addr"},
+		{"unreachable external", []string{"run", "--backend", "external", "--mysql-dsn", "root:pw@tcp(127.0.0.1:1)/x", "--redis-addr", "127.0.0.1:1"}, "does not answer"},
+		{"report without dir", []string{"report"}, "usage"},
+		{"report of missing dir", []string{"report", "/nonexistent"}, "read results"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), c.args, &out, &errb)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, errb.String())
+			}
+			msg := errb.String()
+			if !strings.Contains(msg, c.want) {
+				t.Fatalf("stderr %q does not say %q", msg, c.want)
+			}
+			if c.args != nil && strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+				t.Fatalf("error is not one line: %q", msg)
+			}
+			if strings.Contains(msg, ":pw@") {
+				t.Fatalf("password printed: %q", msg)
+			}
+		})
+	}
+}
+
+// TestRunEndToEnd runs the real wiring (local servers) on a small flash
+// sale, then re-renders the report from results.json.
+func TestRunEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"run", "--strategies", "naive,lua-tcc", "--stock", "50", "--buyers", "80",
+		"--pay-delay", "5ms-20ms", "--seed", "3", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var res struct {
+		Config map[string]any `json:"config"`
+		Env    struct {
+			MySQLVersion string `json:"mysql_version"`
+			RedisVersion string `json:"redis_version"`
+		} `json:"env"`
+		Runs []struct {
+			Strategy  string                        `json:"strategy"`
+			Scenario  string                        `json:"scenario"`
+			TPS       float64                       `json:"tps"`
+			LatencyMS map[string]map[string]float64 `json:"latency_ms"`
+			Counts    map[string]map[string]int64   `json:"counts"`
+			Audit     map[string]any                `json:"audit"`
+		} `json:"runs"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 || res.Env.MySQLVersion == "" || res.Env.RedisVersion == "" || res.Config["seed"] == nil {
+		t.Fatalf("results incomplete: %s", b)
+	}
+	for _, r := range res.Runs {
+		for _, k := range []string{"confirmed_units", "oversold_units", "oversell_rate", "leaked_units", "invariant_violations", "lost_acks"} {
+			if _, ok := r.Audit[k]; !ok {
+				t.Fatalf("%s: audit.%s missing", r.Strategy, k)
+			}
+		}
+		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
+			if _, ok := r.LatencyMS[op]["p999"]; !ok {
+				t.Fatalf("%s: latency_ms.%s.p999 missing", r.Strategy, op)
+			}
+		}
+		if r.TPS <= 0 || r.Scenario != "flash" {
+			t.Fatalf("%s: tps %v scenario %q", r.Strategy, r.TPS, r.Scenario)
+		}
+	}
+	if !strings.Contains(out.String(), "lua-tcc") {
+		t.Fatalf("table not printed: %s", out.String())
+	}
+	summary := filepath.Join(dir, "summary.md")
+	first, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(summary)
+	if code := Main(context.Background(), []string{"report", dir}, &out, &errb); code != exitOK {
+		t.Fatalf("report exit %d: %s", code, errb.String())
+	}
+	again, err := os.ReadFile(summary)
+	if err != nil || !bytes.Equal(first, again) {
+		t.Fatalf("report did not restore summary.md identically (err %v)", err)
+	}
+}
+
+// TestInterrupt: Ctrl-C in the middle still writes results and leaves no
+// server running.
+func TestInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(4*time.Second, cancel)
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"run", "--strategies", "rowlock,conditional", "--stock", "10", "--buyers", "20",
+		"--pay-delay", "1s-2s", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitInterrupted {
+		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatalf("no results after interrupt: %v", err)
+	}
+	if !strings.Contains(string(b), `"interrupted": true`) {
+		t.Fatalf("results do not say interrupted")
+	}
+	if kids := children(); len(kids) > 0 {
+		t.Fatalf("processes left running: %v", kids)
+	}
+}
+
+// children lists processes whose parent is this test process.
+func children() []string {
+	var out []string
+	me := strconv.Itoa(os.Getpid())
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == me {
+			out = append(out, e.Name()+" "+s[:i+1])
+		}
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/scenarios"
+	"github.com/stockbench/stockbench/servers/servertest"
+	"github.com/stockbench/stockbench/strategies/registry"
+)
+
+var env servertest.Env
+
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
+
+func flashOptions(seed uint64) runner.Options {
+	return runner.Options{Scenario: "flash", Stock: 100, Buyers: 120,
+		PayDelay: scenarios.Range{Min: 300 * time.Millisecond, Max: 350 * time.Millisecond},
+		TTL:      30 * time.Second, ShortTTL: 200 * time.Millisecond, Seed: seed,
+		OpTimeout: 10 * time.Second, SettleTimeout: time.Minute}
+}
+
+// TestFlashAuditMatchesSQL runs the flash scenario against naive and rowlock
+// and checks the reported figures against a direct SQL count; naive must
+// oversell for most seeds, rowlock never.
+func TestFlashAuditMatchesSQL(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"naive", "rowlock"} {
+		e, err := registry.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oversold := 0
+		for seed := uint64(1); seed <= 3; seed++ {
+			run, err := runner.RunStrategy(ctx, env.Conns, e, flashOptions(seed), nil)
+			if err != nil {
+				t.Fatalf("%s seed %d: %v", name, seed, err)
+			}
+			var confirmed, total int64
+			if err := env.DB.QueryRow("SELECT COALESCE(SUM(qty),0) FROM orders WHERE state='confirmed'").Scan(&confirmed); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.DB.QueryRow("SELECT total FROM inventory").Scan(&total); err != nil {
+				t.Fatal(err)
+			}
+			if run.Audit.ConfirmedUnits != confirmed || run.Audit.OversoldUnits != max(0, confirmed-total) {
+				t.Fatalf("%s seed %d: audit says %d confirmed / %d oversold, SQL says %d / %d",
+					name, seed, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits, confirmed, max(0, confirmed-total))
+			}
+			if run.LatencyMS["reserve"].Count != 120 || run.Counts["reserve"]["ok"]+run.Counts["reserve"]["out_of_stock"] != 120 {
+				t.Fatalf("%s seed %d: reserve counts %+v, latency %+v", name, seed, run.Counts, run.LatencyMS["reserve"])
+			}
+			if run.LatencyMS["flow"].P50 >= 300 {
+				t.Fatalf("%s: flow p50 %.1f ms includes the 300-350 ms pay delay", name, run.LatencyMS["flow"].P50)
+			}
+			if run.Audit.OversoldUnits > 0 {
+				oversold++
+			}
+			if name == "rowlock" && (run.Audit.OversoldUnits != 0 || run.Audit.LostAcks != 0 || run.Audit.InvariantViolations != 0) {
+				t.Fatalf("rowlock seed %d: %+v", seed, run.Audit)
+			}
+		}
+		if name == "naive" && oversold < 2 {
+			t.Fatalf("naive oversold in only %d of 3 seeds", oversold)
+		}
+	}
+}
+
+// TestRaceScenarioSafeStrategies: the race scenario breaks no safe strategy.
+func TestRaceScenarioSafeStrategies(t *testing.T) {
+	o := flashOptions(1)
+	o.Scenario, o.Buyers, o.Stock = "race", 150, 60
+	o.PayDelay = scenarios.Range{Max: 20 * time.Millisecond}
+	o.Strategy.SweepPeriod = 50 * time.Millisecond
+	for _, e := range registry.All {
+		if !e.Safe {
+			continue
+		}
+		t.Run(e.Name, func(t *testing.T) {
+			run, err := runner.RunStrategy(context.Background(), env.Conns, e, o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := run.Audit
+			if a.OversoldUnits != 0 || a.LostAcks != 0 || a.CancelAckViolations != 0 || a.InvariantViolations != 0 || a.LeakedUnits != 0 {
+				t.Fatalf("audit %+v; counts %+v", a, run.Counts)
+			}
+			if run.Counts["confirm"]["already_final"] == 0 || run.Journeys["pay-after-expiry"] == 0 {
+				t.Fatalf("race scenario exercised nothing: %+v %+v", run.Counts, run.Journeys)
+			}
+		})
+	}
+}
