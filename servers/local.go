@@ -109,16 +109,22 @@ func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
 		return 0, 0, err
 	}
 	data := filepath.Join(dir, "data")
+	// A private tmpdir: instances sharing /tmp clobber each other's
+	// temporary tables during bootstrap (seen with parallel test packages).
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return 0, 0, fmt.Errorf("local mysql: %w", err)
+	}
 	mariadb := strings.Contains(filepath.Base(l.MySQLBin), "mariadb") || l.InstallDB != "" && strings.Contains(l.InstallDB, "mariadb")
 	var initCmd *exec.Cmd
 	if mariadb {
 		if l.InstallDB == "" {
 			return 0, 0, errors.New("local mysql: mariadb-install-db not found (Debian: apt-get install mariadb-server)")
 		}
-		initCmd = exec.CommandContext(ctx, l.InstallDB, "--no-defaults", "--datadir="+data, "--user=root",
+		initCmd = exec.CommandContext(ctx, l.InstallDB, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--user=root",
 			"--auth-root-authentication-method=normal", "--skip-test-db")
 	} else {
-		initCmd = exec.CommandContext(ctx, l.MySQLBin, "--no-defaults", "--initialize-insecure", "--datadir="+data, "--user=root")
+		initCmd = exec.CommandContext(ctx, l.MySQLBin, "--no-defaults", "--initialize-insecure", "--datadir="+data, "--tmpdir="+tmp, "--user=root")
 	}
 	if out, err := initCmd.CombinedOutput(); err != nil {
 		return 0, 0, fmt.Errorf("local mysql: initialise data dir: %v: %s", err, lastLine(out))
@@ -129,7 +135,7 @@ func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		args := []string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
+		args := []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--port=" + strconv.Itoa(port),
 			"--socket=" + filepath.Join(dir, "mysql.sock"), "--bind-address=127.0.0.1", "--user=root",
 			"--skip-name-resolve", "--log-error=" + logFile, "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
 			"--max-connections=2000", "--innodb-buffer-pool-size=256M"}
@@ -307,12 +313,13 @@ func tailFile(path string) string {
 	return lastLine(b)
 }
 
-// lastLine returns the last line that looks like an error, or the last line.
+// lastLine returns the first line that names an error other than the
+// generic "Aborting", or else the last line.
 func lastLine(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.Contains(strings.ToLower(lines[i]), "error") {
-			return strings.TrimSpace(lines[i])
+	for _, l := range lines {
+		if strings.Contains(strings.ToLower(l), "error") && !strings.Contains(l, "Aborting") {
+			return strings.TrimSpace(l)
 		}
 	}
 	return strings.TrimSpace(lines[len(lines)-1])

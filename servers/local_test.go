@@ -96,3 +96,16 @@ func TestRedactDSN(t *testing.T) {
 		t.Fatalf("RedactDSN = %q", got)
 	}
 }
+
+func TestLastLine(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"a\n[ERROR] Can't find file x\n[ERROR] Aborting\n", "[ERROR] Can't find file x"}, // the cause, not the generic abort
+		{"starting\nready\n", "ready"}, // no error: last line
+		{"[ERROR] Aborting", "[ERROR] Aborting"},
+	}
+	for _, c := range cases {
+		if got := lastLine([]byte(c.in)); got != c.want {
+			t.Errorf("lastLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.CASRetry != RetryBackoff && cfg.CASRetry != RetryImmediate {
 		return nil, fmt.Errorf("cas: retry policy %q: want backoff or immediate", cfg.CASRetry)
 	}
-	return &Strategy{Base: sqlstore.NewBase(cfg, move)}, nil
+	return &Strategy{Base: sqlstore.NewBase(cfg, sqlstore.GuardedMove(true))}, nil
 }
 
 // Name is "cas".
@@ -112,24 +112,6 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 			}
 		}
 	}
-}
-
-// move moves units out of occupied and bumps the version, as every writer of
-// a versioned row must.
-func move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
-	sku, qty := ord.SKU, ord.Qty
-	q := "UPDATE inventory SET occupied=occupied-?, sold=sold+?, version=version+1 WHERE sku=? AND occupied>=?"
-	if m == sqlstore.ToAvailable {
-		q = "UPDATE inventory SET occupied=occupied-?, available=available+?, version=version+1 WHERE sku=? AND occupied>=?"
-	}
-	res, err := tx.ExecContext(ctx, q, qty, qty, sku, qty)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("inventory %s: occupied < %d", sku, qty)
-	}
-	return nil
 }
 
 // Counters adds cas_retries, cas_successes, cas_giveups and

@@ -23,7 +23,7 @@ var _ inventory.Strategy = (*Strategy)(nil)
 
 // New builds the strategy on cfg.DB.
 func New(cfg strategies.Config) *Strategy {
-	return &Strategy{Base: sqlstore.NewBase(cfg, move)}
+	return &Strategy{Base: sqlstore.NewBase(cfg, sqlstore.GuardedMove(false))}
 }
 
 // Name is "conditional".
@@ -51,20 +51,4 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		return sqlstore.ReserveRepeat(ctx, s.DB, r.OrderID)
 	}
 	return err
-}
-
-func move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
-	sku, qty := ord.SKU, ord.Qty
-	q := "UPDATE inventory SET occupied=occupied-?, sold=sold+? WHERE sku=? AND occupied>=?"
-	if m == sqlstore.ToAvailable {
-		q = "UPDATE inventory SET occupied=occupied-?, available=available+? WHERE sku=? AND occupied>=?"
-	}
-	res, err := tx.ExecContext(ctx, q, qty, qty, sku, qty)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("inventory %s: occupied < %d", sku, qty)
-	}
-	return nil
 }

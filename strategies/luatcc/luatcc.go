@@ -18,7 +18,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,8 +34,7 @@ type Strategy struct {
 	rs  redisstock.Store
 	cfg strategies.Config
 
-	mu   sync.Mutex
-	skus []string
+	skus redisstock.Catalog
 
 	bgErrors, deferred, recovered, expired atomic.Int64
 }
@@ -57,14 +55,7 @@ func (s *Strategy) Name() string { return "lua-tcc" }
 
 // Setup loads the stock from MySQL into Redis.
 func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
-	skus, err := s.rs.LoadFromMySQL(ctx, s.db)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.skus = skus
-	s.mu.Unlock()
-	return nil
+	return s.skus.Load(ctx, s.rs, s.db)
 }
 
 // Reserve is the Try: one Lua script, idempotent by order id.
@@ -190,9 +181,7 @@ func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx, tru
 // when all is set. A past-deadline reservation without a decision is
 // expired; one with a decision gets it applied.
 func (s *Strategy) recover(ctx context.Context, all bool) error {
-	s.mu.Lock()
-	skus := s.skus
-	s.mu.Unlock()
+	skus := s.skus.List()
 	now := time.Now()
 	due := now
 	if all {
@@ -245,13 +234,9 @@ func (s *Strategy) recover(ctx context.Context, all bool) error {
 	return nil
 }
 
-// Restock adds stock in MySQL first, then in Redis, so that Redis never
-// promises units MySQL does not have.
+// Restock adds stock in MySQL first, then in Redis.
 func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
-	if _, err := s.db.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+? WHERE sku=?", qty, qty, sku); err != nil {
-		return fmt.Errorf("restock %s: %w", sku, err)
-	}
-	return s.rs.Restock(ctx, sku, qty)
+	return s.rs.Restock(ctx, s.db, sku, qty)
 }
 
 // Close has nothing to release.

@@ -47,8 +47,8 @@ type Strategy struct {
 	cfg    strategies.Config
 	orders sqlstore.Orders
 
+	skus redisstock.Catalog
 	mu   sync.Mutex
-	skus []string
 	lag  *hdrhistogram.Histogram // relay lag, µs; guarded by mu
 
 	relayMu sync.Mutex // one relay pass at a time
@@ -75,20 +75,7 @@ func (s *Strategy) Name() string { return "outbox" }
 
 // Setup loads the stock from MySQL into Redis.
 func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
-	skus, err := s.rs.LoadFromMySQL(ctx, s.db)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.skus = skus
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *Strategy) skuList() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.skus
+	return s.skus.Load(ctx, s.rs, s.db)
 }
 
 // Reserve runs the Lua Try, then writes the order and its event in one
@@ -288,7 +275,7 @@ func applyEvents(ctx context.Context, tx *sql.Tx, batch []event) error {
 
 // reconcile re-seeds a SKU's Redis stock from its MySQL row when they differ.
 func (s *Strategy) reconcile(ctx context.Context) error {
-	for _, sku := range s.skuList() {
+	for _, sku := range s.skus.List() {
 		var m inventory.Stock
 		if err := s.db.QueryRowContext(ctx, "SELECT total, available, occupied, sold FROM inventory WHERE sku=?", sku).
 			Scan(&m.Total, &m.Available, &m.Occupied, &m.Sold); err != nil {
@@ -318,7 +305,7 @@ func (s *Strategy) Settle(ctx context.Context) error {
 	if _, err := s.orders.ExpireDue(ctx); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
-	if _, err := s.rs.ApplyDecisions(ctx, s.db, s.skuList()); err != nil {
+	if _, err := s.rs.ApplyDecisions(ctx, s.db, s.skus.List()); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
 	for {
@@ -334,10 +321,7 @@ func (s *Strategy) Settle(ctx context.Context) error {
 
 // Restock adds stock in MySQL first, then in Redis.
 func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
-	if _, err := s.db.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+? WHERE sku=?", qty, qty, sku); err != nil {
-		return fmt.Errorf("restock %s: %w", sku, err)
-	}
-	return s.rs.Restock(ctx, sku, qty)
+	return s.rs.Restock(ctx, s.db, sku, qty)
 }
 
 // Close has nothing to release.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,31 @@ var (
 type Store struct {
 	R      redis.UniversalClient
 	Retain time.Duration
+}
+
+// Catalog is the list of SKUs a Redis strategy loaded. Safe for concurrent use.
+type Catalog struct {
+	mu   sync.Mutex
+	skus []string
+}
+
+// Load copies the stock from MySQL into Redis and remembers the SKUs.
+func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
+	skus, err := s.LoadFromMySQL(ctx, db)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.skus = skus
+	c.mu.Unlock()
+	return nil
+}
+
+// List returns the SKUs loaded last.
+func (c *Catalog) List() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.skus
 }
 
 // LoadFromMySQL copies every inventory row of MySQL into the Redis stock
@@ -153,8 +179,12 @@ func (s Store) Due(ctx context.Context, sku string, now time.Time, limit int64) 
 	return ids, nil
 }
 
-// Restock adds qty to a SKU's total and available in Redis.
-func (s Store) Restock(ctx context.Context, sku string, qty int64) error {
+// Restock adds qty to a SKU's total and available, in MySQL first and then
+// in Redis, so that Redis never promises units MySQL does not have.
+func (s Store) Restock(ctx context.Context, db *sql.DB, sku string, qty int64) error {
+	if _, err := db.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+? WHERE sku=?", qty, qty, sku); err != nil {
+		return fmt.Errorf("restock %s: %w", sku, err)
+	}
 	pipe := s.R.TxPipeline()
 	pipe.HIncrBy(ctx, inventory.RedisStockKey(sku), "total", qty)
 	pipe.HIncrBy(ctx, inventory.RedisStockKey(sku), "available", qty)
