@@ -221,6 +221,9 @@ func execJourney(ctx context.Context, s inventory.Strategy, j scenarios.Journey,
 	var reserveLat time.Duration
 	reserved, flowDone := false, false
 	for _, ph := range j.Phases {
+		if ph.IfReserved && !reserved {
+			continue
+		}
 		if ph.Think > 0 && !sleep(ctx, ph.Think) {
 			return
 		}

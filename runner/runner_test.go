@@ -53,6 +53,9 @@ func TestFlashAuditMatchesSQL(t *testing.T) {
 			if run.LatencyMS["reserve"].Count != 120 || run.Counts["reserve"]["ok"]+run.Counts["reserve"]["out_of_stock"] != 120 {
 				t.Fatalf("%s seed %d: reserve counts %+v, latency %+v", name, seed, run.Counts, run.LatencyMS["reserve"])
 			}
+			if run.Counts["confirm"]["unknown_order"] != 0 {
+				t.Fatalf("%s: buyers without a unit paid: %+v", name, run.Counts)
+			}
 			if run.LatencyMS["flow"].P50 >= 300 {
 				t.Fatalf("%s: flow p50 %.1f ms includes the 300-350 ms pay delay", name, run.LatencyMS["flow"].P50)
 			}

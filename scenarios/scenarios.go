@@ -28,6 +28,9 @@ func (o Op) String() string { return [...]string{"reserve", "confirm", "cancel"}
 type Phase struct {
 	Think time.Duration
 	Ops   []Op
+	// IfReserved skips the phase when no reserve of the journey succeeded:
+	// a buyer who got no unit does not pay.
+	IfReserved bool
 }
 
 // Journey is one buyer's order.
@@ -120,7 +123,7 @@ func Flash(p FlashParams) []Journey {
 		if rng.Float64() < p.Abandon {
 			j.Kind = "abandon"
 		} else {
-			j.Phases = append(j.Phases, Phase{Think: pay, Ops: []Op{Confirm}})
+			j.Phases = append(j.Phases, Phase{Think: pay, Ops: []Op{Confirm}, IfReserved: true})
 		}
 		out[i] = j
 	}
@@ -173,18 +176,19 @@ func Race(p RaceParams) []Journey {
 		reserve := Phase{Ops: []Op{Reserve}}
 		switch kind {
 		case "confirm-cancel-race":
-			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm, Cancel}}}
+			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm, Cancel}, IfReserved: true}}
 		case "duplicate-confirm":
-			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm, Confirm}}, {Ops: []Op{Confirm}}}
+			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm, Confirm}, IfReserved: true}, {Ops: []Op{Confirm}, IfReserved: true}}
 		case "duplicate-cancel":
-			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Cancel, Cancel}}, {Ops: []Op{Cancel}}}
+			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Cancel, Cancel}, IfReserved: true}, {Ops: []Op{Cancel}, IfReserved: true}}
 		case "cancel-before-reserve":
+			// The late reserve must be refused and the payment with it.
 			j.Phases = []Phase{{Ops: []Op{Cancel}}, {Think: pay / 4, Ops: []Op{Reserve}}, {Ops: []Op{Confirm}}}
 		case "pay-after-expiry":
 			j.TTL = p.ShortTTL
-			j.Phases = []Phase{reserve, {Think: p.ShortTTL + p.ShortTTL*3/2, Ops: []Op{Confirm}}}
+			j.Phases = []Phase{reserve, {Think: p.ShortTTL + p.ShortTTL*3/2, Ops: []Op{Confirm}, IfReserved: true}}
 		default:
-			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm}}}
+			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm}, IfReserved: true}}
 		}
 		out[i] = j
 	}

@@ -185,7 +185,11 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		var batch []event
-		err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) (error, error) {
+		// READ COMMITTED: the locking read takes the pending rows' locks
+		// only, not the gap after them; under REPEATABLE READ it blocked
+		// every new event's INSERT until the batch committed, and measured
+		// deadlocks and 10 s timeouts on confirm at 1500 buyers.
+		err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sql.Tx) (error, error) {
 			batch = batch[:0]
 			rows, err := tx.QueryContext(ctx,
 				"SELECT id, sku, qty, kind, created_at FROM outbox WHERE applied=0 ORDER BY id LIMIT ? FOR UPDATE", relayBatch)

@@ -49,9 +49,14 @@ func mysqlErr(err error) uint16 {
 // Deadlocks and lock wait timeouts are retried a few times. A failed commit is
 // reported as ErrOutcomeUnknown.
 func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) (result error, err error)) error {
+	return InTxWith(ctx, db, nil, fn)
+}
+
+// InTxWith is InTx with transaction options (such as an isolation level).
+func InTxWith(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) (result error, err error)) error {
 	var lastErr error
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
-		tx, err := db.BeginTx(ctx, nil)
+		tx, err := db.BeginTx(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
