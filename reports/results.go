@@ -1,0 +1,130 @@
+// Package reports holds the results.json model — a documented, versioned
+// public format (docs/results-format.md) — and the writers that render it:
+// the terminal table and summary.md. Recording is kept apart from rendering:
+// everything here works from a Results value read back from disk.
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/stockbench/stockbench/inventory"
+)
+
+// Format names the version of the results.json layout.
+const Format = "stockbench.results/v1"
+
+// Results is the content of results.json.
+type Results struct {
+	Format string `json:"format"`
+	// Config is the fully resolved configuration of the run.
+	Config map[string]any `json:"config"`
+	Env    Env            `json:"env"`
+	Runs   []Run          `json:"runs"`
+	// Interrupted is true when the run was stopped (Ctrl-C) before it ended;
+	// the runs hold what was measured until then.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Env describes where the run happened. It never holds a password.
+type Env struct {
+	Backend      string `json:"backend"`
+	MySQLVersion string `json:"mysql_version"`
+	RedisVersion string `json:"redis_version"`
+	// Durability settings as reported by the servers.
+	InnodbFlushLogAtTrxCommit string `json:"innodb_flush_log_at_trx_commit"`
+	SyncBinlog                string `json:"sync_binlog"`
+	RedisAppendOnly           string `json:"redis_appendonly"`
+	CPUModel                  string `json:"cpu_model"`
+	Cores                     int    `json:"cores"`
+	GoVersion                 string `json:"go_version"`
+	ToolVersion               string `json:"tool_version"`
+	StartedAt                 string `json:"started_at"`
+}
+
+// Percentiles of one latency distribution, in milliseconds.
+type Percentiles struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+	Mean  float64 `json:"mean"`
+}
+
+// Run is one strategy on one scenario.
+type Run struct {
+	Strategy string `json:"strategy"`
+	Scenario string `json:"scenario"`
+	Seed     uint64 `json:"seed"`
+	// DurationSec is the measured phase: from the start barrier to the last
+	// buyer's end.
+	DurationSec float64 `json:"duration_sec"`
+	// TPS is completed reserve+confirm flows per second of the measured phase.
+	TPS float64 `json:"tps"`
+	// Flows is the number of completed reserve+confirm flows.
+	Flows int64 `json:"flows"`
+	// AttemptsPerSec is reserve attempts per second.
+	AttemptsPerSec float64 `json:"attempts_per_sec"`
+	// LatencyMS per operation (reserve, confirm, cancel) and per flow
+	// (reserve + confirm, think time excluded).
+	LatencyMS map[string]Percentiles `json:"latency_ms"`
+	// Counts per operation per outcome class (ok, out_of_stock, conflict,
+	// already_final, unknown_order, outcome_unknown, deadlock,
+	// lock_wait_timeout, timeout, canceled, error).
+	Counts map[string]map[string]int64 `json:"counts"`
+	// Journeys counts buyers per journey kind.
+	Journeys map[string]int64 `json:"journeys"`
+	// Counters are strategy-specific figures (CAS retries, outbox lag…).
+	Counters map[string]float64 `json:"counters,omitempty"`
+	// Errors holds a few distinct infrastructure error texts, for diagnosis.
+	Errors []string        `json:"errors,omitempty"`
+	Audit  inventory.Audit `json:"audit"`
+	// CoreLines counts the strategy package's non-test, non-blank,
+	// non-comment lines.
+	CoreLines int `json:"core_lines"`
+}
+
+// WriteJSON writes results.json into dir, creating dir.
+func WriteJSON(dir string, r *Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return writeAtomic(filepath.Join(dir, "results.json"), append(b, '\n'))
+}
+
+// ReadJSON reads a results.json file.
+func ReadJSON(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read results %s: %w", path, err)
+	}
+	if r.Format != Format {
+		return nil, fmt.Errorf("read results %s: format %q, want %q", path, r.Format, Format)
+	}
+	return &r, nil
+}
+
+// writeAtomic writes via a temporary file and a rename, so an interrupted
+// write never leaves half a file.
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Table writes the classic comparison table, aligned for a terminal.
+func Table(w io.Writer, r *Results) {
+	rows := [][]string{{"strategy", "scenario", "TPS", "P99 ms", "confirmed", "oversold", "oversell %", "leaked", "lost acks", "violations", "drift"}}
+	for _, run := range r.Runs {
+		a := run.Audit
+		rows = append(rows, []string{run.Strategy, run.Scenario, f1(run.TPS), f2(run.LatencyMS["flow"].P99),
+			fmt.Sprint(a.ConfirmedUnits), fmt.Sprint(a.OversoldUnits), pct(a.OversellRate), fmt.Sprint(a.LeakedUnits),
+			fmt.Sprint(a.LostAcks + a.CancelAckViolations), fmt.Sprint(a.InvariantViolations), fmt.Sprint(a.DriftUnits)})
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, c := range row {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	for _, row := range rows {
+		for i, c := range row {
+			if i == 0 || i == 1 {
+				fmt.Fprintf(w, "%-*s  ", widths[i], c)
+			} else {
+				fmt.Fprintf(w, "%*s  ", widths[i], c)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func f1(x float64) string  { return fmt.Sprintf("%.1f", x) }
+func f2(x float64) string  { return fmt.Sprintf("%.2f", x) }
+func pct(x float64) string { return fmt.Sprintf("%.3f", 100*x) }
+
+// Summary renders summary.md.
+func Summary(r *Results) string {
+	var b strings.Builder
+	b.WriteString("# stockbench results\n\n")
+	if r.Interrupted {
+		b.WriteString("**Interrupted:** the run was stopped early; figures cover what was measured.\n\n")
+	}
+	fmt.Fprintf(&b, "Backend %s · MySQL %s · Redis %s · %d cores (%s) · %s\n\n",
+		r.Env.Backend, r.Env.MySQLVersion, r.Env.RedisVersion, r.Env.Cores, r.Env.CPUModel, r.Env.StartedAt)
+	b.WriteString("## Comparison\n\n")
+	b.WriteString("| strategy | scenario | TPS | P99 (ms) | oversell % | server CPU % | core lines |\n|---|---|---:|---:|---:|---:|---:|\n")
+	for _, run := range r.Runs {
+		cpu := "n/a"
+		if v, ok := run.Counters["server_cpu_pct"]; ok {
+			cpu = f1(v)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d |\n", run.Strategy, run.Scenario, f1(run.TPS),
+			f2(run.LatencyMS["flow"].P99), pct(run.Audit.OversellRate), cpu, run.CoreLines)
+	}
+	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase; P99 is of the whole flow, pay delay excluded; oversell % is oversold units / confirmed units, counted by the auditor from the orders and inventory tables.\n")
+
+	b.WriteString("\n## Audit\n\n| strategy | confirmed | oversold | leaked | lost acks | cancel-ack violations | invariant violations | Redis drift |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, run := range r.Runs {
+		a := run.Audit
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, a.ConfirmedUnits, a.OversoldUnits,
+			a.LeakedUnits, a.LostAcks, a.CancelAckViolations, a.InvariantViolations, a.DriftUnits)
+	}
+	for _, run := range r.Runs {
+		if len(run.Audit.Violations) > 0 {
+			fmt.Fprintf(&b, "\n%s violations:\n", run.Strategy)
+			for _, v := range run.Audit.Violations {
+				fmt.Fprintf(&b, "- %s\n", v)
+			}
+		}
+	}
+
+	b.WriteString("\n## Latency (ms)\n\n| strategy | operation | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, run := range r.Runs {
+		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
+			p := run.LatencyMS[op]
+			if p.Count == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", run.Strategy, op, p.Count, f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max))
+		}
+	}
+
+	b.WriteString("\n## Outcomes by operation\n\n")
+	for _, run := range r.Runs {
+		fmt.Fprintf(&b, "- **%s**: ", run.Strategy)
+		var parts []string
+		for _, op := range sortedKeys(run.Counts) {
+			var cs []string
+			for _, cls := range sortedKeys(run.Counts[op]) {
+				cs = append(cs, fmt.Sprintf("%s %d", cls, run.Counts[op][cls]))
+			}
+			parts = append(parts, op+" ("+strings.Join(cs, ", ")+")")
+		}
+		b.WriteString(strings.Join(parts, "; "))
+		if len(run.Counters) > 0 {
+			var cs []string
+			for _, k := range sortedKeys(run.Counters) {
+				cs = append(cs, fmt.Sprintf("%s %.4g", k, run.Counters[k]))
+			}
+			b.WriteString("; counters: " + strings.Join(cs, ", "))
+		}
+		b.WriteString("\n")
+		for _, e := range run.Errors {
+			fmt.Fprintf(&b, "  - error: %s\n", e)
+		}
+	}
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// WriteSummary writes summary.md into dir.
+func WriteSummary(dir string, r *Results) error {
+	return writeAtomic(filepath.Join(dir, "summary.md"), []byte(Summary(r)))
+}
