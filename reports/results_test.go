@@ -1,0 +1,69 @@
+package reports
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stockbench/stockbench/inventory"
+)
+
+func fixture() *Results {
+	return &Results{Format: Format, Config: map[string]any{"seed": float64(1)},
+		Env: Env{Backend: "local", MySQLVersion: "10.11", RedisVersion: "7.0", Cores: 2},
+		Runs: []Run{
+			{Strategy: "rowlock", Scenario: "flash", TPS: 170.5, LatencyMS: map[string]Percentiles{"flow": {Count: 100, P99: 88.1}},
+				Counts: map[string]map[string]int64{"reserve": {"ok": 100, "out_of_stock": 20}}, CoreLines: 212,
+				Audit: inventory.Audit{ConfirmedUnits: 100}},
+			{Strategy: "naive", Scenario: "flash", TPS: 230, LatencyMS: map[string]Percentiles{"flow": {Count: 120, P99: 25}},
+				Audit: inventory.Audit{ConfirmedUnits: 120, OversoldUnits: 20, OversellRate: 20.0 / 120, InvariantViolations: 1,
+					Violations: []string{"mysql FLASH-1: sold 100 != confirmed orders 120"}}},
+		}}
+}
+
+// TestJSONRoundTrip: what WriteJSON writes, ReadJSON reads back unchanged;
+// a file of another format is refused.
+func TestJSONRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	want := fixture()
+	if err := WriteJSON(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadJSON(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip changed the results:\n got %+v\nwant %+v", got, want)
+	}
+	bad := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(bad, []byte(`{"format":"stockbench.results/v0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadJSON(bad); err == nil || !strings.Contains(err.Error(), "format") {
+		t.Fatalf("old format accepted: %v", err)
+	}
+}
+
+// TestRendering: the table and summary carry each run's headline figures.
+func TestRendering(t *testing.T) {
+	r := fixture()
+	var tb bytes.Buffer
+	Table(&tb, r)
+	md := Summary(r)
+	cases := []struct{ where, text, want string }{
+		{"table", tb.String(), "16.667"},                                           // naive's oversell %
+		{"table", tb.String(), "170.5"},                                            // rowlock TPS
+		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0.000 | n/a | 212 |"}, // classic row
+		{"summary", md, "sold 100 != confirmed orders 120"},                        // violation text
+		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                       // outcome counts
+	}
+	for _, c := range cases {
+		if !strings.Contains(c.text, c.want) {
+			t.Errorf("%s lacks %q:\n%s", c.where, c.want, c.text)
+		}
+	}
+}
