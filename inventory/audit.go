@@ -3,7 +3,6 @@ package inventory
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -239,18 +238,4 @@ func abs(x int64) int64 {
 		return -x
 	}
 	return x
-}
-
-// IsInfra reports whether err is an infrastructure error rather than one of
-// the domain sentinels.
-func IsInfra(err error) bool {
-	if err == nil {
-		return false
-	}
-	for _, s := range []error{ErrOutOfStock, ErrConflict, ErrAlreadyFinal, ErrUnknownOrder} {
-		if errors.Is(err, s) {
-			return false
-		}
-	}
-	return true
 }
