@@ -23,6 +23,10 @@ type Results struct {
 	Config map[string]any `json:"config"`
 	Env    Env            `json:"env"`
 	Runs   []Run          `json:"runs"`
+	// Calibration is present unless calibration was turned off.
+	Calibration *Calibration `json:"calibration,omitempty"`
+	// Aggregates are present when each strategy ran more than once (--repeat).
+	Aggregates []Aggregate `json:"aggregates,omitempty"`
 	// Interrupted is true when the run was stopped (Ctrl-C) before it ended;
 	// the runs hold what was measured until then.
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -78,6 +82,13 @@ type Run struct {
 	Counts map[string]map[string]int64 `json:"counts"`
 	// Journeys counts buyers per journey kind.
 	Journeys map[string]int64 `json:"journeys"`
+	// Series is the per-second time series of the measured phase.
+	Series []SeriesPoint `json:"series,omitempty"`
+	// Repeat is the index (from 1) of this run among --repeat N runs.
+	Repeat int `json:"repeat,omitempty"`
+	// CeilingPct is reserve attempts/s as a percentage of the calibrated
+	// ceiling of the store this strategy's reserve runs on (0: not calibrated).
+	CeilingPct float64 `json:"ceiling_pct,omitempty"`
 	// Counters are strategy-specific figures (CAS retries, outbox lag…).
 	Counters map[string]float64 `json:"counters,omitempty"`
 	// Errors holds a few distinct infrastructure error texts, for diagnosis.
@@ -86,6 +97,44 @@ type Run struct {
 	// CoreLines counts the strategy package's non-test, non-blank,
 	// non-comment lines.
 	CoreLines int `json:"core_lines"`
+}
+
+// SeriesPoint is one second of the measured phase.
+type SeriesPoint struct {
+	Second    int     `json:"second"`
+	Flows     int64   `json:"flows"`
+	Attempts  int64   `json:"attempts"`
+	Errors    int64   `json:"errors"`
+	FlowP99MS float64 `json:"flow_p99_ms"`
+}
+
+// Calibration holds the raw ceilings of the stores, measured in the same run.
+type Calibration struct {
+	Concurrency int     `json:"concurrency"`
+	DurationSec float64 `json:"duration_sec"`
+	// RedisEvalshaOps: EVALSHA of a reserve-shaped script on one hot key, ops/s.
+	RedisEvalshaOps float64 `json:"redis_evalsha_ops"`
+	// MySQLHotUpdateOps: autocommit conditional UPDATE of one hot row, ops/s.
+	MySQLHotUpdateOps float64 `json:"mysql_hot_update_ops"`
+	// MySQLHotTxnOps: SELECT … FOR UPDATE + UPDATE + COMMIT on one hot row, txn/s.
+	MySQLHotTxnOps float64 `json:"mysql_hot_txn_ops"`
+}
+
+// Spread is min / median / max of one figure over repeats.
+type Spread struct {
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+}
+
+// Aggregate summarises the repeats of one strategy.
+type Aggregate struct {
+	Strategy     string `json:"strategy"`
+	Repeats      int    `json:"repeats"`
+	TPS          Spread `json:"tps"`
+	FlowP99MS    Spread `json:"flow_p99_ms"`
+	OversellRate Spread `json:"oversell_rate"`
+	ServerCPUPct Spread `json:"server_cpu_pct"`
 }
 
 // WriteJSON writes results.json into dir, creating dir.

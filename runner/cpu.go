@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stockbench/stockbench/servers"
@@ -16,9 +17,11 @@ const clockTicks = 100
 // run started them) and of the harness itself over the measured phase, from
 // /proc. Percentages are of one core.
 type cpuSampler struct {
-	pids  map[string]int
-	start map[string]int64
-	t0    time.Time
+	pids   map[string]int
+	mu     sync.Mutex
+	start  map[string]int64
+	t0     time.Time
+	result map[string]float64 // set by mark
 }
 
 func newCPUSampler(ep servers.Endpoints) *cpuSampler {
@@ -36,6 +39,9 @@ func (c *cpuSampler) begin() {
 	if c == nil {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.result = nil
 	c.start = map[string]int64{}
 	for k, pid := range c.pids {
 		if t, ok := procTicks(pid); ok {
@@ -45,11 +51,41 @@ func (c *cpuSampler) begin() {
 	c.t0 = time.Now()
 }
 
-// end returns mysql_cpu_pct, redis_cpu_pct, server_cpu_pct (their sum) and
-// harness_cpu_pct for the figures it could read.
-func (c *cpuSampler) end() map[string]float64 {
-	out := map[string]float64{}
+// window measures from `from` to `to` on timers; the returned func stops
+// them if the run ends early.
+func (c *cpuSampler) window(from, to time.Time) (stop func()) {
 	if c == nil {
+		return func() {}
+	}
+	t1 := time.AfterFunc(time.Until(from), c.begin)
+	t2 := time.AfterFunc(time.Until(to), c.mark)
+	return func() { t1.Stop(); t2.Stop() }
+}
+
+// mark fixes the figures as of now.
+func (c *cpuSampler) mark() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.result = c.compute()
+}
+
+// end returns mysql_cpu_pct, redis_cpu_pct, server_cpu_pct (their sum) and
+// harness_cpu_pct for the figures it could read: as marked, or as of now.
+func (c *cpuSampler) end() map[string]float64 {
+	if c == nil {
+		return map[string]float64{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.result != nil {
+		return c.result
+	}
+	return c.compute()
+}
+
+func (c *cpuSampler) compute() map[string]float64 {
+	out := map[string]float64{}
+	if c.start == nil {
 		return out
 	}
 	secs := time.Since(c.t0).Seconds()

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -22,8 +23,12 @@ const (
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, 3) }
 
 // recorder holds one worker's measurements; it is not shared, so it needs no
-// lock. Recorders are merged when the run ends.
+// lock. Recorders are merged when the run ends. Only operations that start
+// inside the measured window [from, to) are timed and counted (warm-up and
+// the drain after the end are not); acks are kept for every operation,
+// because the audit covers the whole run.
 type recorder struct {
+	from, to time.Time // zero to: no upper bound
 	hist     map[string]*hdrhistogram.Histogram
 	counts   map[string]map[string]int64
 	journeys map[string]int64
@@ -31,10 +36,32 @@ type recorder struct {
 	errs     []string
 	flows    int64
 	attempts int64
+	series   []bucket // per second of the measured window
 }
 
-func newRecorder() *recorder {
-	return &recorder{hist: map[string]*hdrhistogram.Histogram{}, counts: map[string]map[string]int64{}, journeys: map[string]int64{}}
+// bucket is one second of the time series.
+type bucket struct {
+	flows, attempts, errors int64
+	flowLat                 []int32 // µs
+}
+
+func newRecorder(from, to time.Time) *recorder {
+	return &recorder{from: from, to: to, hist: map[string]*hdrhistogram.Histogram{},
+		counts: map[string]map[string]int64{}, journeys: map[string]int64{}}
+}
+
+// in reports whether an operation started at t is measured.
+func (r *recorder) in(t time.Time) bool {
+	return !t.Before(r.from) && (r.to.IsZero() || t.Before(r.to))
+}
+
+// bucketAt returns the series bucket of time t (inside the window).
+func (r *recorder) bucketAt(t time.Time) *bucket {
+	i := max(0, int(t.Sub(r.from)/time.Second))
+	for len(r.series) <= i {
+		r.series = append(r.series, bucket{})
+	}
+	return &r.series[i]
 }
 
 func (r *recorder) latency(name string, d time.Duration) {
@@ -83,6 +110,31 @@ func (r *recorder) merge(o *recorder) {
 	}
 	r.flows += o.flows
 	r.attempts += o.attempts
+	for i, b := range o.series {
+		for len(r.series) <= i {
+			r.series = append(r.series, bucket{})
+		}
+		m := &r.series[i]
+		m.flows += b.flows
+		m.attempts += b.attempts
+		m.errors += b.errors
+		m.flowLat = append(m.flowLat, b.flowLat...)
+	}
+}
+
+// seriesPoints turns the merged buckets into the report's time series.
+func (r *recorder) seriesPoints() []reports.SeriesPoint {
+	out := make([]reports.SeriesPoint, len(r.series))
+	for i, b := range r.series {
+		p := reports.SeriesPoint{Second: i + 1, Flows: b.flows, Attempts: b.attempts, Errors: b.errors}
+		if n := len(b.flowLat); n > 0 {
+			lat := append([]int32(nil), b.flowLat...)
+			slices.Sort(lat)
+			p.FlowP99MS = float64(lat[min(n-1, int(float64(n)*0.99))]) / 1000
+		}
+		out[i] = p
+	}
+	return out
 }
 
 func contains(xs []string, x string) bool {

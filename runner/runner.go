@@ -1,12 +1,13 @@
 // Package runner executes scenarios against strategies on real servers:
-// workers, start barrier, think time, recording, settle and audit. It
-// returns a reports.Results; rendering is the reports package's job.
+// workers, start barrier, think time, pacing, warm-up, recording, settle and
+// audit. It returns a reports.Results; rendering is the reports package's job.
 package runner
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 	"time"
 
@@ -19,21 +20,37 @@ import (
 )
 
 // Scenarios lists the accepted scenario names.
-var Scenarios = []string{"flash", "race"}
+var Scenarios = []string{"flash", "race", "sustained"}
 
 // Options are the resolved settings of a run.
 type Options struct {
 	Strategies []registry.Entry
 	Scenario   string
-	Stock      int64
-	Buyers     int
-	PayDelay   scenarios.Range
-	Abandon    float64
-	TTL        time.Duration
+	// Stock is the units of the flash/race SKU, and of each sustained SKU
+	// (also the restock quantity).
+	Stock  int64
+	Buyers int
+	// Rate, when positive, drives the sustained scenario open loop at this
+	// many arrivals per second (Buyers then bounds the concurrency).
+	Rate     float64
+	PayDelay scenarios.Range
+	Abandon  float64
+	TTL      time.Duration
 	// ShortTTL is the reservation lifetime of the race scenario's
 	// pay-after-expiry buyers.
 	ShortTTL time.Duration
 	Seed     uint64
+	// Sustained scenario.
+	Duration, Warmup time.Duration
+	SKUs             int
+	Skew             scenarios.Skew
+	Mix              scenarios.Mix
+	NoRestock        bool
+	// Repeat runs each strategy this many times (at least once).
+	Repeat int
+	// CalibrateDuration is how long each calibration probe runs; 0 skips
+	// calibration.
+	CalibrateDuration time.Duration
 	// OpTimeout bounds each operation.
 	OpTimeout time.Duration
 	// SettleTimeout bounds settling and auditing after the measured phase.
@@ -42,9 +59,12 @@ type Options struct {
 	Strategy strategies.Config
 	// Log receives one line per strategy as it starts and ends; may be nil.
 	Log io.Writer
+	// Progress, when set, receives a live status line every second
+	// (meant for a terminal: the line is redrawn with \r).
+	Progress io.Writer
 }
 
-// Journeys builds the scenario's buyer journeys.
+// Journeys builds the fixed journeys of the flash and race scenarios.
 func (o Options) Journeys() ([]scenarios.Journey, error) {
 	switch o.Scenario {
 	case "flash":
@@ -54,7 +74,19 @@ func (o Options) Journeys() ([]scenarios.Journey, error) {
 		return scenarios.Race(scenarios.RaceParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay,
 			TTL: o.TTL, ShortTTL: o.ShortTTL, Seed: o.Seed}), nil
 	}
-	return nil, fmt.Errorf("unknown scenario %q", o.Scenario)
+	return nil, fmt.Errorf("scenario %q has no fixed journeys", o.Scenario)
+}
+
+// stock is the initial stock of the scenario's catalog.
+func (o Options) stock() []inventory.Stock {
+	if o.Scenario != "sustained" {
+		return []inventory.Stock{{SKU: scenarios.FlashSKU, Total: o.Stock, Available: o.Stock}}
+	}
+	out := make([]inventory.Stock, o.SKUs)
+	for i := range out {
+		out[i] = inventory.Stock{SKU: scenarios.SKUName(i), Total: o.Stock, Available: o.Stock}
+	}
+	return out
 }
 
 // Resolved is the configuration as recorded in results.json.
@@ -64,13 +96,23 @@ func (o Options) Resolved() map[string]any {
 		names[i] = e.Name
 	}
 	c := o.Strategy.WithDefaults()
-	return map[string]any{
+	m := map[string]any{
 		"strategies": names, "scenario": o.Scenario, "stock": o.Stock, "buyers": o.Buyers,
-		"pay_delay": o.PayDelay.String(), "abandon": o.Abandon, "ttl": o.TTL.String(), "short_ttl": o.ShortTTL.String(),
-		"seed": o.Seed, "op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts,
+		"pay_delay": o.PayDelay.String(), "ttl": o.TTL.String(), "seed": o.Seed, "repeat": max(1, o.Repeat),
+		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts,
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
-		"sweep_period": c.SweepPeriod.String(),
+		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
 	}
+	switch o.Scenario {
+	case "flash":
+		m["abandon"] = o.Abandon
+	case "race":
+		m["short_ttl"] = o.ShortTTL.String()
+	case "sustained":
+		m["duration"], m["warmup"], m["skus"] = o.Duration.String(), o.Warmup.String(), o.SKUs
+		m["skew"], m["mix"], m["restock"], m["rate"] = o.Skew.String(), o.Mix.String(), !o.NoRestock, o.Rate
+	}
+	return m
 }
 
 func (o Options) logf(format string, args ...any) {
@@ -79,10 +121,11 @@ func (o Options) logf(format string, args ...any) {
 	}
 }
 
-// Execute starts the servers through p, runs every strategy in turn and
-// stops the servers. When ctx ends (Ctrl-C) the strategy under way is
-// settled and audited, the rest are skipped, and the results say
-// Interrupted. The returned results are non-nil whenever any run finished.
+// Execute starts the servers through p, calibrates, runs every strategy in
+// turn (Repeat times each) and stops the servers. When ctx ends (Ctrl-C) the
+// strategy under way is settled and audited, the rest are skipped, and the
+// results say Interrupted. The returned results are non-nil whenever the
+// servers started.
 func Execute(ctx context.Context, p servers.Provider, o Options) (*reports.Results, error) {
 	res := &reports.Results{Format: reports.Format, Config: o.Resolved()}
 	ep, err := p.Start(ctx)
@@ -96,35 +139,107 @@ func Execute(ctx context.Context, p servers.Provider, o Options) (*reports.Resul
 	}
 	defer conns.Close()
 	res.Env = collectEnv(ctx, ep, conns)
-	cpu := newCPUSampler(ep)
-	for _, e := range o.Strategies {
-		if ctx.Err() != nil {
-			break
-		}
-		o.logf("running %s on %s…", e.Name, o.Scenario)
-		run, err := RunStrategy(ctx, conns, e, o, cpu)
+	if o.CalibrateDuration > 0 {
+		o.logf("calibrating the stores (%s per probe, concurrency %d)…", o.CalibrateDuration, o.Buyers)
+		cal, err := Calibrate(ctx, ep, conns, o.Buyers, o.CalibrateDuration)
 		if err != nil {
 			if ctx.Err() != nil {
-				break
+				res.Interrupted = true
+				return res, nil
 			}
-			return res, fmt.Errorf("%s: %w", e.Name, err)
+			return res, err
 		}
-		res.Runs = append(res.Runs, run)
-		o.logf("  %s: %.1f flows/s, %d confirmed, %d oversold", e.Name, run.TPS, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits)
+		res.Calibration = &cal
+	}
+	cpu := newCPUSampler(ep)
+	for _, e := range o.Strategies {
+		for rep := 1; rep <= max(1, o.Repeat) && ctx.Err() == nil; rep++ {
+			o.logf("running %s on %s…", e.Name, o.Scenario)
+			run, err := RunStrategy(ctx, conns, e, o, cpu)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return res, fmt.Errorf("%s: %w", e.Name, err)
+			}
+			if o.Repeat > 1 {
+				run.Repeat = rep
+			}
+			run.CeilingPct = ceilingPct(run, e, res.Calibration)
+			res.Runs = append(res.Runs, run)
+			o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d confirmed, %d oversold", e.Name, run.TPS,
+				run.LatencyMS["flow"].P99, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits)
+		}
 	}
 	res.Interrupted = ctx.Err() != nil
+	if o.Repeat > 1 {
+		res.Aggregates = Aggregate(res.Runs)
+	}
 	return res, nil
 }
 
+// ceilingPct is a run's reserve attempts/s as a share of its store's
+// calibrated ceiling.
+func ceilingPct(run reports.Run, e registry.Entry, cal *reports.Calibration) float64 {
+	if cal == nil {
+		return 0
+	}
+	var c float64
+	switch e.Ceiling {
+	case registry.CeilingRedis:
+		c = cal.RedisEvalshaOps
+	case registry.CeilingMySQLUpdate:
+		c = cal.MySQLHotUpdateOps
+	case registry.CeilingMySQLTxn:
+		c = cal.MySQLHotTxnOps
+	}
+	if c <= 0 {
+		return 0
+	}
+	return 100 * run.AttemptsPerSec / c
+}
+
+// Aggregate computes min / median / max of the headline figures per
+// strategy, in the order the strategies first appear.
+func Aggregate(runs []reports.Run) []reports.Aggregate {
+	var order []string
+	by := map[string][]reports.Run{}
+	for _, r := range runs {
+		if _, ok := by[r.Strategy]; !ok {
+			order = append(order, r.Strategy)
+		}
+		by[r.Strategy] = append(by[r.Strategy], r)
+	}
+	out := make([]reports.Aggregate, 0, len(order))
+	for _, name := range order {
+		rs := by[name]
+		pick := func(f func(reports.Run) float64) reports.Spread {
+			xs := make([]float64, len(rs))
+			for i, r := range rs {
+				xs[i] = f(r)
+			}
+			sort.Float64s(xs)
+			med := xs[len(xs)/2]
+			if len(xs)%2 == 0 {
+				med = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+			}
+			return reports.Spread{Min: xs[0], Median: med, Max: xs[len(xs)-1]}
+		}
+		out = append(out, reports.Aggregate{Strategy: name, Repeats: len(rs),
+			TPS:          pick(func(r reports.Run) float64 { return r.TPS }),
+			FlowP99MS:    pick(func(r reports.Run) float64 { return r.LatencyMS["flow"].P99 }),
+			OversellRate: pick(func(r reports.Run) float64 { return r.Audit.OversellRate }),
+			ServerCPUPct: pick(func(r reports.Run) float64 { return r.Counters["server_cpu_pct"] }),
+		})
+	}
+	return out
+}
+
 // RunStrategy runs the scenario once against one strategy on a freshly
-// reset schema and audits the result.
+// reset schema and audits the result. cpu may be nil.
 func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o Options, cpu *cpuSampler) (reports.Run, error) {
 	run := reports.Run{Strategy: e.Name, Scenario: o.Scenario, Seed: o.Seed}
-	journeys, err := o.Journeys()
-	if err != nil {
-		return run, err
-	}
-	stock := []inventory.Stock{{SKU: scenarios.FlashSKU, Total: o.Stock, Available: o.Stock}}
+	stock := o.stock()
 	if err := inventory.ResetMySQL(ctx, conns.DB); err != nil {
 		return run, err
 	}
@@ -149,23 +264,28 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	bgDone := make(chan struct{})
 	go func() { defer close(bgDone); _ = s.Run(bgCtx) }()
 
-	recs := make([]*recorder, len(journeys))
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, j := range journeys {
-		recs[i] = newRecorder()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			execJourney(ctx, s, j, o.OpTimeout, recs[i])
-		}()
+	d := &driver{s: s, o: o, restock: newRestocker(s, o)}
+	if o.Progress != nil {
+		d.live = newLive()
+		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
+		defer stopProgress()
 	}
-	cpu.begin()
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	elapsed := time.Since(t0)
+	var recs []*recorder
+	var window time.Duration
+	switch {
+	case o.Scenario != "sustained":
+		journeys, err := o.Journeys()
+		if err != nil {
+			bgStop()
+			<-bgDone
+			return run, err
+		}
+		recs, window = d.fixed(ctx, journeys, cpu)
+	case o.Rate > 0:
+		recs, window = d.openLoop(ctx, cpu)
+	default:
+		recs, window = d.closedLoop(ctx, cpu)
+	}
 	cpuPct := cpu.end()
 	bgStop()
 	<-bgDone
@@ -176,7 +296,7 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	if err := s.Settle(sctx); err != nil {
 		return run, fmt.Errorf("settle: %w", err)
 	}
-	total := newRecorder()
+	total := newRecorder(time.Time{}, time.Time{})
 	for _, r := range recs {
 		total.merge(r)
 	}
@@ -185,9 +305,9 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 		return run, err
 	}
 
-	run.DurationSec = elapsed.Seconds()
+	run.DurationSec = window.Seconds()
 	run.Flows = total.flows
-	if secs := elapsed.Seconds(); secs > 0 {
+	if secs := window.Seconds(); secs > 0 {
 		run.TPS = float64(total.flows) / secs
 		run.AttemptsPerSec = float64(total.attempts) / secs
 	}
@@ -196,106 +316,44 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 		run.LatencyMS[name] = percentiles(total.hist[name])
 	}
 	run.Counts, run.Journeys, run.Errors, run.Audit = total.counts, total.journeys, total.errs, audit
+	run.Series = total.seriesPoints()
+	run.Counters = map[string]float64{}
 	if c, ok := s.(inventory.Counters); ok {
-		run.Counters = c.Counters()
-	}
-	if run.Counters == nil {
-		run.Counters = map[string]float64{}
+		for k, v := range c.Counters() {
+			run.Counters[k] = v
+		}
 	}
 	for k, v := range cpuPct {
+		run.Counters[k] = v
+	}
+	for k, v := range d.counters() {
 		run.Counters[k] = v
 	}
 	run.CoreLines = CoreLines(e.Dirs)
 	return run, nil
 }
 
-type opResult struct {
-	op  scenarios.Op
-	err error
-	lat time.Duration
-}
-
-// execJourney plays one buyer's journey. Think time is slept, never timed.
-func execJourney(ctx context.Context, s inventory.Strategy, j scenarios.Journey, opTimeout time.Duration, rec *recorder) {
-	rec.journeys[j.Kind]++
-	var reserveLat time.Duration
-	reserved, flowDone := false, false
-	for _, ph := range j.Phases {
-		if ph.IfReserved && !reserved {
-			continue
-		}
-		if ph.Think > 0 && !sleep(ctx, ph.Think) {
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		results := make([]opResult, len(ph.Ops))
-		if len(ph.Ops) == 1 {
-			results[0] = doOp(ctx, s, j, ph.Ops[0], opTimeout)
-		} else {
-			var wg sync.WaitGroup
-			for i, op := range ph.Ops {
-				wg.Add(1)
-				go func() { defer wg.Done(); results[i] = doOp(ctx, s, j, op, opTimeout) }()
-			}
-			wg.Wait()
-		}
-		for _, r := range results {
-			name := r.op.String()
-			if r.op == scenarios.Reserve {
-				rec.attempts++
-			}
-			rec.latency(name, r.lat)
-			cls := Classify(r.err)
-			rec.outcome(name, cls)
-			if cls == "error" && len(rec.errs) < maxErrorTexts {
-				rec.errs = append(rec.errs, r.err.Error())
-			}
-			if r.err != nil {
-				continue
-			}
-			switch r.op {
-			case scenarios.Reserve:
-				reserved, reserveLat = true, r.lat
-			case scenarios.Confirm:
-				rec.acks = append(rec.acks, inventory.Ack{OrderID: j.OrderID, State: inventory.StateConfirmed})
-				if reserved && !flowDone {
-					flowDone = true
-					rec.flows++
-					rec.latency("flow", reserveLat+r.lat)
-				}
-			case scenarios.Cancel:
-				rec.acks = append(rec.acks, inventory.Ack{OrderID: j.OrderID, State: inventory.StateCancelled})
-			}
-		}
+// fixed plays the flash and race scenarios: one goroutine per journey, all
+// released by a start barrier; the window runs until the last buyer ends.
+func (d *driver) fixed(ctx context.Context, journeys []scenarios.Journey, cpu *cpuSampler) ([]*recorder, time.Duration) {
+	recs := make([]*recorder, len(journeys))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, j := range journeys {
+		recs[i] = newRecorder(time.Time{}, time.Time{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			d.journey(ctx, j, recs[i], time.Time{})
+		}()
 	}
-}
-
-func doOp(ctx context.Context, s inventory.Strategy, j scenarios.Journey, op scenarios.Op, timeout time.Duration) opResult {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ref := inventory.OrderRef{OrderID: j.OrderID, SKU: j.SKU}
 	t0 := time.Now()
-	var err error
-	switch op {
-	case scenarios.Reserve:
-		err = s.Reserve(ctx, inventory.Reservation{OrderID: j.OrderID, SKU: j.SKU, Qty: j.Qty, Deadline: t0.Add(j.TTL)})
-	case scenarios.Confirm:
-		err = s.Confirm(ctx, ref)
-	case scenarios.Cancel:
-		err = s.Cancel(ctx, ref)
+	for _, r := range recs {
+		r.from = t0
 	}
-	return opResult{op: op, err: err, lat: time.Since(t0)}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	cpu.begin()
+	close(start)
+	wg.Wait()
+	return recs, time.Since(t0)
 }

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -63,6 +64,75 @@ func TestRaceMix(t *testing.T) {
 		want := k.Share * 2000
 		if got := float64(seen[k.Kind]); got < want*0.7 || got > want*1.3 {
 			t.Errorf("%s: %v journeys, want about %v", k.Kind, got, want)
+		}
+	}
+}
+
+func TestParseSkewAndMix(t *testing.T) {
+	skews := []struct {
+		in      string
+		want    Skew
+		wantErr bool
+	}{
+		{"uniform", Skew{Kind: "uniform"}, false},
+		{"zipf:1.1", Skew{Kind: "zipf", S: 1.1}, false},
+		{"hot:3", Skew{Kind: "hot", K: 3}, false},
+		{"zipf:0.9", Skew{}, true}, // Go's zipf needs s > 1
+		{"hot:0", Skew{}, true},
+		{"normal", Skew{}, true},
+	}
+	for _, c := range skews {
+		got, err := ParseSkew(c.in)
+		if (err != nil) != c.wantErr || !c.wantErr && (got != c.want || got.String() != c.in) {
+			t.Errorf("ParseSkew(%q) = %+v, %v", c.in, got, err)
+		}
+	}
+	mixes := []struct {
+		in      string
+		want    Mix
+		wantErr bool
+	}{
+		{"confirm=0.9,cancel=0.1", Mix{Confirm: 0.9, Cancel: 0.1}, false},
+		{"confirm=0.5,cancel=0.25,abandon=0.25", Mix{0.5, 0.25, 0.25}, false},
+		{"confirm=0.5", Mix{}, true},         // does not sum to 1
+		{"confirm=1,refund=0", Mix{}, true},  // unknown share
+		{"confirm=-1,cancel=2", Mix{}, true}, // negative share
+	}
+	for _, c := range mixes {
+		got, err := ParseMix(c.in)
+		if (err != nil) != c.wantErr || !c.wantErr && got != c.want {
+			t.Errorf("ParseMix(%q) = %+v, %v", c.in, got, err)
+		}
+	}
+}
+
+func TestSourceSeededAndSkewed(t *testing.T) {
+	p := SustainedParams{SKUs: 100, Skew: Skew{Kind: "zipf", S: 1.2}, Mix: Mix{Confirm: 0.8, Cancel: 0.1, Abandon: 0.1}, Seed: 4}
+	a, b := NewSource(p, 3), NewSource(p, 3)
+	counts := make([]int, p.SKUs)
+	kinds := map[string]int{}
+	for i := 0; i < 5000; i++ {
+		ja, jb := a.Next(time.Minute), b.Next(time.Minute)
+		if !reflect.DeepEqual(ja, jb) {
+			t.Fatal("same seed and worker gave different journeys")
+		}
+		var idx int
+		if _, err := fmt.Sscanf(ja.SKU, "SKU-%d", &idx); err != nil || idx < 0 || idx >= p.SKUs {
+			t.Fatalf("SKU %q outside the catalog", ja.SKU)
+		}
+		counts[idx]++
+		kinds[ja.Kind]++
+	}
+	if counts[0] < 5*counts[50] {
+		t.Errorf("zipf:1.2 is not skewed: first SKU %d picks, SKU 50 %d", counts[0], counts[50])
+	}
+	if kinds["buy"] < 3600 || kinds["cancel"] < 300 || kinds["abandon"] < 300 {
+		t.Errorf("mix not followed: %v", kinds)
+	}
+	hot := NewSource(SustainedParams{SKUs: 100, Skew: Skew{Kind: "hot", K: 2}, Mix: Mix{Confirm: 1}, Seed: 1}, 0)
+	for i := 0; i < 1000; i++ {
+		if s := hot.Next(time.Minute).SKU; s != SKUName(0) && s != SKUName(1) {
+			t.Fatalf("hot:2 picked %s", s)
 		}
 	}
 }

@@ -32,6 +32,12 @@ func TestBadInput(t *testing.T) {
 		{"unknown backend", []string{"run", "--backend", "cloud"}, "unknown backend"},
 		{"half external", []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"}, "needs --mysql-dsn and --redis-addr"},
 		{"unreachable external", []string{"run", "--backend", "external", "--mysql-dsn", "root:pw@tcp(127.0.0.1:1)/x", "--redis-addr", "127.0.0.1:1"}, "does not answer"},
+		{"sustained flag on flash", []string{"run", "--duration", "5s"}, "sustained scenario only"},
+		{"bad skew", []string{"run", "--scenario", "sustained", "--skew", "zipf:0.5"}, "--skew"},
+		{"bad mix", []string{"run", "--scenario", "sustained", "--mix", "confirm=0.5"}, "--mix"},
+		{"zero repeat", []string{"run", "--repeat", "0"}, "--repeat"},
+		{"missing scenario file", []string{"run", "-f", "/nonexistent.yaml"}, "scenario file"},
+		{"calibrate bad concurrency", []string{"calibrate", "--concurrency", "0"}, "--concurrency"},
 		{"report without dir", []string{"report"}, "usage"},
 		{"report of missing dir", []string{"report", "/nonexistent"}, "read results"},
 	}
@@ -62,12 +68,13 @@ func TestRunEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), []string{"run", "--strategies", "naive,lua-tcc", "--stock", "50", "--buyers", "80",
-		"--pay-delay", "5ms-20ms", "--seed", "3", "--quiet", "--out", dir}, &out, &errb)
+		"--pay-delay", "5ms-20ms", "--seed", "3", "--calibrate", "200ms", "--quiet", "--out", dir}, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	var res struct {
-		Config map[string]any `json:"config"`
+		Config      map[string]any     `json:"config"`
+		Calibration map[string]float64 `json:"calibration"`
 		Env    struct {
 			MySQLVersion string `json:"mysql_version"`
 			RedisVersion string `json:"redis_version"`
@@ -87,6 +94,9 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
+	}
+	if res.Calibration["redis_evalsha_ops"] <= 0 || res.Calibration["mysql_hot_update_ops"] <= 0 || res.Calibration["mysql_hot_txn_ops"] <= 0 {
+		t.Fatalf("calibration missing: %v", res.Calibration)
 	}
 	if len(res.Runs) != 2 || res.Env.MySQLVersion == "" || res.Env.RedisVersion == "" || res.Config["seed"] == nil {
 		t.Fatalf("results incomplete: %s", b)
@@ -169,4 +179,39 @@ func children() []string {
 		}
 	}
 	return out
+}
+
+// TestScenarioFile: a YAML file sets flags, the command line wins, and an
+// unknown key is named.
+func TestScenarioFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("scenario: sustained\nbuyerz: 10\n"), 0o644)
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"run", "-f", bad}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `unknown key "buyerz"`) {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("scenario: sustained\nstrategies: [conditional]\nbuyers: 4\nduration: 600ms\nwarmup: 0s\nmix: {confirm: 1}\nskus: 2\ncalibrate: 0s\nseed: 9\n"), 0o644)
+	errb.Reset()
+	code := Main(context.Background(), []string{"run", "-f", good, "--seed", "11", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"scenario": "sustained", "buyers": 4.0, "skus": 2.0, "seed": 11.0, "duration": "600ms", "mix": "confirm=1,cancel=0,abandon=0"}
+	for k, v := range want {
+		if res.Config[k] != v {
+			t.Errorf("config %s = %v, want %v", k, res.Config[k], v)
+		}
+	}
 }

@@ -27,8 +27,8 @@ const (
 // Backoff bounds: the first retry waits up to backoffBase, doubling per
 // attempt up to backoffMax (full jitter: a uniform wait in [0, bound)).
 const (
-	backoffBase = 500 * time.Microsecond
-	backoffMax  = 50 * time.Millisecond
+	backoffBase = 2 * time.Millisecond
+	backoffMax  = 250 * time.Millisecond
 )
 
 // Strategy implements inventory.Strategy with compare-and-set on a version
@@ -46,7 +46,10 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.CASRetry != RetryBackoff && cfg.CASRetry != RetryImmediate {
 		return nil, fmt.Errorf("cas: retry policy %q: want backoff or immediate", cfg.CASRetry)
 	}
-	return &Strategy{Base: sqlstore.NewBase(cfg, sqlstore.GuardedMove(true))}, nil
+	// Confirm and cancel move units out of occupied with a guarded relative
+	// UPDATE; they leave the version alone, since no reserve's check reads
+	// occupied or sold, and bumping it would only fail reserves for nothing.
+	return &Strategy{Base: sqlstore.NewBase(cfg, sqlstore.GuardedMove)}, nil
 }
 
 // Name is "cas".
@@ -72,10 +75,9 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 			}
 			return inventory.ErrOutOfStock
 		}
+		// The versioned UPDATE comes first, so the window between the read
+		// and the compare-and-set is as short as it can be.
 		err = sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) (error, error) {
-			if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
-				return nil, err
-			}
 			res, err := tx.ExecContext(ctx,
 				"UPDATE inventory SET available=available-?, occupied=occupied+?, version=version+1 WHERE sku=? AND version=? AND available>=?",
 				r.Qty, r.Qty, r.SKU, ver, r.Qty)
@@ -85,7 +87,7 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 			if n, _ := res.RowsAffected(); n == 0 {
 				return nil, errMiss
 			}
-			return nil, nil
+			return nil, sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved)
 		})
 		switch {
 		case err == nil:

@@ -23,7 +23,7 @@ var _ inventory.Strategy = (*Strategy)(nil)
 
 // New builds the strategy on cfg.DB.
 func New(cfg strategies.Config) *Strategy {
-	return &Strategy{Base: sqlstore.NewBase(cfg, sqlstore.GuardedMove(false))}
+	return &Strategy{Base: sqlstore.NewBase(cfg, sqlstore.GuardedMove)}
 }
 
 // Name is "conditional".

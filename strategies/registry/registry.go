@@ -29,6 +29,9 @@ type Entry struct {
 	Safe bool
 	// UsesRedis says whether the strategy needs a Redis server.
 	UsesRedis bool
+	// Ceiling names the calibration probe that bounds the strategy's
+	// reserve: the store operation its reserve is shaped like.
+	Ceiling string
 	New       func(strategies.Config) (inventory.Strategy, error)
 }
 
@@ -42,13 +45,20 @@ func wrapErr[T inventory.Strategy](f func(strategies.Config) (T, error)) func(st
 
 // All lists every strategy in the order reports show them.
 var All = []Entry{
-	{Name: "rowlock", Dirs: []string{"strategies/rowlock", sqlDir}, Safe: true, New: wrap(rowlock.New)},
-	{Name: "cas", Dirs: []string{"strategies/cas", sqlDir}, Safe: true, New: wrapErr(cas.New)},
-	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, New: wrap(conditional.New)},
-	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", sqlDir, redisDir}, Safe: true, UsesRedis: true, New: wrapErr(luatcc.New)},
-	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, New: wrapErr(outbox.New)},
-	{Name: "naive", Dirs: []string{"strategies/naive"}, Safe: false, New: wrap(naive.New)},
+	{Name: "rowlock", Dirs: []string{"strategies/rowlock", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(rowlock.New)},
+	{Name: "cas", Dirs: []string{"strategies/cas", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrapErr(cas.New)},
+	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(conditional.New)},
+	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
+	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(outbox.New)},
+	{Name: "naive", Dirs: []string{"strategies/naive"}, Safe: false, Ceiling: CeilingMySQLUpdate, New: wrap(naive.New)},
 }
+
+// Calibration probes a strategy can be compared with.
+const (
+	CeilingRedis       = "redis_evalsha_ops"
+	CeilingMySQLUpdate = "mysql_hot_update_ops"
+	CeilingMySQLTxn    = "mysql_hot_txn_ops"
+)
 
 const (
 	sqlDir   = "strategies/internal/sqlstore"

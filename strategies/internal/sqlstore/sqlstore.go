@@ -318,27 +318,18 @@ func Every(ctx context.Context, period time.Duration, fn func(context.Context) e
 }
 
 // GuardedMove is a MoveFunc that moves the units with one conditional
-// UPDATE (occupied >= qty); with bumpVersion it also increments the version
-// column, as every writer of a versioned row must.
-func GuardedMove(bumpVersion bool) MoveFunc {
-	bump := ""
-	if bumpVersion {
-		bump = ", version=version+1"
+// UPDATE (occupied >= qty) and no read first.
+func GuardedMove(ctx context.Context, tx *sql.Tx, ord Order, m Movement) error {
+	q := "UPDATE inventory SET occupied=occupied-?, sold=sold+? WHERE sku=? AND occupied>=?"
+	if m == ToAvailable {
+		q = "UPDATE inventory SET occupied=occupied-?, available=available+? WHERE sku=? AND occupied>=?"
 	}
-	toSold := "UPDATE inventory SET occupied=occupied-?, sold=sold+?" + bump + " WHERE sku=? AND occupied>=?"
-	toAvail := "UPDATE inventory SET occupied=occupied-?, available=available+?" + bump + " WHERE sku=? AND occupied>=?"
-	return func(ctx context.Context, tx *sql.Tx, ord Order, m Movement) error {
-		q := toSold
-		if m == ToAvailable {
-			q = toAvail
-		}
-		res, err := tx.ExecContext(ctx, q, ord.Qty, ord.Qty, ord.SKU, ord.Qty)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("inventory %s: occupied < %d", ord.SKU, ord.Qty)
-		}
-		return nil
+	res, err := tx.ExecContext(ctx, q, ord.Qty, ord.Qty, ord.SKU, ord.Qty)
+	if err != nil {
+		return err
 	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("inventory %s: occupied < %d", ord.SKU, ord.Qty)
+	}
+	return nil
 }

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/scenarios"
+	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/registry"
+)
+
+// runFlags are the flags of `stockbench run`.
+type runFlags struct {
+	backend, mysqlDSN, redisAddr                  string
+	strategies, scenario, payDelay, casRetry, out string
+	skew, mix, file                               string
+	stock                                         int64
+	buyers, skus, repeat                          int
+	abandon, rate                                 float64
+	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
+	sweepPeriod, opTimeout, duration, warmup      time.Duration
+	calibrate                                     time.Duration
+	seed                                          uint64
+	quiet, noRestock                              bool
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.file, "f", "", "scenario file (YAML) whose keys mirror these flags; flags on the command line win")
+	fs.StringVar(&f.backend, "backend", "auto", "servers: auto | local | external")
+	fs.StringVar(&f.mysqlDSN, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used")
+	fs.StringVar(&f.redisAddr, "redis-addr", "", "external Redis host:port (or STOCKBENCH_REDIS_ADDR)")
+	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
+	fs.StringVar(&f.scenario, "scenario", "flash", "scenario: "+strings.Join(runner.Scenarios, " | "))
+	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
+	fs.IntVar(&f.buyers, "buyers", 120, "buyers (flash, race: released together; sustained: closed-loop workers, or the concurrency bound with --rate)")
+	fs.StringVar(&f.payDelay, "pay-delay", "200ms-500ms", "think time between reserve and confirm: a value or min-max (sustained default: 0)")
+	fs.Float64Var(&f.abandon, "abandon", 0, "flash: fraction of buyers who never pay; their reservation expires after --ttl")
+	fs.DurationVar(&f.ttl, "ttl", 30*time.Second, "reservation time to live")
+	fs.DurationVar(&f.shortTTL, "short-ttl", 300*time.Millisecond, "race: reservation lifetime of the pay-after-expiry buyers")
+	fs.DurationVar(&f.duration, "duration", 30*time.Second, "sustained: measured phase")
+	fs.DurationVar(&f.warmup, "warmup", 5*time.Second, "sustained: warm-up before the measured phase, excluded from counts and clocks")
+	fs.IntVar(&f.skus, "skus", 1, "sustained: SKUs in the catalog")
+	fs.StringVar(&f.skew, "skew", "uniform", "sustained: how buyers pick SKUs: uniform | zipf:S | hot:K")
+	fs.StringVar(&f.mix, "mix", "confirm=0.9,cancel=0.1,abandon=0", "sustained: shares of buyers who confirm, cancel, abandon")
+	fs.BoolVar(&f.noRestock, "no-restock", false, "sustained: let SKUs sell out instead of restocking them")
+	fs.Float64Var(&f.rate, "rate", 0, "sustained: open loop at this many arrivals per second (0: closed loop)")
+	fs.IntVar(&f.repeat, "repeat", 1, "run each strategy N times and report min / median / max")
+	fs.DurationVar(&f.calibrate, "calibrate", 2*time.Second, "duration of each store calibration probe (0: skip calibration)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice")
+	fs.StringVar(&f.out, "out", "reports/latest", "directory for results.json and summary.md")
+	fs.StringVar(&f.casRetry, "cas-retry", "backoff", "cas retry policy: backoff | immediate")
+	fs.DurationVar(&f.outboxPeriod, "outbox-period", time.Second, "outbox relay poll period")
+	fs.DurationVar(&f.reconcilePeriod, "reconcile-period", time.Second, "outbox reconciler period")
+	fs.DurationVar(&f.sweepPeriod, "sweep-period", 500*time.Millisecond, "expiry sweeper period")
+	fs.DurationVar(&f.opTimeout, "op-timeout", 10*time.Second, "timeout of each operation")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+}
+
+// applyFile sets, from a YAML scenario file, every flag the command line did
+// not set. A key that is no flag is an error that names it.
+func applyFile(fs *flag.FlagSet, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("scenario file: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("scenario file %s: %w", path, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	for k, v := range m {
+		if fs.Lookup(k) == nil || k == "f" {
+			return fmt.Errorf("scenario file %s: unknown key %q", path, k)
+		}
+		if set[k] {
+			continue
+		}
+		var s string
+		switch v := v.(type) {
+		case []any:
+			parts := make([]string, len(v))
+			for i, x := range v {
+				parts[i] = fmt.Sprint(x)
+			}
+			s = strings.Join(parts, ",")
+		case map[string]any:
+			var parts []string
+			for mk, mv := range v {
+				parts = append(parts, mk+"="+fmt.Sprint(mv))
+			}
+			s = strings.Join(parts, ",")
+		case float64:
+			s = strconv.FormatFloat(v, 'g', -1, 64)
+		default:
+			s = fmt.Sprint(v)
+		}
+		if err := fs.Set(k, s); err != nil {
+			return fmt.Errorf("scenario file %s: %s: %w", path, k, err)
+		}
+	}
+	return nil
+}
+
+// options validates the flags and resolves them into runner options.
+// explicit holds the flags that were set (on the command line or in a file).
+func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
+	var o runner.Options
+	entries, err := registry.Parse(f.strategies)
+	if err != nil {
+		return o, err
+	}
+	if f.scenario == "sustained" && !explicit["pay-delay"] {
+		f.payDelay = "0"
+	}
+	pay, err := scenarios.ParseRange(f.payDelay)
+	if err != nil {
+		return o, fmt.Errorf("--pay-delay: %w", err)
+	}
+	skew, err := scenarios.ParseSkew(f.skew)
+	if err != nil {
+		return o, fmt.Errorf("--skew: %w", err)
+	}
+	mix, err := scenarios.ParseMix(f.mix)
+	if err != nil {
+		return o, fmt.Errorf("--mix: %w", err)
+	}
+	switch {
+	case !contains(runner.Scenarios, f.scenario):
+		return o, fmt.Errorf("--scenario %q: want one of %s", f.scenario, strings.Join(runner.Scenarios, ", "))
+	case f.stock <= 0:
+		return o, errors.New("--stock must be positive")
+	case f.buyers <= 0:
+		return o, errors.New("--buyers must be positive")
+	case f.abandon < 0 || f.abandon > 1:
+		return o, errors.New("--abandon must be between 0 and 1")
+	case f.ttl <= 0 || f.shortTTL <= 0:
+		return o, errors.New("--ttl and --short-ttl must be positive")
+	case f.casRetry != "backoff" && f.casRetry != "immediate":
+		return o, fmt.Errorf("--cas-retry %q: want backoff or immediate", f.casRetry)
+	case f.outboxPeriod <= 0 || f.reconcilePeriod <= 0 || f.sweepPeriod <= 0 || f.opTimeout <= 0:
+		return o, errors.New("periods and --op-timeout must be positive")
+	case f.duration <= 0 || f.warmup < 0:
+		return o, errors.New("--duration must be positive and --warmup not negative")
+	case f.skus <= 0:
+		return o, errors.New("--skus must be positive")
+	case f.rate < 0:
+		return o, errors.New("--rate must not be negative")
+	case f.repeat <= 0:
+		return o, errors.New("--repeat must be positive")
+	case f.calibrate < 0:
+		return o, errors.New("--calibrate must not be negative")
+	case f.out == "":
+		return o, errors.New("--out must name a directory")
+	}
+	if f.scenario != "sustained" {
+		for _, name := range []string{"duration", "warmup", "skus", "skew", "mix", "no-restock", "rate"} {
+			if explicit[name] {
+				return o, fmt.Errorf("--%s applies to the sustained scenario only", name)
+			}
+		}
+	}
+	return runner.Options{
+		Strategies: entries, Scenario: f.scenario, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
+		Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed, Duration: f.duration, Warmup: f.warmup,
+		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
+		OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute,
+		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
+			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod},
+	}, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail func(int, error) int) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var f runFlags
+	f.register(fs)
+	if code, done := parseFlags(fs, args, stdout, fail); done {
+		return code
+	}
+	if f.file != "" {
+		if err := applyFile(fs, f.file); err != nil {
+			return fail(exitUsage, err)
+		}
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	o, err := f.options(explicit)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	if !f.quiet {
+		o.Log = stderr
+		if isTerminal(stderr) {
+			o.Progress = stderr
+		}
+	}
+	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr}))
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	res, err := runner.Execute(ctx, p, o)
+	if res == nil {
+		if ctx.Err() != nil {
+			return fail(exitInterrupted, errors.New("interrupted before any measurement"))
+		}
+		return fail(exitUsage, err)
+	}
+	if werr := writeReport(f.out, res); werr != nil {
+		return fail(exitFailed, werr)
+	}
+	reports.Table(stdout, res)
+	fmt.Fprintf(stdout, "\nreport: %s\n", filepath.Join(f.out, "summary.md"))
+	switch {
+	case err != nil:
+		return fail(exitFailed, err)
+	case res.Interrupted:
+		return fail(exitInterrupted, fmt.Errorf("interrupted; results for %d finished run(s) written to %s", len(res.Runs), f.out))
+	}
+	return exitOK
+}

@@ -1,0 +1,318 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/scenarios"
+)
+
+// driver plays journeys against one strategy.
+type driver struct {
+	s       inventory.Strategy
+	o       Options
+	restock *restocker
+	live    *live // nil unless progress is shown
+	// open loop
+	late, dropped atomic.Int64
+}
+
+func (d *driver) counters() map[string]float64 {
+	m := map[string]float64{}
+	if d.restock != nil {
+		m["restocks"] = float64(d.restock.n.Load())
+	}
+	if d.o.Scenario == "sustained" && d.o.Rate > 0 {
+		m["open_late_starts"] = float64(d.late.Load())
+		m["open_dropped"] = float64(d.dropped.Load())
+	}
+	return m
+}
+
+type opResult struct {
+	op    scenarios.Op
+	err   error
+	start time.Time
+	lat   time.Duration
+}
+
+// lateThreshold is how far behind its intended start an open-loop arrival
+// may begin before it counts as late.
+const lateThreshold = 10 * time.Millisecond
+
+// journey plays one buyer's journey. Think time is slept, never timed. With
+// intended set (open loop), the first operation's latency runs from the
+// intended start, so queueing behind a stalled server shows in the tail. A
+// journey whose next think time would end past the window stops there.
+func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder, intended time.Time) {
+	var reserveLat time.Duration
+	var reserveStart time.Time
+	reserved, flowDone, first := false, false, true
+	for _, ph := range j.Phases {
+		if ph.IfReserved && !reserved {
+			continue
+		}
+		if ph.Think > 0 {
+			if !rec.to.IsZero() && time.Now().Add(ph.Think).After(rec.to) {
+				return
+			}
+			if !sleep(ctx, ph.Think) {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		results := make([]opResult, len(ph.Ops))
+		if len(ph.Ops) == 1 {
+			results[0] = d.op(ctx, j, ph.Ops[0])
+		} else {
+			var wg sync.WaitGroup
+			for i, op := range ph.Ops {
+				wg.Add(1)
+				go func() { defer wg.Done(); results[i] = d.op(ctx, j, op) }()
+			}
+			wg.Wait()
+		}
+		if first && !intended.IsZero() {
+			for i := range results {
+				results[i].lat += results[i].start.Sub(intended)
+				results[i].start = intended
+			}
+		}
+		first = false
+		for _, r := range results {
+			d.record(ctx, j, rec, r)
+			if r.err != nil {
+				continue
+			}
+			switch r.op {
+			case scenarios.Reserve:
+				reserved, reserveLat, reserveStart = true, r.lat, r.start
+			case scenarios.Confirm:
+				if reserved && !flowDone {
+					flowDone = true
+					if rec.in(r.start) {
+						rec.flows++
+						rec.bucketAt(r.start).flows++
+						if rec.in(reserveStart) {
+							lat := reserveLat + r.lat
+							rec.latency("flow", lat)
+							b := rec.bucketAt(r.start)
+							b.flowLat = append(b.flowLat, int32(min(lat.Microseconds(), 1<<31-1)))
+							d.live.flow(lat)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// record counts one operation's outcome and keeps its ack.
+func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder, r opResult) {
+	if r.err == nil {
+		switch r.op {
+		case scenarios.Confirm:
+			rec.acks = append(rec.acks, inventory.Ack{OrderID: j.OrderID, State: inventory.StateConfirmed})
+		case scenarios.Cancel:
+			rec.acks = append(rec.acks, inventory.Ack{OrderID: j.OrderID, State: inventory.StateCancelled})
+		}
+	}
+	if r.op == scenarios.Reserve && errors.Is(r.err, inventory.ErrOutOfStock) && d.restock != nil {
+		d.restock.trigger(ctx, j.SKU)
+	}
+	if !rec.in(r.start) {
+		return
+	}
+	name := r.op.String()
+	cls := Classify(r.err)
+	rec.latency(name, r.lat)
+	rec.outcome(name, cls)
+	b := rec.bucketAt(r.start)
+	if r.op == scenarios.Reserve {
+		rec.attempts++
+		b.attempts++
+	}
+	if r.err != nil && cls != "out_of_stock" && cls != "already_final" {
+		b.errors++
+		d.live.errorSeen()
+	}
+	if cls == "error" && len(rec.errs) < maxErrorTexts && !contains(rec.errs, r.err.Error()) {
+		rec.errs = append(rec.errs, r.err.Error())
+	}
+}
+
+func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op) opResult {
+	ctx, cancel := context.WithTimeout(ctx, d.o.OpTimeout)
+	defer cancel()
+	ref := inventory.OrderRef{OrderID: j.OrderID, SKU: j.SKU}
+	t0 := time.Now()
+	var err error
+	switch op {
+	case scenarios.Reserve:
+		err = d.s.Reserve(ctx, inventory.Reservation{OrderID: j.OrderID, SKU: j.SKU, Qty: j.Qty, Deadline: t0.Add(j.TTL)})
+	case scenarios.Confirm:
+		err = d.s.Confirm(ctx, ref)
+	case scenarios.Cancel:
+		err = d.s.Cancel(ctx, ref)
+	}
+	return opResult{op: op, err: err, start: t0, lat: time.Since(t0)}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (d *driver) sustainedParams() scenarios.SustainedParams {
+	return scenarios.SustainedParams{SKUs: d.o.SKUs, Skew: d.o.Skew, Mix: d.o.Mix, PayDelay: d.o.PayDelay, Seed: d.o.Seed}
+}
+
+// closedLoop runs Buyers workers, each starting its next journey as soon as
+// the last ends, for Warmup + Duration; only the Duration after the warm-up
+// is measured.
+func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, time.Duration) {
+	t0 := time.Now()
+	from := t0.Add(d.o.Warmup)
+	to := from.Add(d.o.Duration)
+	recs := make([]*recorder, d.o.Buyers)
+	var wg sync.WaitGroup
+	for w := range recs {
+		recs[w] = newRecorder(from, to)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := scenarios.NewSource(d.sustainedParams(), w)
+			for ctx.Err() == nil && time.Now().Before(to) {
+				j := src.Next(d.o.TTL)
+				if time.Now().After(from) {
+					recs[w].journeys[j.Kind]++
+				}
+				d.journey(ctx, j, recs[w], time.Time{})
+			}
+		}()
+	}
+	stopCPU := cpu.window(from, to)
+	wg.Wait()
+	stopCPU()
+	return recs, measured(from, to)
+}
+
+// openLoop starts journeys at Rate per second on a fixed schedule, whatever
+// the servers do; Buyers workers serve them. An arrival that finds every
+// worker busy and the queue full is dropped and counted; one that starts
+// more than lateThreshold after its intended time is counted late, and its
+// latency includes the wait.
+func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, time.Duration) {
+	t0 := time.Now()
+	from := t0.Add(d.o.Warmup)
+	to := from.Add(d.o.Duration)
+	type arrival struct {
+		j        scenarios.Journey
+		intended time.Time
+	}
+	queue := make(chan arrival, d.o.Buyers)
+	recs := make([]*recorder, d.o.Buyers)
+	var wg sync.WaitGroup
+	for w := range recs {
+		recs[w] = newRecorder(from, to)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a := range queue {
+				if time.Since(a.intended) > lateThreshold && recs[w].in(a.intended) {
+					d.late.Add(1)
+				}
+				if recs[w].in(a.intended) {
+					recs[w].journeys[a.j.Kind]++
+				}
+				d.journey(ctx, a.j, recs[w], a.intended)
+			}
+		}()
+	}
+	stopCPU := cpu.window(from, to)
+	src := scenarios.NewSource(d.sustainedParams(), 0)
+	interval := time.Duration(float64(time.Second) / d.o.Rate)
+	for i := 0; ; i++ {
+		at := t0.Add(time.Duration(i) * interval)
+		if !at.Before(to) || !sleep(ctx, time.Until(at)) {
+			break
+		}
+		select {
+		case queue <- arrival{j: src.Next(d.o.TTL), intended: at}:
+		default:
+			if !at.Before(from) {
+				d.dropped.Add(1)
+			}
+		}
+	}
+	close(queue)
+	wg.Wait()
+	stopCPU()
+	return recs, measured(from, to)
+}
+
+// measured is the part of the window that really elapsed (all of it unless
+// the run was interrupted).
+func measured(from, to time.Time) time.Duration {
+	end := to
+	if now := time.Now(); now.Before(to) {
+		end = now
+	}
+	if end.Before(from) {
+		return 0
+	}
+	return end.Sub(from)
+}
+
+// restocker refills a SKU that ran out, so the sustained scenario keeps
+// selling unless --no-restock. One refill per SKU runs at a time; buyers who
+// find the SKU sold out meanwhile wait for that refill instead of hammering
+// the store with reserves that must fail.
+type restocker struct {
+	s      inventory.Strategy
+	qty    int64
+	mu     sync.Mutex
+	active map[string]chan struct{}
+	n      atomic.Int64
+}
+
+func newRestocker(s inventory.Strategy, o Options) *restocker {
+	if o.Scenario != "sustained" || o.NoRestock {
+		return nil
+	}
+	return &restocker{s: s, qty: o.Stock, active: map[string]chan struct{}{}}
+}
+
+func (r *restocker) trigger(ctx context.Context, sku string) {
+	r.mu.Lock()
+	if done, ok := r.active[sku]; ok {
+		r.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		return
+	}
+	done := make(chan struct{})
+	r.active[sku] = done
+	r.mu.Unlock()
+	if err := r.s.Restock(ctx, sku, r.qty); err == nil {
+		r.n.Add(1)
+	}
+	r.mu.Lock()
+	delete(r.active, sku)
+	r.mu.Unlock()
+	close(done)
+}

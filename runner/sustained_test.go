@@ -1,0 +1,107 @@
+package runner_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/scenarios"
+	"github.com/stockbench/stockbench/strategies/registry"
+)
+
+func sustainedOptions() runner.Options {
+	return runner.Options{Scenario: "sustained", Stock: 50, Buyers: 16, SKUs: 3,
+		Skew: scenarios.Skew{Kind: "uniform"}, Mix: scenarios.Mix{Confirm: 0.8, Cancel: 0.2},
+		Duration: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond, TTL: 30 * time.Second,
+		Seed: 1, OpTimeout: 10 * time.Second, SettleTimeout: time.Minute}
+}
+
+// TestSustained runs the closed and the open loop on a small catalog and
+// checks the measured phase, the series, restocks and the audit.
+func TestSustained(t *testing.T) {
+	cases := []struct {
+		name     string
+		strategy string
+		rate     float64
+	}{
+		{"closed loop, MySQL", "conditional", 0},
+		{"closed loop, Redis", "lua-tcc", 0},
+		{"open loop", "rowlock", 150},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := registry.Lookup(c.strategy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := sustainedOptions()
+			o.Rate = c.rate
+			run, err := runner.RunStrategy(context.Background(), env.Conns, e, o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := run.Audit
+			if a.OversoldUnits != 0 || a.LostAcks != 0 || a.InvariantViolations != 0 || a.LeakedUnits != 0 {
+				t.Fatalf("audit %+v", a)
+			}
+			if run.DurationSec < 1.4 || run.DurationSec > 1.6 {
+				t.Fatalf("measured %.2f s, want the 1.5 s after warm-up", run.DurationSec)
+			}
+			if run.Flows == 0 || len(run.Series) < 1 || len(run.Series) > 2 {
+				t.Fatalf("flows %d, series %+v", run.Flows, run.Series)
+			}
+			var seriesFlows int64
+			for _, p := range run.Series {
+				seriesFlows += p.Flows
+			}
+			if seriesFlows != run.Flows {
+				t.Fatalf("series holds %d flows, total %d", seriesFlows, run.Flows)
+			}
+			// Everything confirmed during warm-up is in the audit but not in the count.
+			if a.ConfirmedUnits <= run.Flows {
+				t.Fatalf("confirmed %d units, measured flows %d: warm-up not excluded", a.ConfirmedUnits, run.Flows)
+			}
+			if c.strategy != "rowlock" && run.Counters["restocks"] == 0 {
+				t.Fatalf("50 units per SKU never ran out: counters %v", run.Counters)
+			}
+			if c.rate > 0 {
+				arrivals := run.Journeys["buy"] + run.Journeys["cancel"] + int64(run.Counters["open_dropped"])
+				if arrivals < 200 || arrivals > 250 {
+					t.Fatalf("open loop at 150/s for 1.5 s started %d journeys", arrivals)
+				}
+			}
+		})
+	}
+}
+
+func TestCalibrate(t *testing.T) {
+	cal, err := runner.Calibrate(context.Background(), env.Endpoints, env.Conns, 8, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cal.RedisEvalshaOps <= 0 || cal.MySQLHotUpdateOps <= 0 || cal.MySQLHotTxnOps <= 0 {
+		t.Fatalf("calibration %+v", cal)
+	}
+	var n int
+	if err := env.DB.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_name='calib_hot'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("calibration table left behind (%d, %v)", n, err)
+	}
+}
+
+func TestAggregate(t *testing.T) {
+	run := func(name string, tps, p99 float64) reports.Run {
+		return reports.Run{Strategy: name, TPS: tps, LatencyMS: map[string]reports.Percentiles{"flow": {P99: p99}}}
+	}
+	got := runner.Aggregate([]reports.Run{run("a", 10, 5), run("b", 1, 1), run("a", 30, 1), run("a", 20, 3), run("b", 3, 2)})
+	if len(got) != 2 || got[0].Strategy != "a" || got[1].Strategy != "b" {
+		t.Fatalf("order or grouping wrong: %+v", got)
+	}
+	if got[0].TPS != (reports.Spread{Min: 10, Median: 20, Max: 30}) || got[0].FlowP99MS.Median != 3 {
+		t.Fatalf("a: %+v", got[0])
+	}
+	if got[1].TPS.Median != 2 || got[1].Repeats != 2 {
+		t.Fatalf("b (even count takes the mean of the middle two): %+v", got[1])
+	}
+}
