@@ -35,7 +35,7 @@ func Table(w io.Writer, r *Results) {
 	}
 }
 
-func f1(x float64) string  { return fmt.Sprintf("%.1f", x) }
+func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
 
 func spread(s Spread, f func(float64) string) string {
 	return f(s.Min) + " / " + f(s.Median) + " / " + f(s.Max)

@@ -75,7 +75,7 @@ func TestRunEndToEnd(t *testing.T) {
 	var res struct {
 		Config      map[string]any     `json:"config"`
 		Calibration map[string]float64 `json:"calibration"`
-		Env    struct {
+		Env         struct {
 			MySQLVersion string `json:"mysql_version"`
 			RedisVersion string `json:"redis_version"`
 		} `json:"env"`

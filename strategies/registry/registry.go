@@ -32,7 +32,7 @@ type Entry struct {
 	// Ceiling names the calibration probe that bounds the strategy's
 	// reserve: the store operation its reserve is shaped like.
 	Ceiling string
-	New       func(strategies.Config) (inventory.Strategy, error)
+	New     func(strategies.Config) (inventory.Strategy, error)
 }
 
 func wrap[T inventory.Strategy](f func(strategies.Config) T) func(strategies.Config) (inventory.Strategy, error) {
