@@ -13,9 +13,11 @@ build:
 test: vet fmt-check
 	$(GO) test -race -count=1 ./...
 
-# The default comparison: flash sale, every strategy, auto backend.
+# The default comparison, every strategy, auto backend: the flash sale
+# (correctness: does anything oversell?) then a sustained run on one hot SKU
+# (throughput and tail latency), with the stores' calibrated ceilings.
 bench: build
-	./$(BIN) run --strategies all --scenario flash --out reports/latest $(BENCH_FLAGS)
+	./$(BIN) run --strategies all --scenario flash,sustained --duration 15s --warmup 3s --out reports/latest $(BENCH_FLAGS)
 
 vet:
 	$(GO) vet ./...

@@ -130,6 +130,7 @@ type Spread struct {
 // Aggregate summarises the repeats of one strategy.
 type Aggregate struct {
 	Strategy     string `json:"strategy"`
+	Scenario     string `json:"scenario"`
 	Repeats      int    `json:"repeats"`
 	TPS          Spread `json:"tps"`
 	FlowP99MS    Spread `json:"flow_p99_ms"`

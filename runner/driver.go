@@ -176,7 +176,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (d *driver) sustainedParams() scenarios.SustainedParams {
-	return scenarios.SustainedParams{SKUs: d.o.SKUs, Skew: d.o.Skew, Mix: d.o.Mix, PayDelay: d.o.PayDelay, Seed: d.o.Seed}
+	return scenarios.SustainedParams{SKUs: d.o.SKUs, Skew: d.o.Skew, Mix: d.o.Mix, PayDelay: d.o.SustainedPayDelay, Seed: d.o.Seed}
 }
 
 // closedLoop runs Buyers workers, each starting its next journey as soon as

@@ -25,7 +25,10 @@ var Scenarios = []string{"flash", "race", "sustained"}
 // Options are the resolved settings of a run.
 type Options struct {
 	Strategies []registry.Entry
-	Scenario   string
+	// Scenarios run in order, each against every strategy. Scenario is the
+	// one under way (set by Execute; RunStrategy reads it).
+	Scenarios []string
+	Scenario  string
 	// Stock is the units of the flash/race SKU, and of each sustained SKU
 	// (also the restock quantity).
 	Stock  int64
@@ -34,8 +37,10 @@ type Options struct {
 	// many arrivals per second (Buyers then bounds the concurrency).
 	Rate     float64
 	PayDelay scenarios.Range
-	Abandon  float64
-	TTL      time.Duration
+	// SustainedPayDelay is the think time of the sustained scenario.
+	SustainedPayDelay scenarios.Range
+	Abandon           float64
+	TTL               time.Duration
 	// ShortTTL is the reservation lifetime of the race scenario's
 	// pay-after-expiry buyers.
 	ShortTTL time.Duration
@@ -97,20 +102,23 @@ func (o Options) Resolved() map[string]any {
 	}
 	c := o.Strategy.WithDefaults()
 	m := map[string]any{
-		"strategies": names, "scenario": o.Scenario, "stock": o.Stock, "buyers": o.Buyers,
-		"pay_delay": o.PayDelay.String(), "ttl": o.TTL.String(), "seed": o.Seed, "repeat": max(1, o.Repeat),
+		"strategies": names, "scenarios": o.Scenarios, "stock": o.Stock, "buyers": o.Buyers,
+		"ttl": o.TTL.String(), "seed": o.Seed, "repeat": max(1, o.Repeat),
 		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts,
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
 		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
 	}
-	switch o.Scenario {
-	case "flash":
-		m["abandon"] = o.Abandon
-	case "race":
-		m["short_ttl"] = o.ShortTTL.String()
-	case "sustained":
-		m["duration"], m["warmup"], m["skus"] = o.Duration.String(), o.Warmup.String(), o.SKUs
-		m["skew"], m["mix"], m["restock"], m["rate"] = o.Skew.String(), o.Mix.String(), !o.NoRestock, o.Rate
+	for _, sc := range o.Scenarios {
+		switch sc {
+		case "flash":
+			m["abandon"], m["pay_delay"] = o.Abandon, o.PayDelay.String()
+		case "race":
+			m["short_ttl"], m["pay_delay"] = o.ShortTTL.String(), o.PayDelay.String()
+		case "sustained":
+			m["duration"], m["warmup"], m["skus"] = o.Duration.String(), o.Warmup.String(), o.SKUs
+			m["skew"], m["mix"], m["restock"], m["rate"] = o.Skew.String(), o.Mix.String(), !o.NoRestock, o.Rate
+			m["sustained_pay_delay"] = o.SustainedPayDelay.String()
+		}
 	}
 	return m
 }
@@ -152,23 +160,27 @@ func Execute(ctx context.Context, p servers.Provider, o Options) (*reports.Resul
 		res.Calibration = &cal
 	}
 	cpu := newCPUSampler(ep)
-	for _, e := range o.Strategies {
-		for rep := 1; rep <= max(1, o.Repeat) && ctx.Err() == nil; rep++ {
-			o.logf("running %s on %s…", e.Name, o.Scenario)
-			run, err := RunStrategy(ctx, conns, e, o, cpu)
-			if err != nil {
-				if ctx.Err() != nil {
-					break
+	for _, sc := range o.Scenarios {
+		o := o
+		o.Scenario = sc
+		for _, e := range o.Strategies {
+			for rep := 1; rep <= max(1, o.Repeat) && ctx.Err() == nil; rep++ {
+				o.logf("running %s on %s…", e.Name, o.Scenario)
+				run, err := RunStrategy(ctx, conns, e, o, cpu)
+				if err != nil {
+					if ctx.Err() != nil {
+						break
+					}
+					return res, fmt.Errorf("%s on %s: %w", e.Name, sc, err)
 				}
-				return res, fmt.Errorf("%s: %w", e.Name, err)
+				if o.Repeat > 1 {
+					run.Repeat = rep
+				}
+				run.CeilingPct = ceilingPct(run, e, res.Calibration)
+				res.Runs = append(res.Runs, run)
+				o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d confirmed, %d oversold", e.Name, run.TPS,
+					run.LatencyMS["flow"].P99, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits)
 			}
-			if o.Repeat > 1 {
-				run.Repeat = rep
-			}
-			run.CeilingPct = ceilingPct(run, e, res.Calibration)
-			res.Runs = append(res.Runs, run)
-			o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d confirmed, %d oversold", e.Name, run.TPS,
-				run.LatencyMS["flow"].P99, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits)
 		}
 	}
 	res.Interrupted = ctx.Err() != nil
@@ -200,19 +212,21 @@ func ceilingPct(run reports.Run, e registry.Entry, cal *reports.Calibration) flo
 }
 
 // Aggregate computes min / median / max of the headline figures per
-// strategy, in the order the strategies first appear.
+// strategy and scenario, in the order they first appear.
 func Aggregate(runs []reports.Run) []reports.Aggregate {
-	var order []string
-	by := map[string][]reports.Run{}
+	type key struct{ strategy, scenario string }
+	var order []key
+	by := map[key][]reports.Run{}
 	for _, r := range runs {
-		if _, ok := by[r.Strategy]; !ok {
-			order = append(order, r.Strategy)
+		k := key{r.Strategy, r.Scenario}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
 		}
-		by[r.Strategy] = append(by[r.Strategy], r)
+		by[k] = append(by[k], r)
 	}
 	out := make([]reports.Aggregate, 0, len(order))
-	for _, name := range order {
-		rs := by[name]
+	for _, k := range order {
+		rs := by[k]
 		pick := func(f func(reports.Run) float64) reports.Spread {
 			xs := make([]float64, len(rs))
 			for i, r := range rs {
@@ -225,7 +239,7 @@ func Aggregate(runs []reports.Run) []reports.Aggregate {
 			}
 			return reports.Spread{Min: xs[0], Median: med, Max: xs[len(xs)-1]}
 		}
-		out = append(out, reports.Aggregate{Strategy: name, Repeats: len(rs),
+		out = append(out, reports.Aggregate{Strategy: k.strategy, Scenario: k.scenario, Repeats: len(rs),
 			TPS:          pick(func(r reports.Run) float64 { return r.TPS }),
 			FlowP99MS:    pick(func(r reports.Run) float64 { return r.LatencyMS["flow"].P99 }),
 			OversellRate: pick(func(r reports.Run) float64 { return r.Audit.OversellRate }),

@@ -24,6 +24,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown flag", []string{"run", "--nope"}, "flag provided but not defined"},
 		{"unknown strategy", []string{"run", "--strategies", "rowlock,magic"}, `unknown strategy "magic"`},
 		{"unknown scenario", []string{"run", "--scenario", "sale"}, "--scenario"},
+		{"scenario twice", []string{"run", "--scenario", "flash,flash"}, "named twice"},
 		{"bad pay delay", []string{"run", "--pay-delay", "500ms-200ms"}, "--pay-delay"},
 		{"zero stock", []string{"run", "--stock", "0"}, "--stock"},
 		{"abandon above 1", []string{"run", "--abandon", "1.5"}, "--abandon"},
@@ -208,7 +209,10 @@ func TestScenarioFile(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"scenario": "sustained", "buyers": 4.0, "skus": 2.0, "seed": 11.0, "duration": "600ms", "mix": "confirm=1,cancel=0,abandon=0"}
+	if sc, _ := res.Config["scenarios"].([]any); len(sc) != 1 || sc[0] != "sustained" {
+		t.Errorf("config scenarios = %v", res.Config["scenarios"])
+	}
+	want := map[string]any{"buyers": 4.0, "skus": 2.0, "seed": 11.0, "duration": "600ms", "mix": "confirm=1,cancel=0,abandon=0"}
 	for k, v := range want {
 		if res.Config[k] != v {
 			t.Errorf("config %s = %v, want %v", k, res.Config[k], v)

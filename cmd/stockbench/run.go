@@ -43,7 +43,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mysqlDSN, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used")
 	fs.StringVar(&f.redisAddr, "redis-addr", "", "external Redis host:port (or STOCKBENCH_REDIS_ADDR)")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
-	fs.StringVar(&f.scenario, "scenario", "flash", "scenario: "+strings.Join(runner.Scenarios, " | "))
+	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(runner.Scenarios, ", "))
 	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
 	fs.IntVar(&f.buyers, "buyers", 120, "buyers (flash, race: released together; sustained: closed-loop workers, or the concurrency bound with --rate)")
 	fs.StringVar(&f.payDelay, "pay-delay", "200ms-500ms", "think time between reserve and confirm: a value or min-max (sustained default: 0)")
@@ -123,12 +123,25 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, err
 	}
-	if f.scenario == "sustained" && !explicit["pay-delay"] {
-		f.payDelay = "0"
+	var scens []string
+	for _, sc := range strings.Split(f.scenario, ",") {
+		sc = strings.TrimSpace(sc)
+		if !contains(runner.Scenarios, sc) {
+			return o, fmt.Errorf("--scenario %q: want one or more of %s", sc, strings.Join(runner.Scenarios, ", "))
+		}
+		if contains(scens, sc) {
+			return o, fmt.Errorf("--scenario %q named twice", sc)
+		}
+		scens = append(scens, sc)
 	}
 	pay, err := scenarios.ParseRange(f.payDelay)
 	if err != nil {
 		return o, fmt.Errorf("--pay-delay: %w", err)
+	}
+	// The sustained scenario measures throughput: no think time unless asked.
+	sustainedPay := scenarios.Range{}
+	if explicit["pay-delay"] {
+		sustainedPay = pay
 	}
 	skew, err := scenarios.ParseSkew(f.skew)
 	if err != nil {
@@ -139,8 +152,6 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, fmt.Errorf("--mix: %w", err)
 	}
 	switch {
-	case !contains(runner.Scenarios, f.scenario):
-		return o, fmt.Errorf("--scenario %q: want one of %s", f.scenario, strings.Join(runner.Scenarios, ", "))
 	case f.stock <= 0:
 		return o, errors.New("--stock must be positive")
 	case f.buyers <= 0:
@@ -166,7 +177,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	case f.out == "":
 		return o, errors.New("--out must name a directory")
 	}
-	if f.scenario != "sustained" {
+	if !contains(scens, "sustained") {
 		for _, name := range []string{"duration", "warmup", "skus", "skew", "mix", "no-restock", "rate"} {
 			if explicit[name] {
 				return o, fmt.Errorf("--%s applies to the sustained scenario only", name)
@@ -174,7 +185,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		}
 	}
 	return runner.Options{
-		Strategies: entries, Scenario: f.scenario, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
+		Strategies: entries, Scenarios: scens, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay, SustainedPayDelay: sustainedPay,
 		Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed, Duration: f.duration, Warmup: f.warmup,
 		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
 		OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute,
