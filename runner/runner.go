@@ -355,6 +355,7 @@ func (d *driver) fixed(ctx context.Context, journeys []scenarios.Journey, cpu *c
 	var wg sync.WaitGroup
 	for i, j := range journeys {
 		recs[i] = newRecorder(time.Time{}, time.Time{})
+		recs[i].journeys[j.Kind]++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
