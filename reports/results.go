@@ -25,6 +25,8 @@ type Results struct {
 	Runs   []Run          `json:"runs"`
 	// Calibration is present unless calibration was turned off.
 	Calibration *Calibration `json:"calibration,omitempty"`
+	// Sweep is present for `stockbench sweep`: the parameter and its values.
+	Sweep *Sweep `json:"sweep,omitempty"`
 	// Aggregates are present when each strategy ran more than once (--repeat).
 	Aggregates []Aggregate `json:"aggregates,omitempty"`
 	// Interrupted is true when the run was stopped (Ctrl-C) before it ended;
@@ -82,6 +84,11 @@ type Run struct {
 	Counts map[string]map[string]int64 `json:"counts"`
 	// Journeys counts buyers per journey kind.
 	Journeys map[string]int64 `json:"journeys"`
+	// Spectrum is the flow latency at the quantiles of SpectrumQuantiles.
+	Spectrum []QuantileMS `json:"spectrum,omitempty"`
+	// Param and Value name the swept parameter of a sweep run.
+	Param string `json:"param,omitempty"`
+	Value string `json:"value,omitempty"`
 	// Series is the per-second time series of the measured phase.
 	Series []SeriesPoint `json:"series,omitempty"`
 	// Repeat is the index (from 1) of this run among --repeat N runs.
@@ -98,6 +105,16 @@ type Run struct {
 	// non-comment lines.
 	CoreLines int `json:"core_lines"`
 }
+
+// QuantileMS is one point of a latency spectrum.
+type QuantileMS struct {
+	// Q is the percentile (50, 90, 99.9…).
+	Q  float64 `json:"q"`
+	MS float64 `json:"ms"`
+}
+
+// SpectrumQuantiles are the percentiles a spectrum is sampled at.
+var SpectrumQuantiles = []float64{50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99}
 
 // SeriesPoint is one second of the measured phase.
 type SeriesPoint struct {
@@ -120,6 +137,12 @@ type Calibration struct {
 	MySQLHotTxnOps float64 `json:"mysql_hot_txn_ops"`
 }
 
+// Sweep names the swept parameter and its values, in order.
+type Sweep struct {
+	Param  string   `json:"param"`
+	Values []string `json:"values"`
+}
+
 // Spread is min / median / max of one figure over repeats.
 type Spread struct {
 	Min    float64 `json:"min"`
@@ -131,6 +154,7 @@ type Spread struct {
 type Aggregate struct {
 	Strategy     string `json:"strategy"`
 	Scenario     string `json:"scenario"`
+	Value        string `json:"value,omitempty"`
 	Repeats      int    `json:"repeats"`
 	TPS          Spread `json:"tps"`
 	FlowP99MS    Spread `json:"flow_p99_ms"`
@@ -177,4 +201,28 @@ func writeAtomic(path string, b []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// WriteAll renders every output from r into dir: results.json,
+// summary.md, summary.csv, series.csv, charts/*.png|svg and index.html.
+func WriteAll(dir string, r *Results) error {
+	if err := WriteJSON(dir, r); err != nil {
+		return err
+	}
+	return Render(dir, r)
+}
+
+// Render re-renders everything but results.json from r into dir.
+func Render(dir string, r *Results) error {
+	if err := WriteSummary(dir, r); err != nil {
+		return err
+	}
+	if err := WriteCSV(dir, r); err != nil {
+		return err
+	}
+	charts, err := WriteCharts(dir, r)
+	if err != nil {
+		return err
+	}
+	return WriteHTML(dir, r, charts)
 }

@@ -13,7 +13,7 @@ func Table(w io.Writer, r *Results) {
 	rows := [][]string{{"strategy", "scenario", "TPS", "P99 ms", "confirmed", "oversold", "oversell %", "leaked", "lost acks", "violations", "drift"}}
 	for _, run := range r.Runs {
 		a := run.Audit
-		rows = append(rows, []string{run.Strategy, run.Scenario, f1(run.TPS), f2(run.LatencyMS["flow"].P99),
+		rows = append(rows, []string{run.Strategy, label(run), f1(run.TPS), f2(run.LatencyMS["flow"].P99),
 			fmt.Sprint(a.ConfirmedUnits), fmt.Sprint(a.OversoldUnits), pct(a.OversellRate), fmt.Sprint(a.LeakedUnits),
 			fmt.Sprint(a.LostAcks + a.CancelAckViolations), fmt.Sprint(a.InvariantViolations), fmt.Sprint(a.DriftUnits)})
 	}
@@ -59,7 +59,7 @@ func Summary(r *Results) string {
 		if v, ok := run.Counters["server_cpu_pct"]; ok {
 			cpu = f1(v)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d |\n", run.Strategy, run.Scenario, f1(run.TPS),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d |\n", run.Strategy, label(run), f1(run.TPS),
 			f2(run.LatencyMS["flow"].P99), pct(run.Audit.OversellRate), cpu, run.CoreLines)
 	}
 	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase; P99 is of the whole flow, pay delay excluded; oversell % is oversold units / confirmed units, counted by the auditor from the orders and inventory tables.\n")
@@ -77,39 +77,52 @@ func Summary(r *Results) string {
 			c.RedisEvalshaOps, c.MySQLHotUpdateOps, c.MySQLHotTxnOps)
 		b.WriteString("| strategy | scenario | reserve attempts/s | % of its store's ceiling |\n|---|---|---:|---:|\n")
 		for _, run := range r.Runs {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", run.Strategy, run.Scenario, f1(run.AttemptsPerSec), f1(run.CeilingPct))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", run.Strategy, label(run), f1(run.AttemptsPerSec), f1(run.CeilingPct))
 		}
 	}
 
-	b.WriteString("\n## Audit\n\n| strategy | confirmed | oversold | leaked | lost acks | cancel-ack violations | invariant violations | Redis drift |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	if recs := Recommend(r, WeightsOf(r)); len(recs) > 0 {
+		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run.\n\n", WeightsOf(r))
+		b.WriteString("| rank | strategy | score | consistency | throughput | latency | complexity |\n|---:|---|---:|---:|---:|---:|---:|\n")
+		for _, rec := range recs {
+			fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rec.Rank, rec.Strategy, rec.Score,
+				rec.Consistency, rec.Throughput, rec.Latency, rec.Complexity)
+		}
+		b.WriteString("\n")
+		for _, rec := range recs {
+			fmt.Fprintf(&b, "%d. %s\n", rec.Rank, rec.Reason)
+		}
+	}
+
+	b.WriteString("\n## Audit\n\n| strategy | scenario | confirmed | oversold | leaked | lost acks | cancel-ack violations | invariant violations | Redis drift |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, run := range r.Runs {
 		a := run.Audit
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, a.ConfirmedUnits, a.OversoldUnits,
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), a.ConfirmedUnits, a.OversoldUnits,
 			a.LeakedUnits, a.LostAcks, a.CancelAckViolations, a.InvariantViolations, a.DriftUnits)
 	}
 	for _, run := range r.Runs {
 		if len(run.Audit.Violations) > 0 {
-			fmt.Fprintf(&b, "\n%s violations:\n", run.Strategy)
+			fmt.Fprintf(&b, "\n%s (%s) violations:\n", run.Strategy, label(run))
 			for _, v := range run.Audit.Violations {
 				fmt.Fprintf(&b, "- %s\n", v)
 			}
 		}
 	}
 
-	b.WriteString("\n## Latency (ms)\n\n| strategy | operation | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Latency (ms)\n\n| strategy | scenario | operation | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, run := range r.Runs {
 		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
 			p := run.LatencyMS[op]
 			if p.Count == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", run.Strategy, op, p.Count, f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max))
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", run.Strategy, label(run), op, p.Count, f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max))
 		}
 	}
 
 	b.WriteString("\n## Outcomes by operation\n\n")
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "- **%s**: ", run.Strategy)
+		fmt.Fprintf(&b, "- **%s** (%s): ", run.Strategy, label(run))
 		var parts []string
 		for _, op := range sortedKeys(run.Counts) {
 			var cs []string
@@ -143,7 +156,26 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// WeightsOf reads the recommendation weights recorded in the results'
+// config, or returns the defaults.
+func WeightsOf(r *Results) Weights {
+	if s, ok := r.Config["weights"].(string); ok {
+		if w, err := ParseWeights(s); err == nil {
+			return w
+		}
+	}
+	return DefaultWeights
+}
+
 // WriteSummary writes summary.md into dir.
 func WriteSummary(dir string, r *Results) error {
 	return writeAtomic(filepath.Join(dir, "summary.md"), []byte(Summary(r)))
+}
+
+// label names a run's scenario, with the swept value for a sweep run.
+func label(run Run) string {
+	if run.Param != "" {
+		return run.Scenario + " " + run.Param + "=" + run.Value
+	}
+	return run.Scenario
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"sync"
 	"time"
 
@@ -62,6 +61,8 @@ type Options struct {
 	SettleTimeout time.Duration
 	// Strategy carries the strategy knobs; DB and Redis are filled in.
 	Strategy strategies.Config
+	// Weights are the recommendation weights, recorded in the config.
+	Weights string
 	// Log receives one line per strategy as it starts and ends; may be nil.
 	Log io.Writer
 	// Progress, when set, receives a live status line every second
@@ -108,6 +109,9 @@ func (o Options) Resolved() map[string]any {
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
 		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
 	}
+	if o.Weights != "" {
+		m["weights"] = o.Weights
+	}
 	for _, sc := range o.Scenarios {
 		switch sc {
 		case "flash":
@@ -129,27 +133,43 @@ func (o Options) logf(format string, args ...any) {
 	}
 }
 
-// Execute starts the servers through p, calibrates, runs every strategy in
-// turn (Repeat times each) and stops the servers. When ctx ends (Ctrl-C) the
-// strategy under way is settled and audited, the rest are skipped, and the
-// results say Interrupted. The returned results are non-nil whenever the
-// servers started.
-func Execute(ctx context.Context, p servers.Provider, o Options) (*reports.Results, error) {
-	res := &reports.Results{Format: reports.Format, Config: o.Resolved()}
+// Plan is one set of options to run, labelled with the swept parameter and
+// value when it is part of a sweep.
+type Plan struct {
+	Options
+	Param, Value string
+}
+
+// Execute starts the servers through p, calibrates (with the first plan's
+// settings), runs every plan — each scenario against every strategy, Repeat
+// times each — and stops the servers. When ctx ends (Ctrl-C) the strategy
+// under way is settled and audited, the rest are skipped, and the results
+// say Interrupted. The returned results are non-nil whenever the servers
+// started.
+func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.Results, error) {
+	if len(plans) == 0 {
+		return nil, fmt.Errorf("nothing to run")
+	}
+	first := plans[0].Options
+	res := &reports.Results{Format: reports.Format, Config: first.Resolved()}
 	ep, err := p.Start(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer p.Stop()
-	conns, err := servers.Open(ep, o.Buyers*2)
+	buyers := 0
+	for _, pl := range plans {
+		buyers = max(buyers, pl.Buyers)
+	}
+	conns, err := servers.Open(ep, buyers*2)
 	if err != nil {
 		return nil, err
 	}
 	defer conns.Close()
 	res.Env = collectEnv(ctx, ep, conns)
-	if o.CalibrateDuration > 0 {
-		o.logf("calibrating the stores (%s per probe, concurrency %d)…", o.CalibrateDuration, o.Buyers)
-		cal, err := Calibrate(ctx, ep, conns, o.Buyers, o.CalibrateDuration)
+	if first.CalibrateDuration > 0 {
+		first.logf("calibrating the stores (%s per probe, concurrency %d)…", first.CalibrateDuration, first.Buyers)
+		cal, err := Calibrate(ctx, ep, conns, first.Buyers, first.CalibrateDuration)
 		if err != nil {
 			if ctx.Err() != nil {
 				res.Interrupted = true
@@ -160,32 +180,39 @@ func Execute(ctx context.Context, p servers.Provider, o Options) (*reports.Resul
 		res.Calibration = &cal
 	}
 	cpu := newCPUSampler(ep)
-	for _, sc := range o.Scenarios {
-		o := o
-		o.Scenario = sc
-		for _, e := range o.Strategies {
-			for rep := 1; rep <= max(1, o.Repeat) && ctx.Err() == nil; rep++ {
-				o.logf("running %s on %s…", e.Name, o.Scenario)
-				run, err := RunStrategy(ctx, conns, e, o, cpu)
-				if err != nil {
-					if ctx.Err() != nil {
-						break
+	for _, pl := range plans {
+		for _, sc := range pl.Scenarios {
+			o := pl.Options
+			o.Scenario = sc
+			for _, e := range o.Strategies {
+				for rep := 1; rep <= max(1, o.Repeat) && ctx.Err() == nil; rep++ {
+					what := e.Name + " on " + sc
+					if pl.Param != "" {
+						what += " with " + pl.Param + "=" + pl.Value
 					}
-					return res, fmt.Errorf("%s on %s: %w", e.Name, sc, err)
+					o.logf("running %s…", what)
+					run, err := RunStrategy(ctx, conns, e, o, cpu)
+					if err != nil {
+						if ctx.Err() != nil {
+							break
+						}
+						return res, fmt.Errorf("%s: %w", what, err)
+					}
+					if o.Repeat > 1 {
+						run.Repeat = rep
+					}
+					run.Param, run.Value = pl.Param, pl.Value
+					run.CeilingPct = ceilingPct(run, e, res.Calibration)
+					res.Runs = append(res.Runs, run)
+					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d confirmed, %d oversold", e.Name, run.TPS,
+						run.LatencyMS["flow"].P99, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits)
 				}
-				if o.Repeat > 1 {
-					run.Repeat = rep
-				}
-				run.CeilingPct = ceilingPct(run, e, res.Calibration)
-				res.Runs = append(res.Runs, run)
-				o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d confirmed, %d oversold", e.Name, run.TPS,
-					run.LatencyMS["flow"].P99, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits)
 			}
 		}
 	}
 	res.Interrupted = ctx.Err() != nil
-	if o.Repeat > 1 {
-		res.Aggregates = Aggregate(res.Runs)
+	if first.Repeat > 1 {
+		res.Aggregates = reports.Aggregates(res)
 	}
 	return res, nil
 }
@@ -209,44 +236,6 @@ func ceilingPct(run reports.Run, e registry.Entry, cal *reports.Calibration) flo
 		return 0
 	}
 	return 100 * run.AttemptsPerSec / c
-}
-
-// Aggregate computes min / median / max of the headline figures per
-// strategy and scenario, in the order they first appear.
-func Aggregate(runs []reports.Run) []reports.Aggregate {
-	type key struct{ strategy, scenario string }
-	var order []key
-	by := map[key][]reports.Run{}
-	for _, r := range runs {
-		k := key{r.Strategy, r.Scenario}
-		if _, ok := by[k]; !ok {
-			order = append(order, k)
-		}
-		by[k] = append(by[k], r)
-	}
-	out := make([]reports.Aggregate, 0, len(order))
-	for _, k := range order {
-		rs := by[k]
-		pick := func(f func(reports.Run) float64) reports.Spread {
-			xs := make([]float64, len(rs))
-			for i, r := range rs {
-				xs[i] = f(r)
-			}
-			sort.Float64s(xs)
-			med := xs[len(xs)/2]
-			if len(xs)%2 == 0 {
-				med = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
-			}
-			return reports.Spread{Min: xs[0], Median: med, Max: xs[len(xs)-1]}
-		}
-		out = append(out, reports.Aggregate{Strategy: k.strategy, Scenario: k.scenario, Repeats: len(rs),
-			TPS:          pick(func(r reports.Run) float64 { return r.TPS }),
-			FlowP99MS:    pick(func(r reports.Run) float64 { return r.LatencyMS["flow"].P99 }),
-			OversellRate: pick(func(r reports.Run) float64 { return r.Audit.OversellRate }),
-			ServerCPUPct: pick(func(r reports.Run) float64 { return r.Counters["server_cpu_pct"] }),
-		})
-	}
-	return out
 }
 
 // RunStrategy runs the scenario once against one strategy on a freshly
@@ -328,6 +317,11 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	run.LatencyMS = map[string]reports.Percentiles{}
 	for _, name := range []string{"reserve", "confirm", "cancel", "flow"} {
 		run.LatencyMS[name] = percentiles(total.hist[name])
+	}
+	if h := total.hist["flow"]; h != nil && h.TotalCount() > 0 {
+		for _, q := range reports.SpectrumQuantiles {
+			run.Spectrum = append(run.Spectrum, reports.QuantileMS{Q: q, MS: float64(h.ValueAtQuantile(q)) / 1000})
+		}
 	}
 	run.Counts, run.Journeys, run.Errors, run.Audit = total.counts, total.journeys, total.errs, audit
 	run.Series = total.seriesPoints()

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies/registry"
@@ -87,21 +86,5 @@ func TestCalibrate(t *testing.T) {
 	var n int
 	if err := env.DB.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_name='calib_hot'").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("calibration table left behind (%d, %v)", n, err)
-	}
-}
-
-func TestAggregate(t *testing.T) {
-	run := func(name string, tps, p99 float64) reports.Run {
-		return reports.Run{Strategy: name, TPS: tps, LatencyMS: map[string]reports.Percentiles{"flow": {P99: p99}}}
-	}
-	got := runner.Aggregate([]reports.Run{run("a", 10, 5), run("b", 1, 1), run("a", 30, 1), run("a", 20, 3), run("b", 3, 2)})
-	if len(got) != 2 || got[0].Strategy != "a" || got[1].Strategy != "b" {
-		t.Fatalf("order or grouping wrong: %+v", got)
-	}
-	if got[0].TPS != (reports.Spread{Min: 10, Median: 20, Max: 30}) || got[0].FlowP99MS.Median != 3 {
-		t.Fatalf("a: %+v", got[0])
-	}
-	if got[1].TPS.Median != 2 || got[1].Repeats != 2 {
-		t.Fatalf("b (even count takes the mean of the middle two): %+v", got[1])
 	}
 }

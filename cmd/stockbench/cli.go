@@ -29,7 +29,9 @@ const usage = `usage: stockbench <command> [flags]
 commands:
   run        run a scenario against strategies and write a report
   calibrate  measure the raw ceilings of the stores (hot-row UPDATE, FOR UPDATE txn, EVALSHA)
-  report     re-render summary.md from DIR/results.json
+  sweep      run a grid: --param NAME=V1,V2,… over any run flag; sweep charts
+  report     re-render summary.md, CSV, charts and index.html from DIR/results.json
+  compare    OLD.json NEW.json: side-by-side table, non-zero exit on a regression (for CI)
   version    print the version
 
 run 'stockbench <command> -h' for its flags.
@@ -53,6 +55,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdCalibrate(ctx, args[1:], stdout, fail)
 	case "report":
 		return cmdReport(args[1:], stdout, fail)
+	case "compare":
+		return cmdCompare(args[1:], stdout, fail)
+	case "sweep":
+		return cmdSweep(ctx, args[1:], stdout, stderr, fail)
 	case "version":
 		fmt.Fprintln(stdout, "stockbench", runner.ToolVersion())
 		return exitOK
@@ -60,14 +66,26 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, calibrate, report or version)", args[0]))
+	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, calibrate, report, compare or version)", args[0]))
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 // parseFlags parses args into fs; -h prints the flags on stdout. done is
-// true when the command should return code right away.
+// true when the command should return code right away. Positional
+// arguments are an error.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, fail func(int, error) int) (code int, done bool) {
+	if code, done := parseFlagsAllowArgs(fs, args, stdout, fail); done {
+		return code, true
+	}
+	if fs.NArg() > 0 {
+		return fail(exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0))), true
+	}
+	return 0, false
+}
+
+// parseFlagsAllowArgs is parseFlags leaving positional arguments in fs.Args().
+func parseFlagsAllowArgs(fs *flag.FlagSet, args []string, stdout io.Writer, fail func(int, error) int) (code int, done bool) {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -78,9 +96,6 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, fail func(int
 		}
 		return fail(exitUsage, err), true
 	}
-	if fs.NArg() > 0 {
-		return fail(exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0))), true
-	}
 	return 0, false
 }
 
@@ -88,13 +103,6 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, fail func(int
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-func writeReport(dir string, res *reports.Results) error {
-	if err := reports.WriteJSON(dir, res); err != nil {
-		return err
-	}
-	return reports.WriteSummary(dir, res)
 }
 
 func cmdReport(args []string, stdout io.Writer, fail func(int, error) int) int {
@@ -105,7 +113,7 @@ func cmdReport(args []string, stdout io.Writer, fail func(int, error) int) int {
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	if err := reports.WriteSummary(args[0], res); err != nil {
+	if err := reports.Render(args[0], res); err != nil {
 		return fail(exitFailed, err)
 	}
 	reports.Table(stdout, res)

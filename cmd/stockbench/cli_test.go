@@ -41,6 +41,12 @@ func TestBadInput(t *testing.T) {
 		{"calibrate bad concurrency", []string{"calibrate", "--concurrency", "0"}, "--concurrency"},
 		{"report without dir", []string{"report"}, "usage"},
 		{"report of missing dir", []string{"report", "/nonexistent"}, "read results"},
+		{"compare one file", []string{"compare", "a.json"}, "usage"},
+		{"compare bad threshold", []string{"compare", "--max-tps-drop", "lots", "a", "b"}, "percentage"},
+		{"sweep without param", []string{"sweep"}, "--param"},
+		{"sweep of a non-flag", []string{"sweep", "--param", "speed=1,2"}, "not a sweepable"},
+		{"sweep of a bad value", []string{"sweep", "--param", "buyers=10,x"}, "buyers=x"},
+		{"bad weights", []string{"run", "--weights", "speed=1"}, "--weights"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,18 +126,28 @@ func TestRunEndToEnd(t *testing.T) {
 	if !strings.Contains(out.String(), "lua-tcc") {
 		t.Fatalf("table not printed: %s", out.String())
 	}
+	for _, f := range []string{"index.html", "summary.csv", "series.csv", "charts/tps-flash.png", "charts/tps-flash.svg",
+		"charts/p99-flash.png", "charts/oversell-flash.png", "charts/spectrum-flash.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("run did not write %s", f)
+		}
+	}
 	summary := filepath.Join(dir, "summary.md")
 	first, err := os.ReadFile(summary)
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(summary)
+	os.RemoveAll(filepath.Join(dir, "charts"))
 	if code := Main(context.Background(), []string{"report", dir}, &out, &errb); code != exitOK {
 		t.Fatalf("report exit %d: %s", code, errb.String())
 	}
 	again, err := os.ReadFile(summary)
 	if err != nil || !bytes.Equal(first, again) {
 		t.Fatalf("report did not restore summary.md identically (err %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "charts", "tps-flash.png")); err != nil {
+		t.Fatalf("report did not restore the charts: %v", err)
 	}
 }
 
@@ -217,5 +233,47 @@ func TestScenarioFile(t *testing.T) {
 		if res.Config[k] != v {
 			t.Errorf("config %s = %v, want %v", k, res.Config[k], v)
 		}
+	}
+}
+
+// TestSweepAndCompare runs a two-value sweep through the real wiring, then
+// uses compare as CI would: the file against itself passes, against a copy
+// with oversell injected it fails.
+func TestSweepAndCompare(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"sweep", "--param", "buyers=10,30", "--strategies", "conditional,cas",
+		"--stock", "20", "--pay-delay", "5ms", "--calibrate", "0", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("sweep exit %d: %s", code, errb.String())
+	}
+	for _, f := range []string{"results.json", "index.html", "summary.csv", "charts/sweep-tps.png", "charts/sweep-tps.svg", "charts/sweep-cas-retries.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("sweep did not write %s", f)
+		}
+	}
+	path := filepath.Join(dir, "results.json")
+	b, _ := os.ReadFile(path)
+	var res map[string]any
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := res["runs"].([]any)
+	if sw, _ := res["sweep"].(map[string]any); sw["param"] != "buyers" || len(runs) != 4 {
+		t.Fatalf("sweep block %v, %d runs", res["sweep"], len(runs))
+	}
+	if code := Main(context.Background(), []string{"compare", path, path}, &out, &errb); code != exitOK {
+		t.Fatalf("compare with itself: exit %d: %s", code, errb.String())
+	}
+	runs[0].(map[string]any)["audit"].(map[string]any)["oversold_units"] = 5
+	bad, _ := json.Marshal(res)
+	badPath := filepath.Join(dir, "bad.json")
+	os.WriteFile(badPath, bad, 0o644)
+	errb.Reset()
+	if code := Main(context.Background(), []string{"compare", "--max-tps-drop", "100%", path, badPath}, &out, &errb); code != exitFailed {
+		t.Fatalf("compare with injected oversell: exit %d, want %d", code, exitFailed)
+	}
+	if !strings.Contains(errb.String(), "regressed") {
+		t.Fatalf("stderr %q", errb.String())
 	}
 }

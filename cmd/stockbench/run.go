@@ -26,7 +26,7 @@ import (
 type runFlags struct {
 	backend, mysqlDSN, redisAddr                  string
 	strategies, scenario, payDelay, casRetry, out string
-	skew, mix, file                               string
+	skew, mix, file, weights                      string
 	stock                                         int64
 	buyers, skus, repeat                          int
 	abandon, rate                                 float64
@@ -67,6 +67,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", 500*time.Millisecond, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", 10*time.Second, "timeout of each operation")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	fs.StringVar(&f.weights, "weights", reports.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
 }
 
 // applyFile sets, from a YAML scenario file, every flag the command line did
@@ -151,6 +152,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("--mix: %w", err)
 	}
+	weights, err := reports.ParseWeights(f.weights)
+	if err != nil {
+		return o, fmt.Errorf("--weights: %w", err)
+	}
 	switch {
 	case f.stock <= 0:
 		return o, errors.New("--stock must be positive")
@@ -188,7 +193,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay, SustainedPayDelay: sustainedPay,
 		Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed, Duration: f.duration, Warmup: f.warmup,
 		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute,
+		OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod},
 	}, nil
@@ -210,39 +215,52 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail f
 	if code, done := parseFlags(fs, args, stdout, fail); done {
 		return code
 	}
+	o, err := f.resolve(fs)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	return f.execute(ctx, []runner.Plan{{Options: o}}, nil, stdout, stderr, fail)
+}
+
+// resolve applies the scenario file, then validates and resolves the flags.
+func (f *runFlags) resolve(fs *flag.FlagSet) (runner.Options, error) {
 	if f.file != "" {
 		if err := applyFile(fs, f.file); err != nil {
-			return fail(exitUsage, err)
+			return runner.Options{}, err
 		}
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
-	o, err := f.options(explicit)
-	if err != nil {
-		return fail(exitUsage, err)
-	}
-	if !f.quiet {
-		o.Log = stderr
-		if isTerminal(stderr) {
-			o.Progress = stderr
+	return f.options(explicit)
+}
+
+// execute runs the plans on the chosen servers and writes every output.
+func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *reports.Sweep, stdout, stderr io.Writer, fail func(int, error) int) int {
+	for i := range plans {
+		if !f.quiet {
+			plans[i].Log = stderr
+			if isTerminal(stderr) {
+				plans[i].Progress = stderr
+			}
 		}
 	}
 	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr}))
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	res, err := runner.Execute(ctx, p, o)
+	res, err := runner.Execute(ctx, p, plans...)
 	if res == nil {
 		if ctx.Err() != nil {
 			return fail(exitInterrupted, errors.New("interrupted before any measurement"))
 		}
 		return fail(exitUsage, err)
 	}
-	if werr := writeReport(f.out, res); werr != nil {
+	res.Sweep = sweep
+	if werr := reports.WriteAll(f.out, res); werr != nil {
 		return fail(exitFailed, werr)
 	}
 	reports.Table(stdout, res)
-	fmt.Fprintf(stdout, "\nreport: %s\n", filepath.Join(f.out, "summary.md"))
+	fmt.Fprintf(stdout, "\nreport: %s and %s\n", filepath.Join(f.out, "summary.md"), filepath.Join(f.out, "index.html"))
 	switch {
 	case err != nil:
 		return fail(exitFailed, err)
@@ -250,4 +268,45 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail f
 		return fail(exitInterrupted, fmt.Errorf("interrupted; results for %d finished run(s) written to %s", len(res.Runs), f.out))
 	}
 	return exitOK
+}
+
+// notSweepable are run flags that choose where and how to run, not what.
+var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true,
+	"quiet": true, "repeat": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
+
+// cmdSweep runs the same scenario once per value of one parameter, all in
+// one results.json with sweep charts.
+func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail func(int, error) int) int {
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	var f runFlags
+	f.register(fs)
+	param := fs.String("param", "", "the swept run flag and its values: NAME=V1,V2,… (e.g. buyers=50,100,200,400)")
+	if code, done := parseFlags(fs, args, stdout, fail); done {
+		return code
+	}
+	name, list, ok := strings.Cut(*param, "=")
+	if !ok || name == "" || list == "" {
+		return fail(exitUsage, errors.New("--param NAME=V1,V2,… is required, e.g. --param buyers=50,100,200,400"))
+	}
+	if fs.Lookup(name) == nil || notSweepable[name] || name == "param" {
+		return fail(exitUsage, fmt.Errorf("--param: %q is not a sweepable run flag", name))
+	}
+	var values []string
+	for _, v := range strings.Split(list, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			values = append(values, v)
+		}
+	}
+	var plans []runner.Plan
+	for _, v := range values {
+		if err := fs.Set(name, v); err != nil {
+			return fail(exitUsage, fmt.Errorf("--param %s=%s: %w", name, v, err))
+		}
+		o, err := f.resolve(fs)
+		if err != nil {
+			return fail(exitUsage, fmt.Errorf("--param %s=%s: %w", name, v, err))
+		}
+		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
+	}
+	return f.execute(ctx, plans, &reports.Sweep{Param: name, Values: values}, stdout, stderr, fail)
 }

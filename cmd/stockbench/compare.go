@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/stockbench/stockbench/reports"
+)
+
+// percentFlag reads "10%" or "10" as 10 percent.
+type percentFlag float64
+
+func (p *percentFlag) String() string { return strconv.FormatFloat(float64(*p), 'g', -1, 64) + "%" }
+
+func (p *percentFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
+	if err != nil || v < 0 {
+		return fmt.Errorf("want a percentage such as 10%%, got %q", s)
+	}
+	*p = percentFlag(v)
+	return nil
+}
+
+// cmdCompare is the CI regression gate: exit 0 when NEW is within the
+// thresholds of OLD, 1 when any strategy regressed.
+func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	tps, p99 := percentFlag(10), percentFlag(20)
+	fs.Var(&tps, "max-tps-drop", "largest TPS drop allowed, in percent")
+	fs.Var(&p99, "max-p99-rise", "largest P99 rise allowed, in percent")
+	// Flags may come before or after the two files.
+	var files []string
+	rest := args
+	for {
+		if code, done := parseFlagsAllowArgs(fs, rest, stdout, fail); done {
+			return code
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(files) != 2 {
+		return fail(exitUsage, errors.New("usage: stockbench compare OLD.json NEW.json [--max-tps-drop 10%] [--max-p99-rise 20%]"))
+	}
+	old, err := reports.ReadJSON(files[0])
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	cur, err := reports.ReadJSON(files[1])
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	vs := reports.Compare(old, cur, reports.Thresholds{MaxTPSDropPct: float64(tps), MaxP99RisePct: float64(p99)})
+	if bad := reports.CompareTable(stdout, vs); bad > 0 {
+		return fail(exitFailed, fmt.Errorf("%d of %d comparisons regressed", bad, len(vs)))
+	}
+	return exitOK
+}

@@ -1,0 +1,385 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// Chart size: 8 × 4.5 inches, 768 × 432 pixels as PNG.
+const (
+	chartW = 8 * vg.Inch
+	chartH = 4.5 * vg.Inch
+)
+
+// Chart is one rendered chart: a file stem, a title and its SVG (kept for
+// the HTML page).
+type Chart struct {
+	Name  string // file stem, e.g. "tps-flash"
+	Title string
+	SVG   []byte
+}
+
+// Charts builds every chart the results support: per scenario TPS, P99,
+// oversell and the latency spectrum by strategy, TPS and P99 over time when
+// there is a series, and for a sweep one line per strategy against the swept
+// parameter (TPS, P99, oversell, CAS retries).
+func Charts(r *Results) ([]Chart, error) {
+	plots, err := buildPlots(r)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Chart, len(plots))
+	for i, np := range plots {
+		b, err := render(np, "svg")
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Chart{Name: np.name, Title: np.p.Title.Text, SVG: b}
+	}
+	return out, nil
+}
+
+type namedPlot struct {
+	name string
+	p    *plot.Plot
+}
+
+func render(np namedPlot, format string) ([]byte, error) {
+	w, err := np.p.WriterTo(chartW, chartH, format)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", np.name, err)
+	}
+	var b bytes.Buffer
+	if _, err := w.WriteTo(&b); err != nil {
+		return nil, fmt.Errorf("chart %s: %w", np.name, err)
+	}
+	return b.Bytes(), nil
+}
+
+func buildPlots(r *Results) ([]namedPlot, error) {
+	rows := Rows(r)
+	var out []namedPlot
+	add := func(name string, p *plot.Plot, err error) error {
+		if err != nil {
+			return fmt.Errorf("chart %s: %w", name, err)
+		}
+		out = append(out, namedPlot{name, p})
+		return nil
+	}
+	if r.Sweep != nil {
+		for _, m := range sweepMetrics {
+			p, err := sweepChart(r.Sweep, rows, m)
+			if p == nil && err == nil {
+				continue
+			}
+			if err := add("sweep-"+m.name, p, err); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	for _, sc := range Scenarios(r) {
+		var rs []Row
+		for _, row := range rows {
+			if row.Scenario == sc {
+				rs = append(rs, row)
+			}
+		}
+		p, err := barChart(rs, "Throughput by strategy — "+sc, "completed reserve+confirm flows / s",
+			func(r Row) float64 { return r.TPS }, false, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) })
+		if err := add("tps-"+sc, p, err); err != nil {
+			return nil, err
+		}
+		p, err = barChart(rs, "P99 flow latency by strategy — "+sc, "P99 of reserve + confirm (ms)",
+			func(r Row) float64 { return r.P99 }, true, func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) })
+		if err := add("p99-"+sc, p, err); err != nil {
+			return nil, err
+		}
+		p, err = barChart(rs, "Oversell rate by strategy — "+sc, "oversold units / confirmed units (%)",
+			func(r Row) float64 { return 100 * r.OversellRate }, false, func(v float64) string {
+				if v == 0 {
+					return "0 (none)"
+				}
+				return strconv.FormatFloat(v, 'f', 3, 64) + " %"
+			})
+		if err := add("oversell-"+sc, p, err); err != nil {
+			return nil, err
+		}
+		if p, err := spectrumChart(rs, sc); p != nil || err != nil {
+			if err := add("spectrum-"+sc, p, err); err != nil {
+				return nil, err
+			}
+		}
+		for _, m := range timelineMetrics {
+			if p, err := timelineChart(rs, sc, m); p != nil || err != nil {
+				if err := add(m.name+"-over-time-"+sc, p, err); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// WriteCharts renders the charts into dir/charts as PNG and SVG and returns
+// them.
+func WriteCharts(dir string, r *Results) ([]Chart, error) {
+	plots, err := buildPlots(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
+		return nil, fmt.Errorf("charts: %w", err)
+	}
+	out := make([]Chart, len(plots))
+	for i, np := range plots {
+		for _, format := range []string{"svg", "png"} {
+			b, err := render(np, format)
+			if err != nil {
+				return nil, err
+			}
+			if err := writeAtomic(filepath.Join(dir, "charts", np.name+"."+format), b); err != nil {
+				return nil, err
+			}
+			if format == "svg" {
+				out[i] = Chart{Name: np.name, Title: np.p.Title.Text, SVG: b}
+			}
+		}
+	}
+	return out, nil
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// barChart draws one bar per row with its value written above it; a zero
+// bar still gets its label, so "none" is visible. With logIfSpread the Y axis
+// turns logarithmic when the largest value is over 20 times the smallest.
+func barChart(rows []Row, title, ylabel string, val func(Row) float64, logIfSpread bool, label func(float64) string) (*plot.Plot, error) {
+	p := newPlot(title, "strategy", ylabel)
+	vals := make(plotter.Values, len(rows))
+	names := make([]string, len(rows))
+	lo, hi := math.Inf(1), 0.0
+	for i, r := range rows {
+		vals[i] = val(r)
+		names[i] = r.Strategy
+		lo, hi = math.Min(lo, vals[i]), math.Max(hi, vals[i])
+	}
+	logY := logIfSpread && lo > 0 && hi/lo > 20
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Label.Text += " — log scale"
+	}
+	base := 0.0
+	if logY {
+		// Bars start at zero, which a log axis cannot show: draw each value
+		// as a thick stem from below the smallest value instead.
+		base = lo / 2
+		p.Y.Min = base
+		for i, v := range vals {
+			stem, err := plotter.NewLine(plotter.XYs{{X: float64(i), Y: base}, {X: float64(i), Y: v}})
+			if err != nil {
+				return nil, err
+			}
+			stem.Color = plotutil.Color(0)
+			stem.Width = vg.Points(28)
+			p.Add(stem)
+		}
+	} else {
+		bars, err := plotter.NewBarChart(vals, vg.Points(28))
+		if err != nil {
+			return nil, err
+		}
+		bars.Color = plotutil.Color(0)
+		bars.LineStyle.Width = 0
+		p.Add(bars)
+	}
+	p.NominalX(names...)
+	labels := plotter.XYLabels{XYs: make(plotter.XYs, len(rows)), Labels: make([]string, len(rows))}
+	for i, v := range vals {
+		labels.XYs[i] = plotter.XY{X: float64(i), Y: math.Max(v, base)}
+		labels.Labels[i] = label(v)
+	}
+	l, err := plotter.NewLabels(labels)
+	if err != nil {
+		return nil, err
+	}
+	l.Offset = vg.Point{X: -vg.Points(12), Y: vg.Points(3)}
+	p.Add(l)
+	if hi == 0 {
+		p.Y.Max = 1 // all zero: give the labels room
+	} else if !logY {
+		p.Y.Max = hi * 1.15
+	}
+	return p, nil
+}
+
+// nines maps a percentile to the "nines" axis: 50 → 0.3, 90 → 1, 99 → 2…
+func nines(q float64) float64 { return -math.Log10(1 - q/100) }
+
+// spectrumChart draws flow latency against percentile on a nines scale,
+// one line per strategy.
+func spectrumChart(rows []Row, sc string) (*plot.Plot, error) {
+	p := newPlot("Flow latency spectrum — "+sc, "percentile", "flow latency (ms)")
+	p.X.Tick.Marker = plot.ConstantTicks{{Value: nines(50), Label: "50"}, {Value: nines(90), Label: "90"},
+		{Value: nines(99), Label: "99"}, {Value: nines(99.9), Label: "99.9"}, {Value: nines(99.99), Label: "99.99"}}
+	lo, hi, any := math.Inf(1), 0.0, false
+	for i, r := range rows {
+		sp := r.Runs[0].Spectrum
+		if len(sp) == 0 {
+			continue
+		}
+		xys := make(plotter.XYs, len(sp))
+		for j, q := range sp {
+			xys[j] = plotter.XY{X: nines(q.Q), Y: math.Max(q.MS, 0.001)}
+			lo, hi = math.Min(lo, xys[j].Y), math.Max(hi, xys[j].Y)
+		}
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
+		points.Shape = plotutil.Shape(i)
+		p.Add(line, points)
+		p.Legend.Add(r.Strategy, line, points)
+		any = true
+	}
+	if !any {
+		return nil, nil
+	}
+	p.Legend.Left = true
+	if hi/lo > 20 {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Label.Text += " — log scale"
+	}
+	return p, nil
+}
+
+type metric struct {
+	name, title, ylabel string
+	series              func(SeriesPoint) float64
+	row                 func(Row) (float64, bool)
+}
+
+var timelineMetrics = []metric{
+	{name: "tps", title: "Throughput over time", ylabel: "flows / s",
+		series: func(p SeriesPoint) float64 { return float64(p.Flows) }},
+	{name: "p99", title: "P99 flow latency over time", ylabel: "P99 of that second (ms)",
+		series: func(p SeriesPoint) float64 { return p.FlowP99MS }},
+}
+
+// timelineChart draws a per-second metric, one line per strategy; nil when
+// no run has more than one second.
+func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
+	p := newPlot(m.title+" — "+sc, "second of the measured phase", m.ylabel)
+	any := false
+	for i, r := range rows {
+		s := r.Runs[0].Series
+		if len(s) < 2 {
+			continue
+		}
+		xys := make(plotter.XYs, len(s))
+		for j, pt := range s {
+			xys[j] = plotter.XY{X: float64(pt.Second), Y: m.series(pt)}
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		line.Color = plotutil.Color(i)
+		line.Dashes = plotutil.Dashes(i)
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(r.Strategy, line)
+		any = true
+	}
+	if !any {
+		return nil, nil
+	}
+	return p, nil
+}
+
+var sweepMetrics = []metric{
+	{name: "tps", title: "Throughput", ylabel: "flows / s", row: func(r Row) (float64, bool) { return r.TPS, true }},
+	{name: "p99", title: "P99 flow latency", ylabel: "ms", row: func(r Row) (float64, bool) { return r.P99, true }},
+	{name: "oversell", title: "Oversell rate", ylabel: "%", row: func(r Row) (float64, bool) { return 100 * r.OversellRate, true }},
+	{name: "cas-retries", title: "CAS retries per success", ylabel: "retries / success",
+		row: func(r Row) (float64, bool) { return r.CASRetries, r.HasCASRetries }},
+}
+
+// sweepChart draws one line per strategy against the swept parameter. The
+// values sit at their numeric position when they are numbers, else evenly.
+func sweepChart(sw *Sweep, rows []Row, m metric) (*plot.Plot, error) {
+	p := newPlot(m.title+" vs "+sw.Param, sw.Param, m.ylabel)
+	xs := make(map[string]float64, len(sw.Values))
+	numeric := true
+	for _, v := range sw.Values {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			numeric = false
+			break
+		}
+		xs[v] = f
+	}
+	if !numeric {
+		ticks := plot.ConstantTicks{}
+		for i, v := range sw.Values {
+			xs[v] = float64(i)
+			ticks = append(ticks, plot.Tick{Value: float64(i), Label: v})
+		}
+		p.X.Tick.Marker = ticks
+	}
+	var strategies []string
+	for _, r := range rows {
+		if !containsString(strategies, r.Strategy) {
+			strategies = append(strategies, r.Strategy)
+		}
+	}
+	any := false
+	for i, name := range strategies {
+		var xys plotter.XYs
+		for _, v := range sw.Values {
+			for _, r := range rows {
+				if r.Strategy == name && r.Value == v {
+					if y, ok := m.row(r); ok {
+						xys = append(xys, plotter.XY{X: xs[v], Y: y})
+					}
+				}
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
+		points.Shape = plotutil.Shape(i)
+		p.Add(line, points)
+		p.Legend.Add(name, line, points)
+		any = true
+	}
+	if !any {
+		return nil, nil
+	}
+	return p, nil
+}

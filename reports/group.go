@@ -1,0 +1,116 @@
+package reports
+
+import (
+	"sort"
+)
+
+// Row is one strategy on one scenario (and sweep value), its repeats
+// folded to medians: the unit every chart and the recommendation work on.
+type Row struct {
+	Strategy, Scenario, Value string
+	Runs                      []Run
+	TPS, P99, OversellRate    float64
+	ServerCPU                 float64
+	HasCPU                    bool
+	CASRetries                float64
+	HasCASRetries             bool
+	CoreLines                 int
+	// Anomalies counts oversold units, lost and contradicted acks,
+	// invariant violations and drift units over the repeats.
+	Anomalies int64
+}
+
+// Rows groups the runs by scenario, sweep value and strategy, in the order
+// they first appear.
+func Rows(r *Results) []Row {
+	type key struct{ strategy, scenario, value string }
+	var order []key
+	by := map[key][]Run{}
+	for _, run := range r.Runs {
+		k := key{run.Strategy, run.Scenario, run.Value}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], run)
+	}
+	out := make([]Row, 0, len(order))
+	for _, k := range order {
+		runs := by[k]
+		row := Row{Strategy: k.strategy, Scenario: k.scenario, Value: k.value, Runs: runs, CoreLines: runs[0].CoreLines}
+		row.TPS = median(runs, func(r Run) float64 { return r.TPS })
+		row.P99 = median(runs, func(r Run) float64 { return r.LatencyMS["flow"].P99 })
+		row.OversellRate = median(runs, func(r Run) float64 { return r.Audit.OversellRate })
+		if _, ok := runs[0].Counters["server_cpu_pct"]; ok {
+			row.HasCPU = true
+			row.ServerCPU = median(runs, func(r Run) float64 { return r.Counters["server_cpu_pct"] })
+		}
+		if _, ok := runs[0].Counters["cas_retries_per_success"]; ok {
+			row.HasCASRetries = true
+			row.CASRetries = median(runs, func(r Run) float64 { return r.Counters["cas_retries_per_success"] })
+		}
+		for _, run := range runs {
+			a := run.Audit
+			row.Anomalies += a.OversoldUnits + int64(a.LostAcks+a.CancelAckViolations+a.InvariantViolations) + a.DriftUnits
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// Scenarios lists the scenarios of the results in order of appearance.
+func Scenarios(r *Results) []string {
+	var out []string
+	for _, run := range r.Runs {
+		if !containsString(out, run.Scenario) {
+			out = append(out, run.Scenario)
+		}
+	}
+	return out
+}
+
+func containsString(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func median(runs []Run, f func(Run) float64) float64 { return spreadOf(runs, f).Median }
+
+// spreadOf is min / median / max of f over runs (the median of an even
+// count is the mean of the middle two).
+func spreadOf(runs []Run, f func(Run) float64) Spread {
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = f(r)
+	}
+	sort.Float64s(xs)
+	n := len(xs)
+	if n == 0 {
+		return Spread{}
+	}
+	med := xs[n/2]
+	if n%2 == 0 {
+		med = (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return Spread{Min: xs[0], Median: med, Max: xs[n-1]}
+}
+
+// Aggregates computes min / median / max of the headline figures over the
+// repeats of each strategy, scenario and sweep value.
+func Aggregates(r *Results) []Aggregate {
+	rows := Rows(r)
+	out := make([]Aggregate, len(rows))
+	for i, row := range rows {
+		rs := row.Runs
+		out[i] = Aggregate{Strategy: row.Strategy, Scenario: row.Scenario, Value: row.Value, Repeats: len(rs),
+			TPS:          spreadOf(rs, func(r Run) float64 { return r.TPS }),
+			FlowP99MS:    spreadOf(rs, func(r Run) float64 { return r.LatencyMS["flow"].P99 }),
+			OversellRate: spreadOf(rs, func(r Run) float64 { return r.Audit.OversellRate }),
+			ServerCPUPct: spreadOf(rs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }),
+		}
+	}
+	return out
+}

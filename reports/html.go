@@ -1,0 +1,136 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"path/filepath"
+	"strings"
+)
+
+// HTML renders index.html: one self-contained page (inline CSS and SVG, no
+// script, no external reference) with the charts, the tables, the audit,
+// the recommendation, the configuration and the environment.
+func HTML(r *Results, charts []Chart) ([]byte, error) {
+	cfg, err := json.MarshalIndent(r.Config, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	env, err := json.MarshalIndent(r.Env, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	type chartView struct {
+		Title string
+		SVG   template.HTML
+	}
+	views := make([]chartView, len(charts))
+	for i, c := range charts {
+		svg := string(c.SVG)
+		if i := strings.Index(svg, "<svg"); i >= 0 {
+			svg = svg[i:] // drop the XML prolog: the SVG goes inline
+		}
+		views[i] = chartView{Title: c.Title, SVG: template.HTML(svg)}
+	}
+	data := map[string]any{
+		"R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
+		"Recs": Recommend(r, WeightsOf(r)), "Weights": WeightsOf(r).String(),
+	}
+	var b bytes.Buffer
+	if err := page.Execute(&b, data); err != nil {
+		return nil, fmt.Errorf("index.html: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// WriteHTML writes index.html into dir.
+func WriteHTML(dir string, r *Results, charts []Chart) error {
+	b, err := HTML(r, charts)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, "index.html"), b)
+}
+
+var page = template.Must(template.New("index").Funcs(template.FuncMap{
+	"f1": f1, "f2": f2, "pct": pct, "label": label,
+	"cpu": func(run Run) string {
+		if v, ok := run.Counters["server_cpu_pct"]; ok {
+			return f1(v)
+		}
+		return "n/a"
+	},
+	"p":   func(run Run, op string) Percentiles { return run.LatencyMS[op] },
+	"ops": func() []string { return []string{"reserve", "confirm", "cancel", "flow"} },
+}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>stockbench results</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: right; }
+th:first-child, td:first-child, td.l { text-align: left; }
+th { background: #f3f3f3; }
+.bad { color: #b00; font-weight: bold; }
+.charts { display: flex; flex-wrap: wrap; gap: 1em; }
+.charts figure { margin: 0; }
+.charts svg { width: 34em; height: auto; border: 1px solid #eee; }
+pre { background: #f7f7f7; padding: 1em; overflow: auto; }
+</style>
+</head>
+<body>
+<h1>stockbench results</h1>
+{{if .R.Interrupted}}<p class="bad">Interrupted: the run was stopped early; the figures cover what was measured.</p>{{end}}
+<p>Backend {{.R.Env.Backend}} · MySQL {{.R.Env.MySQLVersion}} · Redis {{.R.Env.RedisVersion}} · {{.R.Env.Cores}} cores ({{.R.Env.CPUModel}}) · {{.R.Env.StartedAt}}</p>
+
+<h2>Comparison</h2>
+<table>
+<tr><th>strategy</th><th>scenario</th><th>TPS</th><th>P99 (ms)</th><th>oversell %</th><th>server CPU %</th><th>core lines</th></tr>
+{{range .R.Runs}}<tr><td>{{.Strategy}}</td><td class="l">{{label .}}</td><td>{{f1 .TPS}}</td><td>{{f2 (p . "flow").P99}}</td><td{{if gt .Audit.OversoldUnits 0}} class="bad"{{end}}>{{pct .Audit.OversellRate}}</td><td>{{cpu .}}</td><td>{{.CoreLines}}</td></tr>
+{{end}}</table>
+<p>TPS: completed reserve+confirm flows per second of the measured phase. P99: of the whole flow, pay delay excluded. Oversell: oversold units / confirmed units, counted by the auditor from the database.</p>
+
+{{with .Recs}}<h2>Recommendation for this workload</h2>
+<p>Weights: {{$.Weights}}. Scores are computed from the figures measured in this run only.</p>
+<table>
+<tr><th>rank</th><th>strategy</th><th>score</th><th>consistency</th><th>throughput</th><th>latency</th><th>complexity</th></tr>
+{{range .}}<tr><td>{{.Rank}}</td><td class="l">{{.Strategy}}</td><td>{{f2 .Score}}</td><td>{{f2 .Consistency}}</td><td>{{f2 .Throughput}}</td><td>{{f2 .Latency}}</td><td>{{f2 .Complexity}}</td></tr>
+{{end}}</table>
+<ol>{{range .}}<li>{{.Reason}}</li>{{end}}</ol>{{end}}
+
+<h2>Charts</h2>
+<div class="charts">
+{{range .Charts}}<figure>{{.SVG}}<figcaption>{{.Title}}</figcaption></figure>
+{{end}}</div>
+
+<h2>Audit</h2>
+<table>
+<tr><th>strategy</th><th>scenario</th><th>confirmed</th><th>oversold</th><th>leaked</th><th>lost acks</th><th>cancel-ack violations</th><th>invariant violations</th><th>Redis drift</th></tr>
+{{range .R.Runs}}<tr><td>{{.Strategy}}</td><td class="l">{{label .}}</td><td>{{.Audit.ConfirmedUnits}}</td><td{{if gt .Audit.OversoldUnits 0}} class="bad"{{end}}>{{.Audit.OversoldUnits}}</td><td>{{.Audit.LeakedUnits}}</td><td>{{.Audit.LostAcks}}</td><td>{{.Audit.CancelAckViolations}}</td><td>{{.Audit.InvariantViolations}}</td><td>{{.Audit.DriftUnits}}</td></tr>
+{{range .Audit.Violations}}<tr><td></td><td class="l bad" colspan="8">{{.}}</td></tr>
+{{end}}{{end}}</table>
+
+<h2>Latency (ms)</h2>
+<table>
+<tr><th>strategy</th><th>scenario</th><th>operation</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>
+{{range $run := .R.Runs}}{{range $op := ops}}{{with p $run $op}}{{if .Count}}<tr><td>{{$run.Strategy}}</td><td class="l">{{label $run}}</td><td class="l">{{$op}}</td><td>{{.Count}}</td><td>{{f2 .P50}}</td><td>{{f2 .P90}}</td><td>{{f2 .P99}}</td><td>{{f2 .P999}}</td><td>{{f2 .Max}}</td></tr>
+{{end}}{{end}}{{end}}{{end}}</table>
+
+{{with .R.Calibration}}<h2>Calibration</h2>
+<table>
+<tr><th>probe (concurrency {{.Concurrency}})</th><th>ops/s</th></tr>
+<tr><td>Redis EVALSHA, reserve-shaped script, one key</td><td>{{printf "%.0f" .RedisEvalshaOps}}</td></tr>
+<tr><td>MySQL conditional UPDATE, one hot row</td><td>{{printf "%.0f" .MySQLHotUpdateOps}}</td></tr>
+<tr><td>MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row</td><td>{{printf "%.0f" .MySQLHotTxnOps}}</td></tr>
+</table>{{end}}
+
+<h2>Configuration</h2>
+<pre>{{.Config}}</pre>
+<h2>Environment</h2>
+<pre>{{.Env}}</pre>
+</body>
+</html>
+`))

@@ -1,0 +1,151 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Weights weigh the four dimensions of the recommendation.
+type Weights struct {
+	Consistency, Throughput, Latency, Complexity float64
+}
+
+// DefaultWeights put consistency first, as a stock system must.
+var DefaultWeights = Weights{Consistency: 0.4, Throughput: 0.25, Latency: 0.2, Complexity: 0.15}
+
+// ParseWeights reads "consistency=0.4,throughput=0.3,latency=0.2,complexity=0.1";
+// omitted dimensions weigh 0. The weights are normalised to sum to 1.
+func ParseWeights(s string) (Weights, error) {
+	var w Weights
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		f, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil || f < 0 {
+			return w, fmt.Errorf("weights %q: want name=weight pairs such as consistency=0.5,throughput=0.5", s)
+		}
+		switch k {
+		case "consistency":
+			w.Consistency = f
+		case "throughput":
+			w.Throughput = f
+		case "latency":
+			w.Latency = f
+		case "complexity":
+			w.Complexity = f
+		default:
+			return w, fmt.Errorf("weights %q: unknown dimension %q (want consistency, throughput, latency, complexity)", s, k)
+		}
+	}
+	sum := w.Consistency + w.Throughput + w.Latency + w.Complexity
+	if sum <= 0 {
+		return w, fmt.Errorf("weights %q: all zero", s)
+	}
+	return Weights{w.Consistency / sum, w.Throughput / sum, w.Latency / sum, w.Complexity / sum}, nil
+}
+
+// String formats the weights the way ParseWeights reads them.
+func (w Weights) String() string {
+	return fmt.Sprintf("consistency=%.2f,throughput=%.2f,latency=%.2f,complexity=%.2f", w.Consistency, w.Throughput, w.Latency, w.Complexity)
+}
+
+// Recommendation is one strategy's place in the ranking.
+type Recommendation struct {
+	Rank     int     `json:"rank"`
+	Strategy string  `json:"strategy"`
+	Score    float64 `json:"score"`
+	// Scores per dimension, each in [0, 1], 1 the best.
+	Consistency float64 `json:"consistency"`
+	Throughput  float64 `json:"throughput"`
+	Latency     float64 `json:"latency"`
+	Complexity  float64 `json:"complexity"`
+	Reason      string  `json:"reason"`
+}
+
+// Recommend ranks the strategies on the measured figures only. Throughput
+// and latency come from the scenario that measures them (sustained when the
+// run has it, else the last scenario); consistency counts every anomaly the
+// auditor found in any scenario; complexity is core lines. Each dimension
+// scores 1 for the best strategy: throughput tps/best, latency best/p99,
+// complexity fewest/lines, consistency 1 with no anomaly and 1/(1 + 100 ×
+// oversell rate + anomalies per 100 confirmed units) otherwise.
+func Recommend(r *Results, w Weights) []Recommendation {
+	rows := Rows(r)
+	if len(rows) == 0 || r.Sweep != nil {
+		return nil
+	}
+	scs := Scenarios(r)
+	perf := scs[len(scs)-1]
+	if containsString(scs, "sustained") {
+		perf = "sustained"
+	}
+	type agg struct {
+		tps, p99, oversell float64
+		anomalies, units   int64
+		lines              int
+	}
+	by := map[string]*agg{}
+	var names []string
+	for _, row := range rows {
+		a := by[row.Strategy]
+		if a == nil {
+			a = &agg{lines: row.CoreLines}
+			by[row.Strategy] = a
+			names = append(names, row.Strategy)
+		}
+		a.anomalies += row.Anomalies
+		a.oversell = math.Max(a.oversell, row.OversellRate)
+		for _, run := range row.Runs {
+			a.units += run.Audit.ConfirmedUnits
+		}
+		if row.Scenario == perf {
+			a.tps, a.p99 = row.TPS, row.P99
+		}
+	}
+	var bestTPS, bestP99, fewest float64 = 0, math.Inf(1), math.Inf(1)
+	for _, n := range names {
+		a := by[n]
+		bestTPS = math.Max(bestTPS, a.tps)
+		if a.p99 > 0 {
+			bestP99 = math.Min(bestP99, a.p99)
+		}
+		if a.lines > 0 {
+			fewest = math.Min(fewest, float64(a.lines))
+		}
+	}
+	out := make([]Recommendation, 0, len(names))
+	for _, n := range names {
+		a := by[n]
+		rec := Recommendation{Strategy: n, Consistency: 1}
+		if a.anomalies > 0 {
+			rec.Consistency = 1 / (1 + 100*a.oversell + 100*float64(a.anomalies)/float64(max(a.units, 1)))
+		}
+		if bestTPS > 0 {
+			rec.Throughput = a.tps / bestTPS
+		}
+		if a.p99 > 0 && !math.IsInf(bestP99, 1) {
+			rec.Latency = bestP99 / a.p99
+		}
+		if a.lines > 0 && !math.IsInf(fewest, 1) {
+			rec.Complexity = fewest / float64(a.lines)
+		}
+		rec.Score = w.Consistency*rec.Consistency + w.Throughput*rec.Throughput + w.Latency*rec.Latency + w.Complexity*rec.Complexity
+		rec.Reason = reason(n, a.anomalies, a.oversell, a.tps, a.p99, a.lines, perf)
+		out = append(out, rec)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	for i := range out {
+		out[i].Rank = i + 1
+	}
+	return out
+}
+
+func reason(name string, anomalies int64, oversell, tps, p99 float64, lines int, perf string) string {
+	cons := "no oversell, lost ack, drift or broken invariant in any scenario"
+	if anomalies > 0 {
+		cons = fmt.Sprintf("the auditor found %d anomalies (worst oversell %.3f %%)", anomalies, 100*oversell)
+	}
+	return fmt.Sprintf("%s: %s; %.0f flows/s at P99 %.1f ms in %s; %d core lines.", name, cons, tps, p99, perf, lines)
+}
