@@ -4,7 +4,7 @@ BIN     := bin/stockbench
 # Extra flags for `make bench`, e.g. make bench BENCH_FLAGS="--seed 2"
 BENCH_FLAGS ?=
 
-.PHONY: build test bench vet fmt fmt-check clean
+.PHONY: build test bench vet fmt fmt-check clean images-offline down
 
 build:
 	$(GO) build -o $(BIN) ./cmd/stockbench
@@ -21,6 +21,16 @@ bench: build
 
 vet:
 	$(GO) vet ./...
+
+# MySQL-compatible (MariaDB) and Redis images from Debian packages, for a
+# Docker engine with no registry; --backend auto uses them when the official
+# images cannot be pulled. Needs debootstrap and root.
+images-offline:
+	docker/build-offline-images.sh
+
+# Remove leftover stockbench containers.
+down: build
+	./$(BIN) down
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -13,42 +13,90 @@ import (
 // clockTicks is USER_HZ, 100 on every Linux platform Go supports.
 const clockTicks = 100
 
-// cpuSampler measures the CPU time of the server processes (when this
-// run started them) and of the harness itself over the measured phase, from
-// /proc. Percentages are of one core.
+// cpuReading is a process's or container's total CPU time and when it was
+// read.
+type cpuReading struct {
+	cpu time.Duration
+	at  time.Time
+}
+
+// cpuSource reads one CPU total; ok is false when it cannot.
+type cpuSource func() (cpuReading, bool)
+
+// cpuSampler measures the CPU time of the servers and of the harness itself
+// over the measured phase: from /proc for processes this machine runs (the
+// local backend's children, the harness), from the engine's stats for
+// containers (sampled about once a second, so a phase shorter than two
+// samples reports no container figure). Percentages are of one core; each
+// uses the times of its own two readings.
 type cpuSampler struct {
-	pids   map[string]int
-	mu     sync.Mutex
-	start  map[string]int64
-	t0     time.Time
-	result map[string]float64 // set by mark
+	sources map[string]cpuSource
+	mu      sync.Mutex
+	start   map[string]cpuReading
+	pending sync.WaitGroup
+	result  map[string]float64 // set by mark
 }
 
 func newCPUSampler(ep servers.Endpoints) *cpuSampler {
-	pids := map[string]int{"harness": os.Getpid()}
+	src := map[string]cpuSource{"harness": procSource(os.Getpid())}
 	if ep.MySQLPID > 0 {
-		pids["mysql"] = ep.MySQLPID
+		src["mysql"] = procSource(ep.MySQLPID)
 	}
 	if ep.RedisPID > 0 {
-		pids["redis"] = ep.RedisPID
+		src["redis"] = procSource(ep.RedisPID)
 	}
-	return &cpuSampler{pids: pids}
+	for k, f := range ep.CPU {
+		src[k] = func() (cpuReading, bool) {
+			cpu, at, ok := f()
+			return cpuReading{cpu, at}, ok
+		}
+	}
+	return &cpuSampler{sources: src}
 }
 
+func procSource(pid int) cpuSource {
+	return func() (cpuReading, bool) {
+		t, ok := procTicks(pid)
+		return cpuReading{cpu: time.Duration(t) * time.Second / clockTicks, at: time.Now()}, ok
+	}
+}
+
+// readAll reads every source concurrently.
+func (c *cpuSampler) readAll() map[string]cpuReading {
+	out := map[string]cpuReading{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k, f := range c.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, ok := f(); ok {
+				mu.Lock()
+				out[k] = r
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// begin starts a measurement; it returns at once.
 func (c *cpuSampler) begin() {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.result = nil
-	c.start = map[string]int64{}
-	for k, pid := range c.pids {
-		if t, ok := procTicks(pid); ok {
-			c.start[k] = t
-		}
-	}
-	c.t0 = time.Now()
+	c.result, c.start = nil, nil
+	c.mu.Unlock()
+	c.pending.Add(1)
+	go func() {
+		defer c.pending.Done()
+		r := c.readAll()
+		c.mu.Lock()
+		c.start = r
+		c.mu.Unlock()
+	}()
 }
 
 // window measures from `from` to `to` on timers; the returned func stops
@@ -64,9 +112,10 @@ func (c *cpuSampler) window(from, to time.Time) (stop func()) {
 
 // mark fixes the figures as of now.
 func (c *cpuSampler) mark() {
+	r := c.compute()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.result = c.compute()
+	c.result = r
+	c.mu.Unlock()
 }
 
 // end returns mysql_cpu_pct, redis_cpu_pct, server_cpu_pct (their sum) and
@@ -76,30 +125,29 @@ func (c *cpuSampler) end() map[string]float64 {
 		return map[string]float64{}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.result != nil {
-		return c.result
+	r := c.result
+	c.mu.Unlock()
+	if r != nil {
+		return r
 	}
 	return c.compute()
 }
 
 func (c *cpuSampler) compute() map[string]float64 {
 	out := map[string]float64{}
-	if c.start == nil {
-		return out
-	}
-	secs := time.Since(c.t0).Seconds()
-	if secs <= 0 {
-		return out
-	}
+	end := c.readAll()
+	c.pending.Wait()
+	c.mu.Lock()
+	start := c.start
+	c.mu.Unlock()
 	server, seen := 0.0, false
-	for k, pid := range c.pids {
-		t0, ok0 := c.start[k]
-		t1, ok1 := procTicks(pid)
-		if !ok0 || !ok1 {
+	for k, r1 := range end {
+		r0, ok := start[k]
+		secs := r1.at.Sub(r0.at).Seconds()
+		if !ok || secs <= 0 {
 			continue
 		}
-		pct := float64(t1-t0) / clockTicks / secs * 100
+		pct := (r1.cpu - r0.cpu).Seconds() / secs * 100
 		out[k+"_cpu_pct"] = pct
 		if k != "harness" {
 			server += pct

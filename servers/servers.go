@@ -27,6 +27,9 @@ type Endpoints struct {
 	RedisPassword string
 	// PIDs of server processes this provider started, for CPU sampling.
 	MySQLPID, RedisPID int
+	// CPU, when set, gives the latest CPU-time sample of "mysql" and
+	// "redis" from the container engine's stats (about one a second).
+	CPU map[string]func() (cpu time.Duration, at time.Time, ok bool)
 }
 
 // Redacted returns the MySQL DSN with any password replaced by "***".
@@ -54,9 +57,11 @@ type Provider interface {
 
 // Options configure provider selection.
 type Options struct {
-	Backend   string // auto | local | external
-	MySQLDSN  string // external
-	RedisAddr string // external
+	Backend    string // auto | docker | local | external
+	MySQLDSN   string // external
+	RedisAddr  string // external
+	MySQLImage string // docker
+	RedisImage string // docker
 }
 
 // OptionsFromEnv fills empty external settings from STOCKBENCH_MYSQL_DSN and
@@ -72,11 +77,12 @@ func OptionsFromEnv(o Options) Options {
 }
 
 // Backends lists the accepted --backend values.
-var Backends = []string{"auto", "local", "external"}
+var Backends = []string{"auto", "docker", "local", "external"}
 
 // New picks a provider. auto means external when both endpoints are
-// configured, else local when the server binaries are found, else an error
-// that says what to install.
+// configured, else docker when an engine answers and the images (or the
+// offline substitutes) are present or can be pulled, else local when the
+// server binaries are found, else an error that says what to install.
 func New(o Options) (Provider, error) {
 	switch o.Backend {
 	case "external":
@@ -86,6 +92,8 @@ func New(o Options) (Provider, error) {
 		return &External{DSN: o.MySQLDSN, Addr: o.RedisAddr}, nil
 	case "local":
 		return NewLocal()
+	case "docker":
+		return NewDocker(o.MySQLImage, o.RedisImage)
 	case "auto", "":
 		if o.MySQLDSN != "" && o.RedisAddr != "" {
 			return &External{DSN: o.MySQLDSN, Addr: o.RedisAddr}, nil
@@ -93,7 +101,15 @@ func New(o Options) (Provider, error) {
 		if o.MySQLDSN != "" || o.RedisAddr != "" {
 			return nil, errors.New("external servers need both a MySQL DSN and a Redis address")
 		}
-		return NewLocal()
+		d, whyNot := autoDocker(o.MySQLImage, o.RedisImage)
+		if d != nil {
+			return d, nil
+		}
+		l, err := NewLocal()
+		if err != nil {
+			return nil, fmt.Errorf("no servers: docker: %s; %w", whyNot, err)
+		}
+		return l, nil
 	default:
 		return nil, fmt.Errorf("unknown backend %q (want one of %s)", o.Backend, strings.Join(Backends, ", "))
 	}

@@ -15,9 +15,8 @@ import (
 
 func cmdCalibrate(ctx context.Context, args []string, stdout io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
-	backend := fs.String("backend", "auto", "servers: auto | local | external")
-	dsn := fs.String("mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN)")
-	addr := fs.String("redis-addr", "", "external Redis host:port (or STOCKBENCH_REDIS_ADDR)")
+	var backend, dsn, addr, myImage, rImage string
+	registerServerFlags(fs, &backend, &dsn, &addr, &myImage, &rImage)
 	conc := fs.Int("concurrency", 128, "concurrent clients per probe")
 	dur := fs.Duration("duration", 5*time.Second, "duration of each probe")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -27,7 +26,8 @@ func cmdCalibrate(ctx context.Context, args []string, stdout io.Writer, fail fun
 	if *conc <= 0 || *dur <= 0 {
 		return fail(exitUsage, errors.New("--concurrency and --duration must be positive"))
 	}
-	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: *backend, MySQLDSN: *dsn, RedisAddr: *addr}))
+	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: backend, MySQLDSN: dsn, RedisAddr: addr,
+		MySQLImage: myImage, RedisImage: rImage}))
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -57,5 +57,34 @@ func cmdCalibrate(ctx context.Context, args []string, stdout io.Writer, fail fun
 	fmt.Fprintf(stdout, "redis EVALSHA (reserve-shaped, one key)   %10.0f ops/s\n", cal.RedisEvalshaOps)
 	fmt.Fprintf(stdout, "mysql conditional UPDATE (one hot row)    %10.0f ops/s\n", cal.MySQLHotUpdateOps)
 	fmt.Fprintf(stdout, "mysql FOR UPDATE txn (one hot row)        %10.0f txn/s\n", cal.MySQLHotTxnOps)
+	return exitOK
+}
+
+// registerServerFlags adds the flags that choose the servers.
+func registerServerFlags(fs *flag.FlagSet, backend, dsn, addr, mysqlImage, redisImage *string) {
+	fs.StringVar(backend, "backend", "auto", "servers: auto | docker | local | external")
+	fs.StringVar(dsn, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used")
+	fs.StringVar(addr, "redis-addr", "", "external Redis host:port (or STOCKBENCH_REDIS_ADDR)")
+	fs.StringVar(mysqlImage, "mysql-image", servers.DefaultMySQLImage, "docker: MySQL image")
+	fs.StringVar(redisImage, "redis-image", servers.DefaultRedisImage, "docker: Redis image")
+}
+
+// cmdDown removes leftover stockbench containers.
+func cmdDown(args []string, stdout io.Writer, fail func(int, error) int) int {
+	fs := flag.NewFlagSet("down", flag.ContinueOnError)
+	if code, done := parseFlags(fs, args, stdout, fail); done {
+		return code
+	}
+	names, err := servers.Down()
+	if err != nil {
+		return fail(exitFailed, err)
+	}
+	if len(names) == 0 {
+		fmt.Fprintln(stdout, "no stockbench containers")
+		return exitOK
+	}
+	for _, n := range names {
+		fmt.Fprintln(stdout, "removed", n)
+	}
 	return exitOK
 }

@@ -32,6 +32,7 @@ commands:
   sweep      run a grid: --param NAME=V1,V2,… over any run flag; sweep charts
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
   compare    OLD.json NEW.json: side-by-side table, non-zero exit on a regression (for CI)
+  down       remove leftover stockbench containers (docker backend)
   version    print the version
 
 run 'stockbench <command> -h' for its flags.
@@ -57,6 +58,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdReport(args[1:], stdout, fail)
 	case "compare":
 		return cmdCompare(args[1:], stdout, fail)
+	case "down":
+		return cmdDown(args[1:], stdout, fail)
 	case "sweep":
 		return cmdSweep(ctx, args[1:], stdout, stderr, fail)
 	case "version":
@@ -66,7 +69,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, calibrate, report, compare or version)", args[0]))
+	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, calibrate, report, compare, down or version)", args[0]))
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -74,7 +74,7 @@ func TestBadInput(t *testing.T) {
 func TestRunEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), []string{"run", "--strategies", "naive,lua-tcc", "--stock", "50", "--buyers", "80",
+	code := Main(context.Background(), []string{"run", "--backend", "local", "--strategies", "naive,lua-tcc", "--stock", "50", "--buyers", "80",
 		"--pay-delay", "5ms-20ms", "--seed", "3", "--calibrate", "200ms", "--quiet", "--out", dir}, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -158,7 +158,7 @@ func TestInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(4*time.Second, cancel)
 	var out, errb bytes.Buffer
-	code := Main(ctx, []string{"run", "--strategies", "rowlock,conditional", "--stock", "10", "--buyers", "20",
+	code := Main(ctx, []string{"run", "--backend", "local", "--strategies", "rowlock,conditional", "--stock", "10", "--buyers", "20",
 		"--pay-delay", "1s-2s", "--quiet", "--out", dir}, &out, &errb)
 	if code != exitInterrupted {
 		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
@@ -211,7 +211,7 @@ func TestScenarioFile(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("scenario: sustained\nstrategies: [conditional]\nbuyers: 4\nduration: 600ms\nwarmup: 0s\nmix: {confirm: 1}\nskus: 2\ncalibrate: 0s\nseed: 9\n"), 0o644)
 	errb.Reset()
-	code := Main(context.Background(), []string{"run", "-f", good, "--seed", "11", "--quiet", "--out", dir}, &out, &errb)
+	code := Main(context.Background(), []string{"run", "--backend", "local", "-f", good, "--seed", "11", "--quiet", "--out", dir}, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -242,7 +242,7 @@ func TestScenarioFile(t *testing.T) {
 func TestSweepAndCompare(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), []string{"sweep", "--param", "buyers=10,30", "--strategies", "conditional,cas",
+	code := Main(context.Background(), []string{"sweep", "--backend", "local", "--param", "buyers=10,30", "--strategies", "conditional,cas",
 		"--stock", "20", "--pay-delay", "5ms", "--calibrate", "0", "--quiet", "--out", dir}, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("sweep exit %d: %s", code, errb.String())

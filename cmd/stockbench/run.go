@@ -25,6 +25,7 @@ import (
 // runFlags are the flags of `stockbench run`.
 type runFlags struct {
 	backend, mysqlDSN, redisAddr                  string
+	mysqlImage, redisImage                        string
 	strategies, scenario, payDelay, casRetry, out string
 	skew, mix, file, weights                      string
 	stock                                         int64
@@ -39,9 +40,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "f", "", "scenario file (YAML) whose keys mirror these flags; flags on the command line win")
-	fs.StringVar(&f.backend, "backend", "auto", "servers: auto | local | external")
-	fs.StringVar(&f.mysqlDSN, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used")
-	fs.StringVar(&f.redisAddr, "redis-addr", "", "external Redis host:port (or STOCKBENCH_REDIS_ADDR)")
+	registerServerFlags(fs, &f.backend, &f.mysqlDSN, &f.redisAddr, &f.mysqlImage, &f.redisImage)
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(runner.Scenarios, ", "))
 	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
@@ -244,7 +243,8 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 			}
 		}
 	}
-	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr}))
+	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr,
+		MySQLImage: f.mysqlImage, RedisImage: f.redisImage}))
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -272,6 +272,7 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 
 // notSweepable are run flags that choose where and how to run, not what.
 var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true,
+	"mysql-image": true, "redis-image": true,
 	"quiet": true, "repeat": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
 
 // cmdSweep runs the same scenario once per value of one parameter, all in

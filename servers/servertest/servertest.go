@@ -1,6 +1,7 @@
 // Package servertest gives integration tests real servers through the same
-// provider code users run: local child processes, or external servers when
-// STOCKBENCH_MYSQL_DSN and STOCKBENCH_REDIS_ADDR are set.
+// provider code users run: local child processes by default, another
+// backend with STOCKBENCH_TEST_BACKEND=docker|external|auto (external takes
+// STOCKBENCH_MYSQL_DSN and STOCKBENCH_REDIS_ADDR).
 package servertest
 
 import (
@@ -23,7 +24,11 @@ type Env struct {
 // Use it from TestMain: os.Exit(servertest.Main(m, &env)). Servers that
 // cannot be started fail the run with the reason; they are never mocked.
 func Main(m *testing.M, env *Env) int {
-	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: "auto"}))
+	backend := os.Getenv("STOCKBENCH_TEST_BACKEND")
+	if backend == "" {
+		backend = "local"
+	}
+	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: backend}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "servertest:", err)
 		return 1

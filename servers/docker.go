@@ -1,0 +1,315 @@
+package servers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/ory/dockertest/v3"
+	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/stockbench/stockbench/docker"
+)
+
+// Label marks every container stockbench starts, so `stockbench down` can
+// find leftovers.
+const Label = "stockbench"
+
+// LabelPID holds the process id of the stockbench that started a container.
+const LabelPID = "stockbench.pid"
+
+// Default images: the official ones, and the offline ones that
+// docker/build-offline-images.sh builds from Debian packages.
+const (
+	DefaultMySQLImage   = "mysql:8.0"
+	DefaultRedisImage   = "redis:7"
+	OfflineMySQLImage   = "stockbench/mariadb-offline:latest"
+	OfflineRedisImage   = "stockbench/redis-offline:latest"
+	dockerStartDeadline = 3 * time.Minute
+)
+
+// Docker runs MySQL and Redis as containers through the Docker engine
+// (DOCKER_HOST or the default socket). Ports are published on 127.0.0.1
+// only; the root password is random per run; the containers carry the
+// stockbench label and are removed by Stop, which the CLI calls on normal
+// exit, on error and on Ctrl-C.
+type Docker struct {
+	MySQLImage, RedisImage string
+
+	pool      *dockertest.Pool
+	mu        sync.Mutex
+	resources []*dockertest.Resource
+	confDir   string
+	watches   []*cpuWatch
+}
+
+// dockerPool connects to the engine and checks that it answers.
+func dockerPool() (*dockertest.Pool, error) {
+	pool, err := dockertest.NewPool("")
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if err := pool.Client.Ping(); err != nil {
+		return nil, fmt.Errorf("docker engine does not answer: %w", err)
+	}
+	return pool, nil
+}
+
+// NewDocker connects to the engine. Empty image names take the defaults.
+func NewDocker(mysqlImage, redisImage string) (*Docker, error) {
+	pool, err := dockerPool()
+	if err != nil {
+		return nil, err
+	}
+	pool.MaxWait = dockerStartDeadline
+	if mysqlImage == "" {
+		mysqlImage = DefaultMySQLImage
+	}
+	if redisImage == "" {
+		redisImage = DefaultRedisImage
+	}
+	return &Docker{MySQLImage: mysqlImage, RedisImage: redisImage, pool: pool}, nil
+}
+
+// imageUsable reports whether the image is present or can be pulled.
+func imageUsable(pool *dockertest.Pool, image string) bool {
+	if _, err := pool.Client.InspectImage(image); err == nil {
+		return true
+	}
+	repo, tag := splitImage(image)
+	return pool.Client.PullImage(dc.PullImageOptions{Repository: repo, Tag: tag}, dc.AuthConfiguration{}) == nil
+}
+
+func splitImage(image string) (repo, tag string) {
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return image, "latest"
+	}
+	return image[:i], image[i+1:]
+}
+
+// autoDocker returns a docker provider when an engine answers and either
+// the requested images or the offline ones are usable; otherwise nil and
+// the reason.
+func autoDocker(mysqlImage, redisImage string) (*Docker, string) {
+	d, err := NewDocker(mysqlImage, redisImage)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if imageUsable(d.pool, d.MySQLImage) && imageUsable(d.pool, d.RedisImage) {
+		return d, ""
+	}
+	if imageUsable(d.pool, OfflineMySQLImage) && imageUsable(d.pool, OfflineRedisImage) {
+		d.MySQLImage, d.RedisImage = OfflineMySQLImage, OfflineRedisImage
+		return d, ""
+	}
+	return nil, fmt.Sprintf("docker images %s and %s can be neither found nor pulled (make images-offline builds substitutes)", d.MySQLImage, d.RedisImage)
+}
+
+func randomSecret() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// Start runs both containers and waits until a real ping answers.
+func (d *Docker) Start(ctx context.Context) (ep Endpoints, err error) {
+	defer func() {
+		if err != nil {
+			d.Stop()
+		}
+	}()
+	ep.Backend = "docker"
+	pw, err := randomSecret()
+	if err != nil {
+		return ep, err
+	}
+	redisPW, err := randomSecret()
+	if err != nil {
+		return ep, err
+	}
+	if d.confDir, err = os.MkdirTemp("", "stockbench-docker-"); err != nil {
+		return ep, fmt.Errorf("docker: %w", err)
+	}
+	mycnf := filepath.Join(d.confDir, "stockbench.cnf")
+	rconf := filepath.Join(d.confDir, "redis.conf")
+	if err := os.WriteFile(mycnf, docker.MySQLConf, 0o644); err != nil {
+		return ep, fmt.Errorf("docker: %w", err)
+	}
+	if err := os.WriteFile(rconf, docker.RedisConf, 0o644); err != nil {
+		return ep, fmt.Errorf("docker: %w", err)
+	}
+
+	my, err := d.run(d.MySQLImage, "3306/tcp", []string{"MYSQL_ROOT_PASSWORD=" + pw, "MYSQL_DATABASE=stockbench"}, nil,
+		[]string{mycnf + ":/etc/mysql/conf.d/stockbench.cnf:ro"})
+	if err != nil {
+		return ep, err
+	}
+	rd, err := d.run(d.RedisImage, "6379/tcp", nil,
+		[]string{"redis-server", "/usr/local/etc/redis/redis.conf", "--requirepass", redisPW},
+		[]string{rconf + ":/usr/local/etc/redis/redis.conf:ro"})
+	if err != nil {
+		return ep, err
+	}
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = "root", pw, "tcp", my.GetHostPort("3306/tcp"), "stockbench"
+	ep.MySQLDSN = WithDriverParams(cfg.FormatDSN())
+	ep.RedisAddr, ep.RedisPassword = rd.GetHostPort("6379/tcp"), redisPW
+	myCPU, rdCPU := d.watchCPU(my.Container.ID), d.watchCPU(rd.Container.ID)
+	d.mu.Lock()
+	d.watches = append(d.watches, myCPU, rdCPU)
+	d.mu.Unlock()
+	ep.CPU = map[string]func() (time.Duration, time.Time, bool){"mysql": myCPU.latest, "redis": rdCPU.latest}
+
+	deadline := time.Now().Add(dockerStartDeadline)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = Ping(pctx, ep, 5*time.Second)
+		cancel()
+		if err == nil {
+			return ep, nil
+		}
+		if ctx.Err() != nil {
+			return ep, ctx.Err()
+		}
+		for _, r := range []*dockertest.Resource{my, rd} {
+			c, ierr := d.pool.Client.InspectContainer(r.Container.ID)
+			if ierr == nil && !c.State.Running {
+				return ep, fmt.Errorf("docker: container %s (%s) exited with code %d", c.Name, c.Config.Image, c.State.ExitCode)
+			}
+		}
+		if time.Now().After(deadline) {
+			return ep, fmt.Errorf("docker: servers not ready after %s: %v", dockerStartDeadline, err)
+		}
+	}
+}
+
+// run starts one labelled container with its port published on 127.0.0.1.
+func (d *Docker) run(image, port string, env, cmd, mounts []string) (*dockertest.Resource, error) {
+	repo, tag := splitImage(image)
+	r, err := d.pool.RunWithOptions(&dockertest.RunOptions{
+		Repository: repo, Tag: tag, Env: env, Cmd: cmd, Mounts: mounts,
+		Labels:       map[string]string{Label: "1", LabelPID: strconv.Itoa(os.Getpid())},
+		ExposedPorts: []string{port},
+		PortBindings: map[dc.Port][]dc.PortBinding{dc.Port(port): {{HostIP: "127.0.0.1", HostPort: ""}}},
+	}, func(hc *dc.HostConfig) {
+		hc.PublishAllPorts = false
+		hc.AutoRemove = false
+		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker: start %s: %w", image, err)
+	}
+	d.mu.Lock()
+	d.resources = append(d.resources, r)
+	d.mu.Unlock()
+	if hp := r.GetHostPort(port); hp == "" {
+		return nil, fmt.Errorf("docker: %s published no port", image)
+	} else if host, _, _ := net.SplitHostPort(hp); host != "127.0.0.1" {
+		return nil, fmt.Errorf("docker: %s published on %s, not 127.0.0.1", image, host)
+	}
+	return r, nil
+}
+
+// Stop removes the containers (and their volumes) and the config files.
+// It is safe to call more than once.
+func (d *Docker) Stop() error {
+	d.mu.Lock()
+	rs := d.resources
+	d.resources = nil
+	dir := d.confDir
+	d.confDir = ""
+	watches := d.watches
+	d.watches = nil
+	d.mu.Unlock()
+	for _, w := range watches {
+		w.close()
+	}
+	var errs []error
+	for _, r := range rs {
+		if err := d.pool.Purge(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if dir != "" {
+		errs = append(errs, os.RemoveAll(dir))
+	}
+	return errors.Join(errs...)
+}
+
+// Down removes every container that carries the stockbench label, running
+// or not, and returns their names.
+func Down() ([]string, error) { return downMatching(Label) }
+
+// downMatching removes the containers whose labels match filter ("key" or
+// "key=value").
+func downMatching(filter string) ([]string, error) {
+	pool, err := dockerPool()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := pool.Client.ListContainers(dc.ListContainersOptions{All: true, Filters: map[string][]string{"label": {filter}}})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list containers: %w", err)
+	}
+	var names []string
+	for _, c := range cs {
+		if err := pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true}); err != nil {
+			return names, fmt.Errorf("docker: remove %s: %w", c.ID[:12], err)
+		}
+		names = append(names, strings.TrimPrefix(strings.Join(c.Names, ","), "/"))
+	}
+	return names, nil
+}
+
+// cpuWatch follows a container's CPU time through the engine's stats
+// stream (one sample a second) and keeps the latest sample.
+type cpuWatch struct {
+	mu     sync.Mutex
+	cpu    time.Duration
+	at     time.Time
+	stop   chan bool
+	done   chan struct{}
+	loaded bool
+}
+
+func (d *Docker) watchCPU(id string) *cpuWatch {
+	w := &cpuWatch{stop: make(chan bool), done: make(chan struct{})}
+	ch := make(chan *dc.Stats)
+	go func() {
+		defer close(w.done)
+		_ = d.pool.Client.Stats(dc.StatsOptions{ID: id, Stats: ch, Stream: true, Done: w.stop, Timeout: 10 * time.Second})
+	}()
+	go func() {
+		for s := range ch {
+			w.mu.Lock()
+			w.cpu, w.at, w.loaded = time.Duration(s.CPUStats.CPUUsage.TotalUsage), s.Read, true
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// latest returns the newest sample.
+func (w *cpuWatch) latest() (time.Duration, time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cpu, w.at, w.loaded
+}
+
+func (w *cpuWatch) close() {
+	close(w.stop)
+	<-w.done
+}

@@ -1,0 +1,95 @@
+package servers
+
+import (
+	"context"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	dc "github.com/ory/dockertest/v3/docker"
+)
+
+// needDocker returns a docker provider on usable images, or skips — unless
+// STOCKBENCH_REQUIRE_DOCKER=1, when a missing engine or image fails.
+func needDocker(t *testing.T) *Docker {
+	t.Helper()
+	d, why := autoDocker("", "")
+	if d == nil {
+		if os.Getenv("STOCKBENCH_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("docker required: %s", why)
+		}
+		t.Skipf("no docker: %s", why)
+	}
+	return d
+}
+
+// ours lists the containers this process started.
+func ours(t *testing.T, d *Docker) []dc.APIContainers {
+	t.Helper()
+	cs, err := d.pool.Client.ListContainers(dc.ListContainersOptions{All: true,
+		Filters: map[string][]string{"label": {LabelPID + "=" + strconv.Itoa(os.Getpid())}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestDockerProvider starts both containers, checks they answer on
+// 127.0.0.1 with a password, and checks Stop removes them.
+func TestDockerProvider(t *testing.T) {
+	d := needDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ep, err := d.Start(ctx)
+	if err != nil {
+		d.Stop()
+		t.Fatal(err)
+	}
+	if err := Ping(ctx, ep, 10*time.Second); err != nil {
+		d.Stop()
+		t.Fatal(err)
+	}
+	host, _, _ := net.SplitHostPort(ep.RedisAddr)
+	if host != "127.0.0.1" || ep.RedisPassword == "" || RedactDSN(ep.MySQLDSN) == ep.MySQLDSN {
+		d.Stop()
+		t.Fatalf("endpoints %s / %s: want 127.0.0.1 and passwords", RedactDSN(ep.MySQLDSN), ep.RedisAddr)
+	}
+	if n := len(ours(t, d)); n != 2 {
+		t.Errorf("%d labelled containers running, want 2", n)
+	}
+	time.Sleep(2500 * time.Millisecond) // let the stats stream deliver
+	if _, _, ok := ep.CPU["mysql"](); !ok {
+		t.Errorf("no CPU sample from the engine's stats")
+	}
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ours(t, d)); n != 0 {
+		t.Fatalf("%d containers left after Stop", n)
+	}
+}
+
+// TestDown removes a leftover labelled container. It removes only this
+// process's containers (Down itself removes all, which would hit tests
+// running in parallel).
+func TestDown(t *testing.T) {
+	d := needDocker(t)
+	repo, tag := splitImage(d.RedisImage)
+	c, err := d.pool.Client.CreateContainer(dc.CreateContainerOptions{Config: &dc.Config{Image: repo + ":" + tag,
+		Labels: map[string]string{Label: "1", LabelPID: strconv.Itoa(os.Getpid())}, Cmd: []string{"redis-server"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := downMatching(LabelPID + "=" + strconv.Itoa(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatal("down removed nothing")
+	}
+	if _, err := d.pool.Client.InspectContainer(c.ID); err == nil {
+		t.Fatal("leftover container still there")
+	}
+}
