@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -251,14 +252,9 @@ func spectrumChart(rows []Row, sc string) (*plot.Plot, error) {
 			xys[j] = plotter.XY{X: nines(q.Q), Y: math.Max(q.MS, 0.001)}
 			lo, hi = math.Min(lo, xys[j].Y), math.Max(hi, xys[j].Y)
 		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		if err := addLinePoints(p, r.Strategy, xys, i); err != nil {
 			return nil, err
 		}
-		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
-		p.Add(line, points)
-		p.Legend.Add(r.Strategy, line, points)
 		any = true
 	}
 	if !any {
@@ -349,7 +345,7 @@ func sweepChart(sw *Sweep, rows []Row, m metric) (*plot.Plot, error) {
 	}
 	var strategies []string
 	for _, r := range rows {
-		if !containsString(strategies, r.Strategy) {
+		if !slices.Contains(strategies, r.Strategy) {
 			strategies = append(strategies, r.Strategy)
 		}
 	}
@@ -368,18 +364,27 @@ func sweepChart(sw *Sweep, rows []Row, m metric) (*plot.Plot, error) {
 		if len(xys) == 0 {
 			continue
 		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		if err := addLinePoints(p, name, xys, i); err != nil {
 			return nil, err
 		}
-		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
-		p.Add(line, points)
-		p.Legend.Add(name, line, points)
 		any = true
 	}
 	if !any {
 		return nil, nil
 	}
 	return p, nil
+}
+
+// addLinePoints adds the i-th series of a chart as a line with markers, in
+// the i-th colour and shape, with a legend entry.
+func addLinePoints(p *plot.Plot, name string, xys plotter.XYs, i int) error {
+	line, points, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return err
+	}
+	line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
+	points.Shape = plotutil.Shape(i)
+	p.Add(line, points)
+	p.Legend.Add(name, line, points)
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	_ "image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -27,7 +28,7 @@ func TestWriteCharts(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	for _, want := range []string{"tps-flash", "p99-flash", "oversell-flash", "spectrum-flash", "tps-sustained", "tps-over-time-sustained", "p99-over-time-sustained"} {
-		if !containsString(names, want) {
+		if !slices.Contains(names, want) {
 			t.Errorf("chart %s missing (have %v)", want, names)
 		}
 	}

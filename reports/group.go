@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -61,20 +62,11 @@ func Rows(r *Results) []Row {
 func Scenarios(r *Results) []string {
 	var out []string
 	for _, run := range r.Runs {
-		if !containsString(out, run.Scenario) {
+		if !slices.Contains(out, run.Scenario) {
 			out = append(out, run.Scenario)
 		}
 	}
 	return out
-}
-
-func containsString(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 func median(runs []Run, f func(Run) float64) float64 { return spreadOf(runs, f).Median }

@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ func Recommend(r *Results, w Weights) []Recommendation {
 	}
 	scs := Scenarios(r)
 	perf := scs[len(scs)-1]
-	if containsString(scs, "sustained") {
+	if slices.Contains(scs, "sustained") {
 		perf = "sustained"
 	}
 	type agg struct {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,7 @@ func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder,
 		b.errors++
 		d.live.errorSeen()
 	}
-	if cls == "error" && len(rec.errs) < maxErrorTexts && !contains(rec.errs, r.err.Error()) {
+	if cls == "error" && len(rec.errs) < maxErrorTexts && !slices.Contains(rec.errs, r.err.Error()) {
 		rec.errs = append(rec.errs, r.err.Error())
 	}
 }

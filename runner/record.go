@@ -104,7 +104,7 @@ func (r *recorder) merge(o *recorder) {
 	}
 	r.acks = append(r.acks, o.acks...)
 	for _, e := range o.errs {
-		if len(r.errs) < maxErrorTexts && !contains(r.errs, e) {
+		if len(r.errs) < maxErrorTexts && !slices.Contains(r.errs, e) {
 			r.errs = append(r.errs, e)
 		}
 	}
@@ -135,15 +135,6 @@ func (r *recorder) seriesPoints() []reports.SeriesPoint {
 		out[i] = p
 	}
 	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 func percentiles(h *hdrhistogram.Histogram) reports.Percentiles {

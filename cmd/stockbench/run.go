@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -126,10 +127,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	var scens []string
 	for _, sc := range strings.Split(f.scenario, ",") {
 		sc = strings.TrimSpace(sc)
-		if !contains(runner.Scenarios, sc) {
+		if !slices.Contains(runner.Scenarios, sc) {
 			return o, fmt.Errorf("--scenario %q: want one or more of %s", sc, strings.Join(runner.Scenarios, ", "))
 		}
-		if contains(scens, sc) {
+		if slices.Contains(scens, sc) {
 			return o, fmt.Errorf("--scenario %q named twice", sc)
 		}
 		scens = append(scens, sc)
@@ -181,7 +182,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	case f.out == "":
 		return o, errors.New("--out must name a directory")
 	}
-	if !contains(scens, "sustained") {
+	if !slices.Contains(scens, "sustained") {
 		for _, name := range []string{"duration", "warmup", "skus", "skew", "mix", "no-restock", "rate"} {
 			if explicit[name] {
 				return o, fmt.Errorf("--%s applies to the sustained scenario only", name)
@@ -196,15 +197,6 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod},
 	}, nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if x == y {
-			return true
-		}
-	}
-	return false
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail func(int, error) int) int {
