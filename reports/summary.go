@@ -64,23 +64,6 @@ func Summary(r *Results) string {
 	}
 	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase; P99 is of the whole flow, pay delay excluded; oversell % is oversold units / confirmed units, counted by the auditor from the orders and inventory tables.\n")
 
-	if len(r.Aggregates) > 0 {
-		b.WriteString("\n## Spread over repeats (min / median / max)\n\n| strategy | scenario | runs | TPS | P99 (ms) | oversell % | server CPU % |\n|---|---|---:|---|---|---|---|\n")
-		for _, a := range r.Aggregates {
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", a.Strategy, a.Scenario, a.Repeats, spread(a.TPS, f1),
-				spread(a.FlowP99MS, f2), spread(a.OversellRate, pct), spread(a.ServerCPUPct, f1))
-		}
-	}
-	if c := r.Calibration; c != nil {
-		fmt.Fprintf(&b, "\n## Calibration (raw ceilings, concurrency %d, %.0f s each)\n\n", c.Concurrency, c.DurationSec)
-		fmt.Fprintf(&b, "| probe | ops/s |\n|---|---:|\n| Redis EVALSHA, reserve-shaped script, one key | %.0f |\n| MySQL conditional UPDATE, one hot row | %.0f |\n| MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row | %.0f |\n\n",
-			c.RedisEvalshaOps, c.MySQLHotUpdateOps, c.MySQLHotTxnOps)
-		b.WriteString("| strategy | scenario | reserve attempts/s | % of its store's ceiling |\n|---|---|---:|---:|\n")
-		for _, run := range r.Runs {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", run.Strategy, label(run), f1(run.AttemptsPerSec), f1(run.CeilingPct))
-		}
-	}
-
 	if recs := Recommend(r, WeightsOf(r)); len(recs) > 0 {
 		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run.\n\n", WeightsOf(r))
 		b.WriteString("| rank | strategy | score | consistency | throughput | latency | complexity |\n|---:|---|---:|---:|---:|---:|---:|\n")
@@ -91,6 +74,23 @@ func Summary(r *Results) string {
 		b.WriteString("\n")
 		for _, rec := range recs {
 			fmt.Fprintf(&b, "%d. %s\n", rec.Rank, rec.Reason)
+		}
+	}
+
+	if len(r.Aggregates) > 0 {
+		b.WriteString("\n## Spread over repeats (min / median / max)\n\n| strategy | scenario | runs | TPS | P99 (ms) | oversell % | server CPU % |\n|---|---|---:|---|---|---|---|\n")
+		for _, a := range r.Aggregates {
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", a.Strategy, a.Scenario, a.Repeats, spread(a.TPS, f1),
+				spread(a.FlowP99MS, f2), spread(a.OversellRate, pct), spread(a.ServerCPUPct, f1))
+		}
+	}
+	if c := r.Calibration; c != nil {
+		fmt.Fprintf(&b, "\n## Calibration (raw ceilings, concurrency %d, %g s each)\n\n", c.Concurrency, c.DurationSec)
+		fmt.Fprintf(&b, "| probe | ops/s |\n|---|---:|\n| Redis EVALSHA, reserve-shaped script, one key | %.0f |\n| MySQL conditional UPDATE, one hot row | %.0f |\n| MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row | %.0f |\n\n",
+			c.RedisEvalshaOps, c.MySQLHotUpdateOps, c.MySQLHotTxnOps)
+		b.WriteString("| strategy | scenario | reserve attempts/s | % of its store's ceiling |\n|---|---|---:|---:|\n")
+		for _, run := range r.Runs {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", run.Strategy, label(run), f1(run.AttemptsPerSec), f1(run.CeilingPct))
 		}
 	}
 

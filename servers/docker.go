@@ -290,7 +290,10 @@ func (d *Docker) watchCPU(id string) *cpuWatch {
 	ch := make(chan *dc.Stats)
 	go func() {
 		defer close(w.done)
-		_ = d.pool.Client.Stats(dc.StatsOptions{ID: id, Stats: ch, Stream: true, Done: w.stop, Timeout: 10 * time.Second})
+		// No Timeout: the client applies it as a deadline on the whole
+		// stream, which then stops after that long (seen: samples froze 10 s
+		// after start).
+		_ = d.pool.Client.Stats(dc.StatsOptions{ID: id, Stats: ch, Stream: true, Done: w.stop})
 	}()
 	go func() {
 		for s := range ch {
@@ -302,11 +305,12 @@ func (d *Docker) watchCPU(id string) *cpuWatch {
 	return w
 }
 
-// latest returns the newest sample.
+// latest returns the newest sample; ok is false when there is none or it
+// is stale (the stream stopped).
 func (w *cpuWatch) latest() (time.Duration, time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.cpu, w.at, w.loaded
+	return w.cpu, w.at, w.loaded && time.Since(w.at) < 3*time.Second
 }
 
 func (w *cpuWatch) close() {

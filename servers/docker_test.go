@@ -59,9 +59,11 @@ func TestDockerProvider(t *testing.T) {
 	if n := len(ours(t, d)); n != 2 {
 		t.Errorf("%d labelled containers running, want 2", n)
 	}
-	time.Sleep(2500 * time.Millisecond) // let the stats stream deliver
-	if _, _, ok := ep.CPU["mysql"](); !ok {
-		t.Errorf("no CPU sample from the engine's stats")
+	// The stats stream must keep delivering (a client timeout once froze
+	// it after 10 s).
+	time.Sleep(12 * time.Second)
+	if _, at, ok := ep.CPU["mysql"](); !ok {
+		t.Errorf("no fresh CPU sample from the engine's stats after 12 s (last %v)", at)
 	}
 	if err := d.Stop(); err != nil {
 		t.Fatal(err)
