@@ -7,7 +7,7 @@ BENCH_FLAGS ?=
 .PHONY: build test bench vet fmt fmt-check clean images-offline down
 
 build:
-	$(GO) build -o $(BIN) ./cmd/stockbench
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/stockbench
 
 # The whole suite, servers included (started by the harness's local provider).
 test: vet fmt-check
