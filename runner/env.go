@@ -56,14 +56,20 @@ func ToolVersion() string {
 		return "unknown"
 	}
 	v := bi.Main.Version
+	rev, dirty := "", false
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			v += " " + s.Value
+			rev = s.Value
 		case "vcs.modified":
-			if s.Value == "true" {
-				v += "+dirty"
-			}
+			dirty = s.Value == "true"
+		}
+	}
+	// A pseudo-version already names the revision (and +dirty).
+	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
+		v += " " + rev
+		if dirty {
+			v += "+dirty"
 		}
 	}
 	return v
