@@ -4,14 +4,34 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
 func main() {
+	// STOCKBENCH_CPUPROFILE=FILE profiles the harness itself, to see what
+	// the load generator spends its CPU on.
+	if path := os.Getenv("STOCKBENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "stockbench:", err)
+			os.Exit(exitUsage)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "stockbench:", err)
+			os.Exit(exitUsage)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	os.Exit(code)
+	if code != exitOK {
+		pprof.StopCPUProfile()
+		os.Exit(code)
+	}
 }
