@@ -10,13 +10,17 @@ build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/stockbench
 
 # The whole suite, servers included (started by the harness's local provider).
+# scripts/setup.sh installs MariaDB/Redis and builds the offline images when
+# they are missing (STOCKBENCH_SKIP_SETUP=1 skips that).
 test: vet fmt-check
+	scripts/setup.sh test
 	$(GO) test -race -count=1 ./...
 
 # The default comparison, every strategy, auto backend: the flash sale
 # (correctness: does anything oversell?) then a sustained run on one hot SKU
 # (throughput and tail latency), with the stores' calibrated ceilings.
 bench: build
+	scripts/setup.sh bench
 	./$(BIN) run --strategies all --scenario flash,sustained --duration 15s --warmup 3s --out reports/latest $(BENCH_FLAGS)
 
 vet:
