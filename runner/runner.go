@@ -337,7 +337,7 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	for k, v := range d.counters() {
 		run.Counters[k] = v
 	}
-	run.CoreLines = CoreLines(e.Dirs)
+	run.CoreLines = e.CoreLines()
 	return run, nil
 }
 

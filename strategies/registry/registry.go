@@ -1,7 +1,10 @@
 // Package registry maps strategy names, as used on the command line, to
-// constructors. Adding a strategy means adding one entry here; the
-// conformance suite then runs against it.
+// constructors. Adding a strategy means adding one entry here (and its
+// directories to the go:generate line below); the conformance suite then
+// runs against it.
 package registry
+
+//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/internal/sqlstore strategies/internal/redisstock
 
 import (
 	"fmt"
@@ -64,6 +67,16 @@ const (
 	sqlDir   = "strategies/internal/sqlstore"
 	redisDir = "strategies/internal/redisstock"
 )
+
+// CoreLines is the size of the strategy's code: the non-blank, non-comment
+// lines of its directories, counted at build time (corelines_gen.go).
+func (e Entry) CoreLines() int {
+	n := 0
+	for _, d := range e.Dirs {
+		n += coreLines[d]
+	}
+	return n
+}
 
 // Names lists every strategy name.
 func Names() []string {
