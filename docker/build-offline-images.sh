@@ -6,14 +6,24 @@
 # configuration; nothing about it is written into the repository.
 #
 # Usage: docker/build-offline-images.sh            (tags below, skips if present)
+#        docker/build-offline-images.sh --check    (exit 0 when present and current)
 #        FORCE=1 docker/build-offline-images.sh    (rebuild)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 MARIADB_TAG=${MARIADB_TAG:-stockbench/mariadb-offline:latest}
 REDIS_TAG=${REDIS_TAG:-stockbench/redis-offline:latest}
+# The recipe's version, kept in the images' stockbench.offline label: an
+# image built by an older recipe is rebuilt. Bump it when the recipe or an
+# entrypoint changes.
+RECIPE=2
 
-if [ -z "${FORCE:-}" ] && docker image inspect "$MARIADB_TAG" >/dev/null 2>&1 && docker image inspect "$REDIS_TAG" >/dev/null 2>&1; then
+current() { [ "$(docker image inspect -f '{{index .Config.Labels "stockbench.offline"}}' "$1" 2>/dev/null)" = "$RECIPE" ]; }
+if [ "${1:-}" = --check ]; then
+  current "$MARIADB_TAG" && current "$REDIS_TAG"
+  exit
+fi
+if [ -z "${FORCE:-}" ] && current "$MARIADB_TAG" && current "$REDIS_TAG"; then
   echo "offline images present: $MARIADB_TAG $REDIS_TAG"
   exit 0
 fi
@@ -41,10 +51,12 @@ install -m 0755 entrypoint-redis.sh "$root/usr/local/bin/stockbench-redis"
 mkdir -p "$root/etc/mysql/conf.d" "$root/usr/local/etc/redis" "$root/var/lib/mysql" "$root/data"
 rm -rf "$root/var/lib/mysql/"* "$root/var/cache/apt/archives/"*.deb "$root/var/lib/apt/lists/"*
 
+echo "importing $MARIADB_TAG"
 tar -C "$root" -c . | docker import \
   --change 'ENTRYPOINT ["/usr/local/bin/stockbench-mariadb"]' --change 'CMD ["mariadbd"]' \
-  --change 'EXPOSE 3306' --change 'LABEL stockbench.offline=1' - "$MARIADB_TAG"
+  --change 'EXPOSE 3306' --change "LABEL stockbench.offline=$RECIPE" - "$MARIADB_TAG" >/dev/null
+echo "importing $REDIS_TAG"
 tar -C "$root" -c . | docker import \
   --change 'ENTRYPOINT ["/usr/local/bin/stockbench-redis"]' --change 'CMD ["redis-server"]' \
-  --change 'EXPOSE 6379' --change 'LABEL stockbench.offline=1' - "$REDIS_TAG"
+  --change 'EXPOSE 6379' --change "LABEL stockbench.offline=$RECIPE" - "$REDIS_TAG" >/dev/null
 echo "built $MARIADB_TAG and $REDIS_TAG"

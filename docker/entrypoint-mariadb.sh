@@ -16,6 +16,11 @@ if [ "$1" = "mariadbd" ] || [ "$1" = "mysqld" ]; then
       if [ -n "$MYSQL_ROOT_PASSWORD" ]; then
         echo "CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY '$MYSQL_ROOT_PASSWORD';"
         echo "ALTER USER 'root'@'localhost' IDENTIFIED BY '$MYSQL_ROOT_PASSWORD';"
+        # With host networking clients come from 127.0.0.1, which matches
+        # these more specific accounts (if the installer made them) before '%'.
+        for h in 127.0.0.1 ::1 "$(hostname)"; do
+          echo "ALTER USER IF EXISTS 'root'@'$h' IDENTIFIED BY '$MYSQL_ROOT_PASSWORD';"
+        done
       else
         echo "CREATE USER IF NOT EXISTS 'root'@'%';"
       fi

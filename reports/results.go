@@ -36,9 +36,12 @@ type Results struct {
 
 // Env describes where the run happened. It never holds a password.
 type Env struct {
-	Backend      string `json:"backend"`
-	MySQLVersion string `json:"mysql_version"`
-	RedisVersion string `json:"redis_version"`
+	Backend string `json:"backend"`
+	// DockerNetwork is how the docker backend reached its containers:
+	// "host" (loopback, no proxy) or "published" (ports through the engine).
+	DockerNetwork string `json:"docker_network,omitempty"`
+	MySQLVersion  string `json:"mysql_version"`
+	RedisVersion  string `json:"redis_version"`
 	// Durability settings as reported by the servers.
 	InnodbFlushLogAtTrxCommit string `json:"innodb_flush_log_at_trx_commit"`
 	SyncBinlog                string `json:"sync_binlog"`

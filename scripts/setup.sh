@@ -41,7 +41,7 @@ apt_install() {
   export DEBIAN_FRONTEND=noninteractive
   if [ -z "$apt_updated" ]; then
     say "apt-get update"
-    apt-get update -qq
+    apt-get update -qq >/dev/null
     apt_updated=1
   fi
   local made_policy=
@@ -50,10 +50,12 @@ apt_install() {
     made_policy=1
   fi
   say "installing $* (apt)"
-  local rc=0
-  apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+  local rc=0 log
+  log=$(mktemp)
+  apt-get install -y -qq --no-install-recommends "$@" >"$log" 2>&1 || rc=$?
   [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
-  [ "$rc" = 0 ] || { say "apt-get install $* failed (exit $rc)"; exit 1; }
+  [ "$rc" = 0 ] || { tail -n 20 "$log" >&2; rm -f "$log"; say "apt-get install $* failed (exit $rc)"; exit 1; }
+  rm -f "$log"
 }
 
 ensure_local() {
@@ -71,12 +73,17 @@ image_present() { docker image inspect "$1" >/dev/null 2>&1; }
 ensure_images() {
   local my=${STOCKBENCH_MYSQL_IMAGE:-mysql:8.0} rd=${STOCKBENCH_REDIS_IMAGE:-redis:7}
   image_present "$my" && image_present "$rd" && return 0
-  image_present stockbench/mariadb-offline:latest && image_present stockbench/redis-offline:latest && return 0
-  say "pulling $my and $rd"
-  if docker pull -q "$my" >/dev/null 2>&1 && docker pull -q "$rd" >/dev/null 2>&1; then
-    return 0
+  # The build script returns at once when images of its recipe are present.
+  if image_present stockbench/mariadb-offline:latest && image_present stockbench/redis-offline:latest; then
+    docker/build-offline-images.sh --check && return 0
+    say "the offline images are from an older recipe: rebuilding them (about 1-2 min)"
+  else
+    say "pulling $my and $rd"
+    if docker pull -q "$my" >/dev/null 2>&1 && docker pull -q "$rd" >/dev/null 2>&1; then
+      return 0
+    fi
+    say "no registry answers: building the offline images from Debian packages (about 1-2 min)"
   fi
-  say "no registry answers: building the offline images from Debian packages (about 1-2 min)"
   command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || apt_install debootstrap
   PATH="$PATH:/usr/sbin" docker/build-offline-images.sh
 }

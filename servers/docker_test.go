@@ -56,8 +56,23 @@ func TestDockerProvider(t *testing.T) {
 		d.Stop()
 		t.Fatalf("endpoints %s / %s: want 127.0.0.1 and passwords", RedactDSN(ep.MySQLDSN), ep.RedisAddr)
 	}
-	if n := len(ours(t, d)); n != 2 {
+	cs := ours(t, d)
+	if n := len(cs); n != 2 {
 		t.Errorf("%d labelled containers running, want 2", n)
+	}
+	// On a Linux engine the containers share the host's network namespace
+	// (no docker-proxy in the path); the servers still answer on 127.0.0.1.
+	if ep.Network != d.Network || d.Network == "" {
+		t.Errorf("endpoints say network %q, provider %q", ep.Network, d.Network)
+	}
+	for _, c := range cs {
+		ci, err := d.pool.Client.InspectContainer(c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host := ci.HostConfig.NetworkMode == "host"; host != (d.Network == NetworkHost) {
+			t.Errorf("container %s: network mode %q with provider network %q", c.ID[:12], ci.HostConfig.NetworkMode, d.Network)
+		}
 	}
 	// The stats stream must keep delivering (a client timeout once froze
 	// it after 10 s).

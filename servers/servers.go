@@ -8,6 +8,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,7 +22,10 @@ import (
 // Endpoints say where the servers answer. MySQLDSN is a go-sql-driver DSN and
 // may hold a password: never print it, print Redacted() instead.
 type Endpoints struct {
-	Backend   string
+	Backend string
+	// Network is how the docker backend reaches its containers
+	// (NetworkHost or NetworkPublished); empty for the other backends.
+	Network   string
 	MySQLDSN  string
 	RedisAddr string
 	// RedisPassword is optional.
@@ -93,7 +98,7 @@ func New(o Options) (Provider, error) {
 	case "local":
 		return NewLocal()
 	case "docker":
-		return NewDocker(o.MySQLImage, o.RedisImage)
+		return newDockerBackend(o.MySQLImage, o.RedisImage)
 	case "auto", "":
 		if o.MySQLDSN != "" && o.RedisAddr != "" {
 			return &External{DSN: o.MySQLDSN, Addr: o.RedisAddr}, nil
@@ -226,4 +231,12 @@ func Open(ep Endpoints, poolSize int) (Conns, error) {
 // Close closes both pools.
 func (c Conns) Close() error {
 	return errors.Join(c.DB.Close(), c.Redis.Close())
+}
+
+// DriverLog sends the MySQL driver's own log lines (such as "packets.go:
+// unexpected EOF" when a server closes an idle pooled connection; the
+// driver retries those and the caller sees any real error) to w instead of
+// the process's stderr. The setting is process-wide.
+func DriverLog(w io.Writer) {
+	_ = mysql.SetLogger(log.New(w, "[mysql] ", log.LstdFlags|log.Lmicroseconds))
 }

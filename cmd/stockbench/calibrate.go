@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/stockbench/stockbench/runner"
@@ -26,8 +27,8 @@ func cmdCalibrate(ctx context.Context, args []string, stdout io.Writer, fail fun
 	if *conc <= 0 || *dur <= 0 {
 		return fail(exitUsage, errors.New("--concurrency and --duration must be positive"))
 	}
-	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: backend, MySQLDSN: dsn, RedisAddr: addr,
-		MySQLImage: myImage, RedisImage: rImage}))
+	p, err := newProvider(servers.Options{Backend: backend, MySQLDSN: dsn, RedisAddr: addr,
+		MySQLImage: myImage, RedisImage: rImage}, os.Stderr)
 	if err != nil {
 		return fail(exitUsage, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/servers"
 )
 
 // Exit codes.
@@ -49,6 +50,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stockbench: %s\n", oneLine(err))
 		return code
 	}
+	// The MySQL driver logs to stderr by default; its lines read like
+	// failures. They go to STOCKBENCH_DEBUG_LOG when set, else nowhere.
+	driverLog := io.Discard
+	if path := os.Getenv("STOCKBENCH_DEBUG_LOG"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fail(exitUsage, fmt.Errorf("STOCKBENCH_DEBUG_LOG: %w", err))
+		}
+		defer f.Close()
+		driverLog = f
+	}
+	servers.DriverLog(driverLog)
 	switch args[0] {
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr, fail)

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/stockbench/stockbench/servers"
 )
@@ -92,21 +92,20 @@ func TestDockerInterrupt(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Cancel once a run is under way: the runner logs "running …" to
+	// stderr as each strategy starts (an event, not a guess at timing).
+	var out bytes.Buffer
+	errb := &signalWriter{want: []byte("running rowlock"), seen: make(chan struct{})}
 	go func() {
-		// Cancel once the servers are up and a run is under way.
-		for i := 0; i < 600 && ctx.Err() == nil; i++ {
-			if containersOfThisProcess(t) == 2 {
-				time.Sleep(3 * time.Second)
-				cancel()
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+		select {
+		case <-errb.seen:
+			cancel()
+		case <-ctx.Done():
 		}
 	}()
-	var out, errb bytes.Buffer
 	args := append([]string{"run", "--backend", "docker", "--strategies", "rowlock,conditional", "--stock", "10", "--buyers", "20",
-		"--pay-delay", "2s-3s", "--calibrate", "0", "--quiet", "--out", dir}, dockerImages()...)
-	code := Main(ctx, args, &out, &errb)
+		"--pay-delay", "2s-3s", "--calibrate", "0", "--out", dir}, dockerImages()...)
+	code := Main(ctx, args, &out, errb)
 	if code != exitInterrupted {
 		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
 	}
@@ -116,4 +115,31 @@ func TestDockerInterrupt(t *testing.T) {
 	if n := containersOfThisProcess(t); n != 0 {
 		t.Fatalf("%d containers left after Ctrl-C", n)
 	}
+}
+
+// signalWriter collects what is written and closes seen the first time
+// the text holds want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want []byte
+	seen chan struct{}
+	done bool
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.done && bytes.Contains(w.buf.Bytes(), w.want) {
+		w.done = true
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *signalWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

@@ -235,8 +235,13 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 			}
 		}
 	}
-	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr,
-		MySQLImage: f.mysqlImage, RedisImage: f.redisImage}))
+	// Refuse an output that cannot be written before any server starts:
+	// finding out after the run would lose its results.
+	if err := checkWritableDir(f.out); err != nil {
+		return fail(exitUsage, fmt.Errorf("--out: %w", err))
+	}
+	p, err := newProvider(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr,
+		MySQLImage: f.mysqlImage, RedisImage: f.redisImage}, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -302,4 +307,19 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
 	return f.execute(ctx, plans, &reports.Sweep{Param: name, Values: values}, stdout, stderr, fail)
+}
+
+// checkWritableDir makes dir if needed and proves a file can be created in
+// it, then removes that file.
+func checkWritableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot create %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".stockbench-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write in %s: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }

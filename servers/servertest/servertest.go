@@ -7,6 +7,7 @@ package servertest
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ type Env struct {
 // Use it from TestMain: os.Exit(servertest.Main(m, &env)). Servers that
 // cannot be started fail the run with the reason; they are never mocked.
 func Main(m *testing.M, env *Env) int {
+	servers.DriverLog(io.Discard)
 	backend := os.Getenv("STOCKBENCH_TEST_BACKEND")
 	if backend == "" {
 		backend = "local"
