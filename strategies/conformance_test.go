@@ -257,7 +257,21 @@ var cases = []struct {
 			wantErr(t, "reserve", f.reserveUntil(fmt.Sprintf("exp-%d", i), time.Now().Add(150*time.Millisecond)), nil)
 		}
 		wantErr(t, "sold out", f.reserve("other"), inventory.ErrOutOfStock)
-		time.Sleep(600 * time.Millisecond)
+		// Wait for the event (the sweepers expired all three orders), not
+		// for a guessed time: a busy machine may run the sweepers late.
+		for waited := time.Duration(0); ; waited += 20 * time.Millisecond {
+			var n int
+			if err := env.DB.QueryRow("SELECT COUNT(*) FROM orders WHERE state='expired'").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n >= 3 {
+				break
+			}
+			if waited > 2*time.Minute {
+				t.Fatalf("after %s only %d of 3 reservations expired", waited, n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		wantErr(t, "pay after expiry", f.confirm("exp-0"), inventory.ErrAlreadyFinal)
 		cancel()
 		wg.Wait()
