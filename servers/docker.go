@@ -182,7 +182,22 @@ func randomSecret() (string, error) {
 }
 
 // Start runs both containers and waits until a real ping answers.
+//
+// With host networking a free port may be taken by another process between
+// choosing it and the server binding it; a container that exits during
+// start is then tried again with new ports, up to three times.
 func (d *Docker) Start(ctx context.Context) (ep Endpoints, err error) {
+	for attempt := 1; ; attempt++ {
+		ep, err = d.startOnce(ctx)
+		if err == nil || !errors.Is(err, errContainerExited) || d.Network != NetworkHost || attempt == 3 || ctx.Err() != nil {
+			return ep, err
+		}
+	}
+}
+
+var errContainerExited = errors.New("exited")
+
+func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 	defer func() {
 		if err != nil {
 			d.Stop()
@@ -265,7 +280,7 @@ func (d *Docker) Start(ctx context.Context) (ep Endpoints, err error) {
 		for _, r := range []*dockertest.Resource{my, rd} {
 			c, ierr := d.pool.Client.InspectContainer(r.Container.ID)
 			if ierr == nil && !c.State.Running {
-				return ep, fmt.Errorf("docker: container %s (%s) exited with code %d", c.Name, c.Config.Image, c.State.ExitCode)
+				return ep, fmt.Errorf("docker: container %s (%s) %w with code %d", c.Name, c.Config.Image, errContainerExited, c.State.ExitCode)
 			}
 		}
 		if time.Now().After(deadline) {
