@@ -23,15 +23,16 @@ test: vet fmt-check
 # (correctness: does anything oversell?) then a sustained run on one hot SKU
 # (throughput and tail latency), with the stores' calibrated ceilings.
 bench: build
-	scripts/setup.sh bench
+	scripts/setup.sh bench $(BENCH_FLAGS)
 	./$(BIN) run --strategies all --scenario flash,sustained --duration 15s --warmup 3s --out reports/latest $(BENCH_FLAGS)
 
 vet:
 	$(GO) vet ./...
 
 # MySQL-compatible (MariaDB) and Redis images from Debian packages, for a
-# Docker engine with no registry; --backend auto uses them when the official
-# images cannot be pulled. Needs debootstrap and root.
+# Docker engine with no registry; --backend auto and docker use them when
+# the official images cannot be pulled. Needs debootstrap and root; make
+# bench and make test build them when missing (scripts/setup.sh).
 images-offline:
 	docker/build-offline-images.sh
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/servers/servertest"
@@ -106,5 +107,45 @@ func TestRaceScenarioSafeStrategies(t *testing.T) {
 				t.Fatalf("race scenario exercised nothing: %+v %+v", run.Counts, run.Journeys)
 			}
 		})
+	}
+}
+
+// TestInterruptMidFlow: cancelling while buyers sit between reserve and
+// confirm (Ctrl-C) still settles and audits; the run comes back with a
+// clean audit for rowlock. The cancel waits for the event — reservations
+// in the orders table — not for a guessed time.
+func TestInterruptMidFlow(t *testing.T) {
+	e, err := registry.Lookup("rowlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := flashOptions(1)
+	o.PayDelay = scenarios.Range{Min: 2 * time.Second, Max: 3 * time.Second}
+	// Clear earlier tests' orders so only this run's reservations count.
+	if err := inventory.ResetMySQL(context.Background(), env.DB); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			var n int
+			if env.DB.QueryRow("SELECT COUNT(*) FROM orders WHERE state='reserved'").Scan(&n) == nil && n > 0 {
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	run, err := runner.RunStrategy(ctx, env.Conns, e, o, nil)
+	if err != nil {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the run ended before any reservation was seen")
+	}
+	a := run.Audit
+	if run.Counts["reserve"]["ok"] == 0 || a.OversoldUnits != 0 || a.LostAcks != 0 || a.InvariantViolations != 0 || a.CancelAckViolations != 0 {
+		t.Fatalf("after the interrupt: counts %+v, audit %+v", run.Counts, a)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,11 @@ const Label = "stockbench"
 
 // LabelPID holds the process id of the stockbench that started a container.
 const LabelPID = "stockbench.pid"
+
+// OfflineRecipe is the recipe version docker/build-offline-images.sh writes
+// into the offline images' stockbench.offline label (its RECIPE); images of
+// another recipe are refused with a line saying to rebuild them.
+const OfflineRecipe = "2"
 
 // Default images: the official ones, and the offline ones that
 // docker/build-offline-images.sh builds from Debian packages.
@@ -110,9 +116,23 @@ func networkMode(pool *dockertest.Pool) string {
 	case NetworkPublished:
 		return NetworkPublished
 	}
+	if runtime.GOOS != "linux" {
+		return NetworkPublished
+	}
+	// The engine must share this machine's network namespace: a remote
+	// DOCKER_HOST, Docker Desktop (a VM) or a rootless engine (its own
+	// namespace) would put "host" somewhere 127.0.0.1 here cannot reach.
+	if h := os.Getenv("DOCKER_HOST"); h != "" && !strings.HasPrefix(h, "unix://") {
+		return NetworkPublished
+	}
 	info, err := pool.Client.Info()
 	if err != nil || info.OSType != "linux" || strings.Contains(info.OperatingSystem, "Docker Desktop") {
 		return NetworkPublished
+	}
+	for _, o := range info.SecurityOptions {
+		if strings.Contains(o, "rootless") {
+			return NetworkPublished
+		}
 	}
 	return NetworkHost
 }
@@ -135,12 +155,19 @@ func newDockerBackend(mysqlImage, redisImage string) (*Docker, error) {
 		d.MySQLImage, d.RedisImage = OfflineMySQLImage, OfflineRedisImage
 		return d, nil
 	}
-	return nil, fmt.Errorf("docker images %s and %s can be neither found nor pulled, and the offline ones are missing (make images-offline builds them)", d.MySQLImage, d.RedisImage)
+	return nil, fmt.Errorf("docker images %s and %s can be neither found nor pulled, and the offline ones are missing or of an older recipe (make images-offline builds them)", d.MySQLImage, d.RedisImage)
 }
 
-// imageUsable reports whether the image is present or can be pulled.
+// imageUsable reports whether the image is present or can be pulled. An
+// offline image (labelled stockbench.offline) must be of the current
+// recipe: older ones lack fixes the provider relies on.
 func imageUsable(pool *dockertest.Pool, image string) bool {
-	if _, err := pool.Client.InspectImage(image); err == nil {
+	if img, err := pool.Client.InspectImage(image); err == nil {
+		if img.Config != nil {
+			if v, ok := img.Config.Labels["stockbench.offline"]; ok {
+				return v == OfflineRecipe
+			}
+		}
 		return true
 	}
 	repo, tag := splitImage(image)
@@ -170,7 +197,7 @@ func autoDocker(mysqlImage, redisImage string) (*Docker, string) {
 		d.MySQLImage, d.RedisImage = OfflineMySQLImage, OfflineRedisImage
 		return d, ""
 	}
-	return nil, fmt.Sprintf("docker images %s and %s can be neither found nor pulled (make images-offline builds substitutes)", d.MySQLImage, d.RedisImage)
+	return nil, fmt.Sprintf("docker images %s and %s can be neither found nor pulled, and the offline ones are missing or of an older recipe (make images-offline builds them)", d.MySQLImage, d.RedisImage)
 }
 
 func randomSecret() (string, error) {

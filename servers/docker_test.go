@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,17 @@ func TestDown(t *testing.T) {
 	}
 	if _, err := d.pool.Client.InspectContainer(c.ID); err == nil {
 		t.Fatal("leftover container still there")
+	}
+}
+
+// TestOfflineRecipeMatchesScript: the recipe version the provider insists
+// on is the one the build script writes into the images' label.
+func TestOfflineRecipeMatchesScript(t *testing.T) {
+	b, err := os.ReadFile("../docker/build-offline-images.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\nRECIPE="+OfflineRecipe+"\n") {
+		t.Fatalf("docker/build-offline-images.sh does not set RECIPE=%s (servers.OfflineRecipe)", OfflineRecipe)
 	}
 }

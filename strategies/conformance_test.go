@@ -254,7 +254,9 @@ var cases = []struct {
 		}
 		defer func() { cancel(); wg.Wait() }()
 		for i := 0; i < 3; i++ {
-			wantErr(t, "reserve", f.reserveUntil(fmt.Sprintf("exp-%d", i), time.Now().Add(150*time.Millisecond)), nil)
+			// 2 s: long enough that the "sold out" check below runs before
+			// any deadline on a busy machine; the wait below is for the event.
+			wantErr(t, "reserve", f.reserveUntil(fmt.Sprintf("exp-%d", i), time.Now().Add(2*time.Second)), nil)
 		}
 		wantErr(t, "sold out", f.reserve("other"), inventory.ErrOutOfStock)
 		// Wait for the event (the sweepers expired all three orders), not

@@ -25,7 +25,7 @@ func TestCoreLinesCurrent(t *testing.T) {
 	}
 	for _, d := range dirs {
 		if got, ok := coreLines[d]; !ok || got != now[d] {
-			t.Errorf("%s: generated %d core lines (present %v), source has %d: run go generate ./strategies/registry", d, got, ok, now[d])
+			t.Errorf("%s: generated %d core lines (listed %v), source has %d: list the directory on registry.go's go:generate line if it is not, and run go generate ./strategies/registry", d, got, ok, now[d])
 		}
 	}
 	if len(coreLines) != len(dirs) {
