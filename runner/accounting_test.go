@@ -1,11 +1,15 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies/registry"
@@ -103,6 +107,39 @@ func TestFlowAccounting(t *testing.T) {
 				// confirmed order (one unit) was one flow.
 				t.Errorf("audit confirmed %d units, flows %d", a.ConfirmedUnits, run.Flows)
 			}
+			// The table shows the measured window's flows, not the audit's.
+			var buf bytes.Buffer
+			reports.Table(&buf, &reports.Results{Runs: []reports.Run{run}})
+			if got := tableCell(t, buf.String(), "flows"); got != strconv.FormatInt(run.Flows, 10) {
+				t.Errorf("table shows flows %q, run has %d:\n%s", got, run.Flows, buf.String())
+			}
 		})
 	}
+}
+
+// tableCell returns the cell under header col in the first data row of a
+// terminal table whose columns are separated by two or more spaces.
+func tableCell(t *testing.T, table, col string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("table has no data row:\n%s", table)
+	}
+	split := func(s string) []string {
+		var out []string
+		for _, f := range strings.Split(strings.TrimSpace(s), "  ") {
+			if f = strings.TrimSpace(f); f != "" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	head, row := split(lines[0]), split(lines[1])
+	for i, h := range head {
+		if h == col && i < len(row) {
+			return row[i]
+		}
+	}
+	t.Fatalf("no column %q in %q", col, lines[0])
+	return ""
 }
