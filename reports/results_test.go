@@ -46,6 +46,15 @@ func TestJSONRoundTrip(t *testing.T) {
 	if _, err := ReadJSON(bad); err == nil || !strings.Contains(err.Error(), "format") {
 		t.Fatalf("old format accepted: %v", err)
 	}
+	// v1 differed only in the capitalised keys of audit.skus[].redis: still read.
+	v1 := filepath.Join(dir, "v1.json")
+	if err := os.WriteFile(v1, []byte(`{"format":"stockbench.results/v1","runs":[{"audit":{"skus":[{"sku":"A","redis":{"SKU":"A","Sold":7}}]}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadJSON(v1)
+	if err != nil || r.Runs[0].Audit.SKUs[0].Redis.Sold != 7 {
+		t.Fatalf("v1 file: %v", err)
+	}
 }
 
 // TestRendering: the table and summary carry each run's headline figures.
