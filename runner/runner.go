@@ -151,7 +151,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 		return nil, fmt.Errorf("nothing to run")
 	}
 	first := plans[0].Options
-	res := &reports.Results{Format: reports.Format, Config: first.Resolved()}
+	res := &reports.Results{Format: reports.Format, Config: resolvedGrid(plans)}
 	ep, err := p.Start(ctx)
 	if err != nil {
 		return nil, err
@@ -198,6 +198,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 						}
 						return res, fmt.Errorf("%s: %w", what, err)
 					}
+					run.Interrupted = ctx.Err() != nil
 					if o.Repeat > 1 {
 						run.Repeat = rep
 					}

@@ -163,6 +163,9 @@ func TestInterrupt(t *testing.T) {
 	if code != exitInterrupted {
 		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
 	}
+	if !strings.Contains(errb.String(), "of 2 planned run(s) finished") {
+		t.Fatalf("the interrupt does not say how much was measured: %q", errb.String())
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
 		t.Fatalf("no results after interrupt: %v", err)
