@@ -36,10 +36,12 @@ func TestRaceRecommendation(t *testing.T) {
 	// another strategy also broke a rule in this run (then the unsafe ones
 	// share the bottom, ordered by score).
 	unsafe := 0
-	for i, rec := range recs {
+	for _, rec := range recs {
 		if rec.Unsafe {
 			unsafe++
 		}
+	}
+	for i, rec := range recs {
 		if i > 0 && recs[i-1].Unsafe && !rec.Unsafe {
 			t.Errorf("clean %s ranks below unsafe %s", rec.Strategy, recs[i-1].Strategy)
 		}
