@@ -108,7 +108,7 @@ func parseFlagsAllowArgs(fs *flag.FlagSet, args []string, stdout io.Writer, fail
 // an example and its flags.
 func printHelp(fs *flag.FlagSet, w io.Writer) {
 	h := commandHelp[fs.Name()]
-	fmt.Fprintf(w, "usage: stockbench %s %s\n\n%s\n\nexample:\n  %s\n", fs.Name(), h.args, h.about, h.example)
+	fmt.Fprintf(w, "%s\n\n%s\n\nexample:\n  %s\n", strings.TrimSpace("usage: stockbench "+fs.Name()+" "+h.args), h.about, h.example)
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
