@@ -193,7 +193,7 @@ func Summary(r *Results) string {
 		}
 	}
 
-	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units | oversold | leaked | lost acks | cancel-ack violations | invariant violations | Redis drift |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units | oversold units | leaked units | lost acks | cancel-ack violations | invariant violations | drift units |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, run := range r.Runs {
 		a := run.Audit
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), a.ConfirmedUnits, a.OversoldUnits,

@@ -205,8 +205,8 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 					run.Param, run.Value = pl.Param, pl.Value
 					run.CeilingPct = ceilingPct(run, e, res.Calibration)
 					res.Runs = append(res.Runs, run)
-					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d confirmed, %d oversold", e.Name, run.TPS,
-						run.LatencyMS["flow"].P99, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits)
+					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold", e.Name, run.TPS,
+						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits)
 				}
 			}
 		}
