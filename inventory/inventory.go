@@ -13,11 +13,11 @@ import (
 // Stock is the stock of one SKU. The invariant is
 // Total = Available + Occupied + Sold with every field ≥ 0.
 type Stock struct {
-	SKU       string
-	Total     int64
-	Available int64
-	Occupied  int64
-	Sold      int64
+	SKU       string `json:"sku"`
+	Total     int64  `json:"total"`
+	Available int64  `json:"available"`
+	Occupied  int64  `json:"occupied"`
+	Sold      int64  `json:"sold"`
 }
 
 // OrderState is the state of an order in the orders table.

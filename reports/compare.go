@@ -11,59 +11,89 @@ type Thresholds struct {
 	MaxTPSDropPct, MaxP99RisePct float64
 }
 
-// Verdict is the comparison of one strategy on one scenario.
+// Verdict is the comparison of one strategy on one scenario (and sweep
+// value). TPS and P99 are min / median / max over the repeats of each file
+// (all three equal for a single run).
 type Verdict struct {
-	Strategy, Scenario, Value  string
-	OldTPS, NewTPS             float64
-	OldP99, NewP99             float64
+	Strategy, Scenario, Param, Value string
+	OldTPS, NewTPS                   Spread
+	OldP99, NewP99                   Spread
+	// TPSChangePct and P99ChangePct compare the medians.
 	TPSChangePct, P99ChangePct float64
-	Problems                   []string
-	Missing                    bool // in OLD, not in NEW
+	// Problems are regressions: any one fails the gate.
+	Problems []string
+	// Notes are changes past a threshold that stayed inside the spread of
+	// the repeats, so they are not counted as regressions.
+	Notes []string
+	// Missing is true when the row is in OLD and not in NEW.
+	Missing bool
 }
 
-// Compare matches the runs of old and new by strategy, scenario and sweep
-// value (medians over repeats) and flags a TPS drop or P99 rise past the
-// thresholds, and any oversell, lost or contradicted ack, or invariant
-// violation that NEW shows and OLD did not.
+// Compare matches the rows of old and new by strategy, scenario and sweep
+// value, and flags as a regression:
+//   - a row of OLD missing from NEW (a strategy or a whole scenario);
+//   - any anomaly class (AnomalyClasses) whose worst repeat in NEW exceeds
+//     its worst repeat in OLD: a new anomaly, or more of an old one;
+//   - a median TPS drop past th.MaxTPSDropPct, or a median P99 rise past
+//     th.MaxP99RisePct, that is also beyond the spread of the repeats: NEW's
+//     best repeat worse than OLD's worst. With one run per file the spread
+//     is the single value, so only the threshold decides.
 func Compare(old, new *Results, th Thresholds) []Verdict {
-	newRows := map[[3]string]Row{}
+	type key struct{ strategy, scenario, value string }
+	newRows := map[key]Row{}
 	for _, r := range Rows(new) {
-		newRows[[3]string{r.Strategy, r.Scenario, r.Value}] = r
+		newRows[key{r.Strategy, r.Scenario, r.Value}] = r
 	}
+	tps := func(r Run) float64 { return r.TPS }
+	p99 := func(r Run) float64 { return r.LatencyMS["flow"].P99 }
 	var out []Verdict
 	for _, o := range Rows(old) {
-		v := Verdict{Strategy: o.Strategy, Scenario: o.Scenario, Value: o.Value, OldTPS: o.TPS, OldP99: o.P99}
-		n, ok := newRows[[3]string{o.Strategy, o.Scenario, o.Value}]
+		v := Verdict{Strategy: o.Strategy, Scenario: o.Scenario, Param: o.Param, Value: o.Value,
+			OldTPS: spreadOf(o.Runs, tps), OldP99: spreadOf(o.Runs, p99)}
+		n, ok := newRows[key{o.Strategy, o.Scenario, o.Value}]
 		if !ok {
 			v.Missing = true
 			v.Problems = append(v.Problems, "missing from NEW")
 			out = append(out, v)
 			continue
 		}
-		v.NewTPS, v.NewP99 = n.TPS, n.P99
-		if o.TPS > 0 {
-			v.TPSChangePct = 100 * (n.TPS - o.TPS) / o.TPS
+		v.NewTPS, v.NewP99 = spreadOf(n.Runs, tps), spreadOf(n.Runs, p99)
+		spread := len(o.Runs) > 1 || len(n.Runs) > 1
+		if v.OldTPS.Median > 0 {
+			v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
 			if -v.TPSChangePct > th.MaxTPSDropPct {
-				v.Problems = append(v.Problems, fmt.Sprintf("TPS dropped %.1f %% (limit %.1f %%)", -v.TPSChangePct, th.MaxTPSDropPct))
+				msg := fmt.Sprintf("TPS dropped %.1f %% (limit %.1f %%)", -v.TPSChangePct, th.MaxTPSDropPct)
+				switch {
+				case v.NewTPS.Max >= v.OldTPS.Min:
+					v.Notes = append(v.Notes, msg+" within the repeats' spread")
+				case spread:
+					v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
+				default:
+					v.Problems = append(v.Problems, msg)
+				}
 			}
 		}
-		if o.P99 > 0 {
-			v.P99ChangePct = 100 * (n.P99 - o.P99) / o.P99
+		if v.OldP99.Median > 0 {
+			v.P99ChangePct = 100 * (v.NewP99.Median - v.OldP99.Median) / v.OldP99.Median
 			if v.P99ChangePct > th.MaxP99RisePct {
-				v.Problems = append(v.Problems, fmt.Sprintf("P99 rose %.1f %% (limit %.1f %%)", v.P99ChangePct, th.MaxP99RisePct))
+				msg := fmt.Sprintf("P99 rose %.1f %% (limit %.1f %%)", v.P99ChangePct, th.MaxP99RisePct)
+				switch {
+				case v.NewP99.Min <= v.OldP99.Max:
+					v.Notes = append(v.Notes, msg+" within the repeats' spread")
+				case spread:
+					v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
+				default:
+					v.Problems = append(v.Problems, msg)
+				}
 			}
 		}
-		for _, c := range []struct {
-			name string
-			f    func(Run) int64
-		}{
-			{"oversold units", func(r Run) int64 { return r.Audit.OversoldUnits }},
-			{"lost or contradicted acks", func(r Run) int64 { return int64(r.Audit.LostAcks + r.Audit.CancelAckViolations) }},
-			{"invariant violations", func(r Run) int64 { return int64(r.Audit.InvariantViolations) }},
-		} {
-			was, now := sum(o.Runs, c.f), sum(n.Runs, c.f)
-			if now > 0 && was == 0 {
-				v.Problems = append(v.Problems, fmt.Sprintf("%d %s, none before", now, c.name))
+		for _, c := range AnomalyClasses {
+			was, now := worst(o.Runs, c), worst(n.Runs, c)
+			switch {
+			case now > was && was == 0:
+				v.Problems = append(v.Problems, fmt.Sprintf("%d %s, none before", now, c.Name))
+			case now > was:
+				v.Problems = append(v.Problems, fmt.Sprintf("%s rose from %d to %d", c.Name, was, now))
 			}
 		}
 		out = append(out, v)
@@ -71,31 +101,68 @@ func Compare(old, new *Results, th Thresholds) []Verdict {
 	return out
 }
 
-func sum(runs []Run, f func(Run) int64) int64 {
+// worst is the largest count of anomaly class c over runs.
+func worst(runs []Run, c AnomalyClass) int64 {
 	var n int64
 	for _, r := range runs {
-		n += f(r)
+		n = max(n, c.Of(r.Audit))
 	}
 	return n
 }
 
 // CompareTable writes the side-by-side table and returns the number of
-// regressions.
+// regressed rows. TPS and P99 are medians, with min–max when a file holds
+// repeats.
 func CompareTable(w io.Writer, vs []Verdict) int {
-	fmt.Fprintf(w, "%-12s %-22s %10s %10s %8s %10s %10s %8s  %s\n", "strategy", "scenario", "old TPS", "new TPS", "Δ%", "old P99", "new P99", "Δ%", "verdict")
+	rows := [][]string{{"strategy", "scenario", "old TPS", "new TPS", "Δ%", "old P99 ms", "new P99 ms", "Δ%", "verdict"}}
 	bad := 0
 	for _, v := range vs {
 		sc := v.Scenario
-		if v.Value != "" {
-			sc += " =" + v.Value
+		if v.Param != "" || v.Value != "" {
+			sc += " " + v.Param + "=" + v.Value
 		}
 		verdict := "ok"
+		if len(v.Notes) > 0 {
+			verdict = "ok (" + strings.Join(v.Notes, "; ") + ")"
+		}
 		if len(v.Problems) > 0 {
 			bad++
 			verdict = "REGRESSION: " + strings.Join(v.Problems, "; ")
 		}
-		fmt.Fprintf(w, "%-12s %-22s %10.1f %10.1f %+8.1f %10.2f %10.2f %+8.1f  %s\n", v.Strategy, sc, v.OldTPS, v.NewTPS,
-			v.TPSChangePct, v.OldP99, v.NewP99, v.P99ChangePct, verdict)
+		newTPS, newP99, dTPS, dP99 := spreadCell(v.NewTPS, f1), spreadCell(v.NewP99, f2), fmt.Sprintf("%+.1f", v.TPSChangePct), fmt.Sprintf("%+.1f", v.P99ChangePct)
+		if v.Missing {
+			newTPS, newP99, dTPS, dP99 = "missing", "missing", "", ""
+		}
+		rows = append(rows, []string{v.Strategy, sc, spreadCell(v.OldTPS, f1), newTPS, dTPS, spreadCell(v.OldP99, f2), newP99, dP99, verdict})
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, c := range row {
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	for _, row := range rows {
+		var line strings.Builder
+		for i, c := range row {
+			pad := strings.Repeat(" ", widths[i]-len([]rune(c)))
+			switch {
+			case i == len(row)-1:
+				line.WriteString(c)
+			case i < 2:
+				line.WriteString(c + pad + "  ")
+			default:
+				line.WriteString(pad + c + "  ")
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
 	}
 	return bad
+}
+
+// spreadCell formats a spread as its median, with min–max when they differ.
+func spreadCell(s Spread, format func(float64) string) string {
+	if s.Min == s.Max {
+		return format(s.Median)
+	}
+	return format(s.Median) + " (" + format(s.Min) + "–" + format(s.Max) + ")"
 }

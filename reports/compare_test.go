@@ -9,43 +9,148 @@ import (
 // is caught, and only it.
 func TestCompare(t *testing.T) {
 	th := Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}
+	// Fixture runs: 0-5 flash (rowlock, cas, conditional, lua-tcc, outbox,
+	// naive), 6-11 sustained in the same order; naive oversells in both,
+	// outbox in sustained (with drift).
 	cases := []struct {
 		name   string
 		mutate func(r *Results)
-		want   string // substring of the one expected problem; "" = none
+		want   string // substring of every expected problem; "" = none
+		n      int    // how many problems (1 when want is set and n is 0)
 	}{
-		{"identical", func(r *Results) {}, ""},
-		{"small TPS drop within limit", func(r *Results) { r.Runs[0].TPS *= 0.95 }, ""},
-		{"TPS drop", func(r *Results) { r.Runs[0].TPS *= 0.8 }, "TPS dropped"},
-		{"P99 rise", func(r *Results) { p := r.Runs[1].LatencyMS["flow"]; p.P99 *= 1.5; r.Runs[1].LatencyMS["flow"] = p }, "P99 rose"},
-		{"oversell appears", func(r *Results) { r.Runs[0].Audit.OversoldUnits = 3 }, "oversold units"},
-		{"lost ack appears", func(r *Results) { r.Runs[2].Audit.LostAcks = 1 }, "acks"},
-		{"violation appears", func(r *Results) { r.Runs[3].Audit.InvariantViolations = 2 }, "invariant"},
-		{"strategy missing", func(r *Results) { r.Runs = r.Runs[1:] }, "missing"},
+		// The same file: nothing to report.
+		{"identical", func(r *Results) {}, "", 0},
+		// A drop inside the 10 % threshold.
+		{"small TPS drop within limit", func(r *Results) { r.Runs[0].TPS *= 0.95 }, "", 0},
+		// A drop past the threshold, single runs: the threshold decides.
+		{"TPS drop", func(r *Results) { r.Runs[0].TPS *= 0.8 }, "TPS dropped", 0},
+		// A P99 rise past the threshold.
+		{"P99 rise", func(r *Results) { p := r.Runs[1].LatencyMS["flow"]; p.P99 *= 1.5; r.Runs[1].LatencyMS["flow"] = p }, "P99 rose", 0},
+		// A clean strategy oversells.
+		{"oversell appears", func(r *Results) { r.Runs[0].Audit.OversoldUnits = 3 }, "oversold units, none before", 0},
+		// An unsafe strategy gets worse: outbox 1678 → 4000 oversold.
+		{"oversell grows", func(r *Results) { r.Runs[10].Audit.OversoldUnits = 4000 }, "oversold units rose from 1678 to 4000", 0},
+		// Fewer anomalies are no regression.
+		{"oversell shrinks", func(r *Results) { r.Runs[5].Audit.OversoldUnits = 10 }, "", 0},
+		// Leaked units appear.
+		{"leak appears", func(r *Results) { r.Runs[3].Audit.LeakedUnits = 4 }, "leaked units", 0},
+		// Drift appears in a clean strategy.
+		{"drift appears", func(r *Results) { r.Runs[9].Audit.DriftUnits = 7 }, "drift units", 0},
+		// Drift grows in an unsafe one.
+		{"drift grows", func(r *Results) { r.Runs[10].Audit.DriftUnits = 471 }, "drift units rose", 0},
+		// A confirm ack the orders table contradicts.
+		{"lost ack appears", func(r *Results) { r.Runs[2].Audit.LostAcks = 1 }, "lost acks", 0},
+		// A cancel ack for an order that ended confirmed.
+		{"cancel-ack violation appears", func(r *Results) { r.Runs[2].Audit.CancelAckViolations = 1 }, "cancel-ack violations", 0},
+		// A broken invariant.
+		{"violation appears", func(r *Results) { r.Runs[3].Audit.InvariantViolations = 2 }, "invariant", 0},
+		// A strategy absent from NEW.
+		{"strategy missing", func(r *Results) { r.Runs = r.Runs[1:] }, "missing from NEW", 0},
+		// A whole scenario absent from NEW: each of its six rows.
+		{"scenario missing", func(r *Results) { r.Runs = r.Runs[:6] }, "missing from NEW", 6},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			old := fixtureResults(t)
 			cur := fixtureResults(t)
 			c.mutate(cur)
-			var problems []string
-			for _, v := range Compare(old, cur, th) {
-				problems = append(problems, v.Problems...)
-			}
-			var sb strings.Builder
-			bad := CompareTable(&sb, Compare(old, cur, th))
-			switch {
-			case c.want == "" && (len(problems) != 0 || bad != 0):
-				t.Fatalf("unexpected regressions: %v", problems)
-			case c.want != "" && (len(problems) != 1 || !strings.Contains(problems[0], c.want) || bad != 1):
-				t.Fatalf("problems %v, want one containing %q", problems, c.want)
-			}
+			checkCompare(t, old, cur, th, c.want, c.n)
 		})
 	}
-	// Naive's oversell in OLD is no regression when NEW has it too.
-	old := fixtureResults(t)
-	if old.Runs[5].Audit.OversoldUnits == 0 {
-		t.Fatal("fixture: naive should oversell")
+}
+
+// checkCompare runs Compare and CompareTable and checks the problems: none
+// when want is empty, else n (at least 1) that all contain want.
+func checkCompare(t *testing.T, old, cur *Results, th Thresholds, want string, n int) {
+	t.Helper()
+	if want != "" && n == 0 {
+		n = 1
+	}
+	var problems []string
+	rows := 0
+	for _, v := range Compare(old, cur, th) {
+		problems = append(problems, v.Problems...)
+		if len(v.Problems) > 0 {
+			rows++
+		}
+	}
+	var sb strings.Builder
+	bad := CompareTable(&sb, Compare(old, cur, th))
+	if len(problems) != n || bad != rows {
+		t.Fatalf("%d problems (%d rows) %v, want %d containing %q\n%s", len(problems), bad, problems, n, want, sb.String())
+	}
+	for _, p := range problems {
+		if !strings.Contains(p, want) {
+			t.Fatalf("problem %q, want one containing %q", p, want)
+		}
+	}
+}
+
+// withRepeats replaces each run of r by one repeat per factor, its TPS
+// multiplied and its flow P99 divided by the factor.
+func withRepeats(r *Results, factors ...float64) *Results {
+	var runs []Run
+	for _, run := range r.Runs {
+		for i, f := range factors {
+			x := run
+			x.Repeat = i + 1
+			x.TPS *= f
+			x.LatencyMS = map[string]Percentiles{}
+			for k, p := range run.LatencyMS {
+				x.LatencyMS[k] = p
+			}
+			p := x.LatencyMS["flow"]
+			p.P99 /= f
+			x.LatencyMS["flow"] = p
+			runs = append(runs, x)
+		}
+	}
+	r.Runs = runs
+	return r
+}
+
+// TestCompareSpread: with repeats, a change past the threshold is a
+// regression only when it is also beyond the min–max of the repeats.
+func TestCompareSpread(t *testing.T) {
+	th := Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}
+	cases := []struct {
+		name     string
+		old, new []float64 // repeat factors of TPS (P99 divided by them)
+		want     string
+		n        int
+	}{
+		// The same repeats.
+		{"identical repeats", []float64{0.8, 1, 1.2}, []float64{0.8, 1, 1.2}, "", 0},
+		// A re-run whose median is 15 % lower (past 10 %) but whose repeats
+		// overlap OLD's: noise, not a regression.
+		{"re-run within its own spread", []float64{0.8, 1, 1.2}, []float64{0.75, 0.85, 1.15}, "", 0},
+		// One NEW run inside OLD's spread.
+		{"single new run within old spread", []float64{0.8, 1, 1.2}, []float64{0.85}, "", 0},
+		// Every NEW repeat below every OLD one, and the median 45 % down:
+		// TPS drops and P99 rises in each of the 12 rows.
+		{"drop beyond the spread", []float64{0.8, 1, 1.2}, []float64{0.5, 0.55, 0.6}, "beyond the repeats' spread", 24},
+		// Beyond the spread but inside the threshold: no regression.
+		{"tight spread, small drop", []float64{0.99, 1, 1.01}, []float64{0.95, 0.96, 0.97}, "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			old := withRepeats(fixtureResults(t), c.old...)
+			cur := withRepeats(fixtureResults(t), c.new...)
+			checkCompare(t, old, cur, th, c.want, c.n)
+		})
+	}
+}
+
+// TestCompareSweepLabel: compare on sweep files keeps the parameter name.
+func TestCompareSweepLabel(t *testing.T) {
+	r := fixtureResults(t)
+	for i := range r.Runs {
+		r.Runs[i].Param, r.Runs[i].Value = "buyers", "50"
+	}
+	var sb strings.Builder
+	CompareTable(&sb, Compare(r, r, Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}))
+	if !strings.Contains(sb.String(), "sustained buyers=50") {
+		t.Fatalf("no parameter name:\n%s", sb.String())
 	}
 }
 
@@ -55,17 +160,36 @@ func TestParseWeights(t *testing.T) {
 		want    Weights
 		wantErr bool
 	}{
-		{"consistency=1,throughput=1", Weights{Consistency: 0.5, Throughput: 0.5}, false},
-		{"latency=2", Weights{Latency: 1}, false},
+		// Two dimensions, the rest weigh 0.
+		{"consistency=0.5,throughput=0.5", Weights{Consistency: 0.5, Throughput: 0.5}, false},
+		// One dimension alone.
+		{"latency=1", Weights{Latency: 1}, false},
+		// All four, spaces allowed.
+		{"consistency=0.4, throughput=0.25, latency=0.2, complexity=0.15", DefaultWeights, false},
+		// A weight above 1 is refused, not renormalised.
+		{"consistency=2", Weights{}, true},
+		// Weights that do not sum to 1 are refused, not renormalised.
+		{"consistency=1,throughput=1", Weights{}, true},
+		{"consistency=0.3,throughput=0.3", Weights{}, true},
+		// An unknown dimension.
 		{"speed=1", Weights{}, true},
+		// All zero.
 		{"consistency=0", Weights{}, true},
+		// A negative weight.
 		{"consistency=-1,latency=2", Weights{}, true},
+		// A dimension named twice.
+		{"latency=0.5,latency=0.5", Weights{}, true},
 	}
 	for _, c := range cases {
 		got, err := ParseWeights(c.in)
 		if (err != nil) != c.wantErr || !c.wantErr && got != c.want {
 			t.Errorf("ParseWeights(%q) = %+v, %v", c.in, got, err)
 		}
+	}
+	// String round-trips, at full precision.
+	w := Weights{Consistency: 1.0 / 3, Throughput: 1.0 / 3, Latency: 1.0 / 3}
+	if got, err := ParseWeights(w.String()); err != nil || got != w {
+		t.Errorf("ParseWeights(%q) = %+v, %v", w.String(), got, err)
 	}
 }
 
@@ -92,5 +216,42 @@ func TestRecommend(t *testing.T) {
 	byTPS := Recommend(r, Weights{Throughput: 1})
 	if byTPS[0].Throughput != 1 {
 		t.Fatalf("with throughput only, the first should have the best TPS: %+v", byTPS[0])
+	}
+}
+
+// TestRecommendSafetyFirst: whatever the weights, a strategy with any
+// anomaly ranks after every clean one and is marked unsafe; the weights
+// order each group. In the fixture outbox (drift, oversell) and naive
+// (oversell) are unsafe, and outbox has the second best TPS.
+func TestRecommendSafetyFirst(t *testing.T) {
+	r := fixtureResults(t)
+	for _, w := range []Weights{DefaultWeights, {Throughput: 1}, {Latency: 1}, {Complexity: 1}} {
+		recs := Recommend(r, w)
+		var order []string
+		for i, rec := range recs {
+			order = append(order, rec.Strategy)
+			unsafe := rec.Strategy == "outbox" || rec.Strategy == "naive"
+			if rec.Unsafe != unsafe {
+				t.Errorf("%v: %s unsafe=%v", w, rec.Strategy, rec.Unsafe)
+			}
+			if unsafe && !strings.Contains(rec.Reason, "UNSAFE") {
+				t.Errorf("%v: %s reason does not say unsafe: %s", w, rec.Strategy, rec.Reason)
+			}
+			if i > 0 && recs[i-1].Unsafe && !rec.Unsafe {
+				t.Errorf("%v: clean %s ranks after unsafe %s", w, rec.Strategy, recs[i-1].Strategy)
+			}
+			if i > 0 && recs[i-1].Unsafe == rec.Unsafe && recs[i-1].Score < rec.Score {
+				t.Errorf("%v: within a group %s (%.2f) ranks above %s (%.2f)", w, recs[i-1].Strategy, recs[i-1].Score, rec.Strategy, rec.Score)
+			}
+		}
+		if len(recs) != 6 || !recs[4].Unsafe || recs[3].Unsafe {
+			t.Errorf("%v: order %v", w, order)
+		}
+	}
+	md := Summary(r)
+	for _, want := range []string{"| naive | UNSAFE |", "ranks after every clean one"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("summary lacks %q", want)
+		}
 	}
 }

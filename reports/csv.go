@@ -14,7 +14,7 @@ func SummaryCSV(r *Results) []byte {
 	w.Write([]string{"strategy", "scenario", "param", "value", "repeat", "duration_sec", "tps", "attempts_per_sec",
 		"flow_p50_ms", "flow_p90_ms", "flow_p99_ms", "flow_p999_ms", "flow_max_ms", "confirmed_units", "oversold_units",
 		"oversell_rate", "leaked_units", "lost_acks", "cancel_ack_violations", "invariant_violations", "drift_units",
-		"server_cpu_pct", "core_lines", "ceiling_pct"})
+		"server_cpu_pct", "core_lines", "ceiling_pct", "flows"})
 	for _, run := range r.Runs {
 		f := run.LatencyMS["flow"]
 		a := run.Audit
@@ -26,7 +26,7 @@ func SummaryCSV(r *Results) []byte {
 			num(run.TPS), num(run.AttemptsPerSec), num(f.P50), num(f.P90), num(f.P99), num(f.P999), num(f.Max),
 			itoa(a.ConfirmedUnits), itoa(a.OversoldUnits), num(a.OversellRate), itoa(a.LeakedUnits), strconv.Itoa(a.LostAcks),
 			strconv.Itoa(a.CancelAckViolations), strconv.Itoa(a.InvariantViolations), itoa(a.DriftUnits), cpu,
-			strconv.Itoa(run.CoreLines), num(run.CeilingPct)})
+			strconv.Itoa(run.CoreLines), num(run.CeilingPct), itoa(run.Flows)})
 	}
 	w.Flush()
 	return b.Bytes()

@@ -72,6 +72,11 @@ func TestGolden(t *testing.T) {
 		list = append(list, p)
 	}
 	sort.Strings(list)
+	for _, p := range list {
+		if p != strings.ToLower(p) {
+			t.Errorf("results.json key %s is not lower case", p)
+		}
+	}
 	golden(t, "results-layout.txt", []byte(strings.Join(list, "\n")+"\n"))
 }
 

@@ -3,23 +3,62 @@ package reports
 import (
 	"slices"
 	"sort"
+
+	"github.com/stockbench/stockbench/inventory"
 )
+
+// AnomalyClass is one kind of broken rule the auditor counts. Any count
+// above zero makes a run unsafe.
+type AnomalyClass struct {
+	// Key is the field's name in results.json (runs[].audit).
+	Key string
+	// Name is how tables head the column.
+	Name string
+	// Of reads the count from an audit.
+	Of func(inventory.Audit) int64
+}
+
+// AnomalyClasses lists every anomaly class, in table order: oversold units,
+// leaked units, lost acks, cancel-ack violations, invariant violations and
+// Redis drift units.
+var AnomalyClasses = []AnomalyClass{
+	{"oversold_units", "oversold units", func(a inventory.Audit) int64 { return a.OversoldUnits }},
+	{"leaked_units", "leaked units", func(a inventory.Audit) int64 { return a.LeakedUnits }},
+	{"lost_acks", "lost acks", func(a inventory.Audit) int64 { return int64(a.LostAcks) }},
+	{"cancel_ack_violations", "cancel-ack violations", func(a inventory.Audit) int64 { return int64(a.CancelAckViolations) }},
+	{"invariant_violations", "invariant violations", func(a inventory.Audit) int64 { return int64(a.InvariantViolations) }},
+	{"drift_units", "drift units", func(a inventory.Audit) int64 { return a.DriftUnits }},
+}
+
+// anomalies is the sum of every anomaly class of one audit.
+func anomalies(a inventory.Audit) int64 {
+	var n int64
+	for _, c := range AnomalyClasses {
+		n += c.Of(a)
+	}
+	return n
+}
 
 // Row is one strategy on one scenario (and sweep value), its repeats
 // folded to medians: the unit every chart and the recommendation work on.
 type Row struct {
-	Strategy, Scenario, Value string
-	Runs                      []Run
-	TPS, P99, OversellRate    float64
-	ServerCPU                 float64
-	HasCPU                    bool
-	CASRetries                float64
-	HasCASRetries             bool
-	CoreLines                 int
-	// Anomalies counts oversold units, lost and contradicted acks,
-	// invariant violations and drift units over the repeats.
+	Strategy, Scenario string
+	// Param and Value name the swept parameter and its value (sweeps only).
+	Param, Value           string
+	Runs                   []Run
+	TPS, P99, OversellRate float64
+	ServerCPU              float64
+	HasCPU                 bool
+	CASRetries             float64
+	HasCASRetries          bool
+	CoreLines              int
+	// Anomalies counts every anomaly class (AnomalyClasses) over the
+	// repeats; above zero the row is unsafe.
 	Anomalies int64
 }
+
+// Unsafe reports whether any repeat of the row broke a rule.
+func (r Row) Unsafe() bool { return r.Anomalies > 0 }
 
 // Rows groups the runs by scenario, sweep value and strategy, in the order
 // they first appear.
@@ -37,7 +76,7 @@ func Rows(r *Results) []Row {
 	out := make([]Row, 0, len(order))
 	for _, k := range order {
 		runs := by[k]
-		row := Row{Strategy: k.strategy, Scenario: k.scenario, Value: k.value, Runs: runs, CoreLines: runs[0].CoreLines}
+		row := Row{Strategy: k.strategy, Scenario: k.scenario, Param: runs[0].Param, Value: k.value, Runs: runs, CoreLines: runs[0].CoreLines}
 		row.TPS = median(runs, func(r Run) float64 { return r.TPS })
 		row.P99 = median(runs, func(r Run) float64 { return r.LatencyMS["flow"].P99 })
 		row.OversellRate = median(runs, func(r Run) float64 { return r.Audit.OversellRate })
@@ -50,8 +89,7 @@ func Rows(r *Results) []Row {
 			row.CASRetries = median(runs, func(r Run) float64 { return r.Counters["cas_retries_per_success"] })
 		}
 		for _, run := range runs {
-			a := run.Audit
-			row.Anomalies += a.OversoldUnits + int64(a.LostAcks+a.CancelAckViolations+a.InvariantViolations) + a.DriftUnits
+			row.Anomalies += anomalies(run.Audit)
 		}
 		out = append(out, row)
 	}

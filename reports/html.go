@@ -33,9 +33,11 @@ func HTML(r *Results, charts []Chart) ([]byte, error) {
 		}
 		views[i] = chartView{Title: c.Title, SVG: template.HTML(svg)}
 	}
+	head, rows, _ := comparison(r)
 	data := map[string]any{
 		"R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
 		"Recs": Recommend(r, WeightsOf(r)), "Weights": WeightsOf(r).String(),
+		"Head": head, "Rows": rows,
 	}
 	var b bytes.Buffer
 	if err := page.Execute(&b, data); err != nil {
@@ -88,16 +90,16 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 
 <h2>Comparison</h2>
 <table>
-<tr><th>strategy</th><th>scenario</th><th>TPS</th><th>P99 (ms)</th><th>oversell %</th><th>server CPU %</th><th>core lines</th></tr>
-{{range .R.Runs}}<tr><td>{{.Strategy}}</td><td class="l">{{label .}}</td><td>{{f1 .TPS}}</td><td>{{f2 (p . "flow").P99}}</td><td{{if gt .Audit.OversoldUnits 0}} class="bad"{{end}}>{{pct .Audit.OversellRate}}</td><td>{{cpu .}}</td><td>{{.CoreLines}}</td></tr>
+<tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if eq $c "UNSAFE"}} class="bad"{{else if eq $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</table>
-<p>TPS: completed reserve+confirm flows per second of the measured phase. P99: of the whole flow, pay delay excluded. Oversell: oversold units / confirmed units, counted by the auditor from the database.</p>
+<p>TPS: completed reserve+confirm flows per second of the measured phase; flows: their count (warm-up excluded). Flow P99: of the whole flow, pay delay excluded. The anomaly columns are the auditor's, from the stores, over the whole run; oversell %: oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max).</p>
 
 {{with .Recs}}<h2>Recommendation for this workload</h2>
-<p>Weights: {{$.Weights}}. Scores are computed from the figures measured in this run only.</p>
+<p>Weights: {{$.Weights}}. Scores are computed from the figures measured in this run only. Safety comes first: a strategy with any anomaly is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within each group.</p>
 <table>
-<tr><th>rank</th><th>strategy</th><th>score</th><th>consistency</th><th>throughput</th><th>latency</th><th>complexity</th></tr>
-{{range .}}<tr><td>{{.Rank}}</td><td class="l">{{.Strategy}}</td><td>{{f2 .Score}}</td><td>{{f2 .Consistency}}</td><td>{{f2 .Throughput}}</td><td>{{f2 .Latency}}</td><td>{{f2 .Complexity}}</td></tr>
+<tr><th>rank</th><th>strategy</th><th>safety</th><th>score</th><th>consistency</th><th>throughput</th><th>latency</th><th>complexity</th></tr>
+{{range .}}<tr><td>{{.Rank}}</td><td class="l">{{.Strategy}}</td>{{if .Unsafe}}<td class="l bad">UNSAFE</td>{{else}}<td class="l">ok</td>{{end}}<td>{{f2 .Score}}</td><td>{{f2 .Consistency}}</td><td>{{f2 .Throughput}}</td><td>{{f2 .Latency}}</td><td>{{f2 .Complexity}}</td></tr>
 {{end}}</table>
 <ol>{{range .}}<li>{{.Reason}}</li>{{end}}</ol>{{end}}
 
@@ -106,9 +108,9 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{range .Charts}}<figure>{{.SVG}}<figcaption>{{.Title}}</figcaption></figure>
 {{end}}</div>
 
-<h2>Audit</h2>
+<h2>Audit (whole run, warm-up included)</h2>
 <table>
-<tr><th>strategy</th><th>scenario</th><th>confirmed</th><th>oversold</th><th>leaked</th><th>lost acks</th><th>cancel-ack violations</th><th>invariant violations</th><th>Redis drift</th></tr>
+<tr><th>strategy</th><th>scenario</th><th>confirmed units (whole run)</th><th>oversold units</th><th>leaked units</th><th>lost acks</th><th>cancel-ack violations</th><th>invariant violations</th><th>drift units</th></tr>
 {{range .R.Runs}}<tr><td>{{.Strategy}}</td><td class="l">{{label .}}</td><td>{{.Audit.ConfirmedUnits}}</td><td{{if gt .Audit.OversoldUnits 0}} class="bad"{{end}}>{{.Audit.OversoldUnits}}</td><td>{{.Audit.LeakedUnits}}</td><td>{{.Audit.LostAcks}}</td><td>{{.Audit.CancelAckViolations}}</td><td>{{.Audit.InvariantViolations}}</td><td>{{.Audit.DriftUnits}}</td></tr>
 {{range .Audit.Violations}}<tr><td></td><td class="l bad" colspan="8">{{.}}</td></tr>
 {{end}}{{end}}</table>

@@ -17,16 +17,26 @@ type Weights struct {
 // DefaultWeights put consistency first, as a stock system must.
 var DefaultWeights = Weights{Consistency: 0.4, Throughput: 0.25, Latency: 0.2, Complexity: 0.15}
 
-// ParseWeights reads "consistency=0.4,throughput=0.3,latency=0.2,complexity=0.1";
-// omitted dimensions weigh 0. The weights are normalised to sum to 1.
+// ParseWeights reads "consistency=0.4,throughput=0.3,latency=0.2,complexity=0.1".
+// Omitted dimensions weigh 0; each weight is between 0 and 1, a dimension
+// is named once, and the weights sum to 1: they are never renormalised,
+// so what the report prints is what the user asked for.
 func ParseWeights(s string) (Weights, error) {
 	var w Weights
+	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		f, err := strconv.ParseFloat(v, 64)
-		if !ok || err != nil || f < 0 {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || err != nil {
 			return w, fmt.Errorf("weights %q: want name=weight pairs such as consistency=0.5,throughput=0.5", s)
 		}
+		if f < 0 || f > 1 || math.IsNaN(f) {
+			return w, fmt.Errorf("weights %q: %s=%s is not between 0 and 1", s, k, v)
+		}
+		if seen[k] {
+			return w, fmt.Errorf("weights %q: %s given twice", s, k)
+		}
+		seen[k] = true
 		switch k {
 		case "consistency":
 			w.Consistency = f
@@ -40,16 +50,16 @@ func ParseWeights(s string) (Weights, error) {
 			return w, fmt.Errorf("weights %q: unknown dimension %q (want consistency, throughput, latency, complexity)", s, k)
 		}
 	}
-	sum := w.Consistency + w.Throughput + w.Latency + w.Complexity
-	if sum <= 0 {
-		return w, fmt.Errorf("weights %q: all zero", s)
+	if sum := w.Consistency + w.Throughput + w.Latency + w.Complexity; math.Abs(sum-1) > 1e-6 {
+		return w, fmt.Errorf("weights %q: sum to %g, want 1", s, sum)
 	}
-	return Weights{w.Consistency / sum, w.Throughput / sum, w.Latency / sum, w.Complexity / sum}, nil
+	return w, nil
 }
 
 // String formats the weights the way ParseWeights reads them.
 func (w Weights) String() string {
-	return fmt.Sprintf("consistency=%.2f,throughput=%.2f,latency=%.2f,complexity=%.2f", w.Consistency, w.Throughput, w.Latency, w.Complexity)
+	g := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+	return "consistency=" + g(w.Consistency) + ",throughput=" + g(w.Throughput) + ",latency=" + g(w.Latency) + ",complexity=" + g(w.Complexity)
 }
 
 // Recommendation is one strategy's place in the ranking.
@@ -62,7 +72,11 @@ type Recommendation struct {
 	Throughput  float64 `json:"throughput"`
 	Latency     float64 `json:"latency"`
 	Complexity  float64 `json:"complexity"`
-	Reason      string  `json:"reason"`
+	// Unsafe is true when the auditor found any anomaly (AnomalyClasses) in
+	// any scenario or repeat of this strategy: it then ranks after every
+	// clean strategy, whatever its score.
+	Unsafe bool   `json:"unsafe"`
+	Reason string `json:"reason"`
 }
 
 // Recommend ranks the strategies on the measured figures only. Throughput
@@ -72,6 +86,10 @@ type Recommendation struct {
 // scores 1 for the best strategy: throughput tps/best, latency best/p99,
 // complexity fewest/lines, consistency 1 with no anomaly and 1/(1 + 100 ×
 // oversell rate + anomalies per 100 confirmed units) otherwise.
+//
+// Safety comes first: a strategy with any anomaly is Unsafe and ranks after
+// every clean one; the weighted score orders strategies only within the
+// clean group and within the unsafe group.
 func Recommend(r *Results, w Weights) []Recommendation {
 	rows := Rows(r)
 	if len(rows) == 0 || r.Sweep != nil {
@@ -133,10 +151,16 @@ func Recommend(r *Results, w Weights) []Recommendation {
 			rec.Complexity = fewest / float64(a.lines)
 		}
 		rec.Score = w.Consistency*rec.Consistency + w.Throughput*rec.Throughput + w.Latency*rec.Latency + w.Complexity*rec.Complexity
+		rec.Unsafe = a.anomalies > 0
 		rec.Reason = reason(n, a.anomalies, a.oversell, a.tps, a.p99, a.lines, perf)
 		out = append(out, rec)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Unsafe != out[j].Unsafe {
+			return !out[i].Unsafe
+		}
+		return out[i].Score > out[j].Score
+	})
 	for i := range out {
 		out[i].Rank = i + 1
 	}
@@ -144,9 +168,9 @@ func Recommend(r *Results, w Weights) []Recommendation {
 }
 
 func reason(name string, anomalies int64, oversell, tps, p99 float64, lines int, perf string) string {
-	cons := "no oversell, lost ack, drift or broken invariant in any scenario"
+	cons := "no oversell, leak, lost or contradicted ack, drift or broken invariant in any scenario"
 	if anomalies > 0 {
-		cons = fmt.Sprintf("the auditor found %d anomalies (worst oversell %.3f %%)", anomalies, 100*oversell)
+		cons = fmt.Sprintf("UNSAFE: the auditor found %d anomalies (worst oversell %.3f %%)", anomalies, 100*oversell)
 	}
 	return fmt.Sprintf("%s: %s; %.0f flows/s at P99 %.1f ms in %s; %d core lines.", name, cons, tps, p99, perf, lines)
 }

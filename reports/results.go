@@ -9,12 +9,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/stockbench/stockbench/inventory"
 )
 
-// Format names the version of the results.json layout.
-const Format = "stockbench.results/v1"
+// Format names the version of the results.json layout. v2 renamed the
+// keys of audit.skus[].redis to lower case.
+const Format = "stockbench.results/v2"
+
+// readableFormats are the layouts ReadJSON accepts: v1 differs from v2 only
+// in the case of audit.skus[].redis keys, which decoding ignores.
+var readableFormats = []string{Format, "stockbench.results/v1"}
 
 // Results is the content of results.json.
 type Results struct {
@@ -94,6 +100,9 @@ type Run struct {
 	Value string `json:"value,omitempty"`
 	// Series is the per-second time series of the measured phase.
 	Series []SeriesPoint `json:"series,omitempty"`
+	// Interrupted is true when Ctrl-C cut this run short: DurationSec is
+	// then what was measured of its window.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Repeat is the index (from 1) of this run among --repeat N runs.
 	Repeat int `json:"repeat,omitempty"`
 	// CeilingPct is reserve attempts/s as a percentage of the calibrated
@@ -187,7 +196,7 @@ func ReadJSON(path string) (*Results, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("read results %s: %w", path, err)
 	}
-	if r.Format != Format {
+	if !slices.Contains(readableFormats, r.Format) {
 		return nil, fmt.Errorf("read results %s: format %q, want %q", path, r.Format, Format)
 	}
 	return &r, nil

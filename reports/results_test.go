@@ -46,6 +46,15 @@ func TestJSONRoundTrip(t *testing.T) {
 	if _, err := ReadJSON(bad); err == nil || !strings.Contains(err.Error(), "format") {
 		t.Fatalf("old format accepted: %v", err)
 	}
+	// v1 differed only in the capitalised keys of audit.skus[].redis: still read.
+	v1 := filepath.Join(dir, "v1.json")
+	if err := os.WriteFile(v1, []byte(`{"format":"stockbench.results/v1","runs":[{"audit":{"skus":[{"sku":"A","redis":{"SKU":"A","Sold":7}}]}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadJSON(v1)
+	if err != nil || r.Runs[0].Audit.SKUs[0].Redis.Sold != 7 {
+		t.Fatalf("v1 file: %v", err)
+	}
 }
 
 // TestRendering: the table and summary carry each run's headline figures.
@@ -55,11 +64,14 @@ func TestRendering(t *testing.T) {
 	Table(&tb, r)
 	md := Summary(r)
 	cases := []struct{ where, text, want string }{
-		{"table", tb.String(), "16.667"},                                           // naive's oversell %
-		{"table", tb.String(), "170.5"},                                            // rowlock TPS
-		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0.000 | n/a | 212 |"}, // classic row
-		{"summary", md, "sold 100 != confirmed orders 120"},                        // violation text
-		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                       // outcome counts
+		{"table", tb.String(), "16.667"},    // naive's oversell %
+		{"table", tb.String(), "170.5"},     // rowlock TPS
+		{"table", tb.String(), "UNSAFE"},    // naive is marked
+		{"table", tb.String(), "lost acks"}, // lost acks and cancel-ack violations apart
+		{"table", tb.String(), "cancel-ack violations"},
+		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | ok |"}, // classic row
+		{"summary", md, "sold 100 != confirmed orders 120"},                                                         // violation text
+		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                                                        // outcome counts
 	}
 	for _, c := range cases {
 		if !strings.Contains(c.text, c.want) {

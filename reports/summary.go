@@ -6,33 +6,124 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
-// Table writes the classic comparison table, aligned for a terminal.
-func Table(w io.Writer, r *Results) {
-	rows := [][]string{{"strategy", "scenario", "TPS", "P99 ms", "confirmed", "oversold", "oversell %", "leaked", "lost acks", "violations", "drift"}}
-	for _, run := range r.Runs {
-		a := run.Audit
-		rows = append(rows, []string{run.Strategy, label(run), f1(run.TPS), f2(run.LatencyMS["flow"].P99),
-			fmt.Sprint(a.ConfirmedUnits), fmt.Sprint(a.OversoldUnits), pct(a.OversellRate), fmt.Sprint(a.LeakedUnits),
-			fmt.Sprint(a.LostAcks + a.CancelAckViolations), fmt.Sprint(a.InvariantViolations), fmt.Sprint(a.DriftUnits)})
+// comparison is the headline table shared by the terminal and summary.md,
+// so the two never disagree: one row per strategy, scenario and sweep
+// value, repeats folded into "median (min–max)". Column names follow the
+// keys of results.json. right marks the numeric columns.
+func comparison(r *Results) (head []string, rows [][]string, right []bool) {
+	rs := Rows(r)
+	repeats := false
+	for _, row := range rs {
+		repeats = repeats || len(row.Runs) > 1
 	}
-	widths := make([]int, len(rows[0]))
-	for _, row := range rows {
+	head = []string{"strategy", "scenario"}
+	if repeats {
+		head = append(head, "runs")
+	}
+	head = append(head, "TPS", "flow P99 ms", "flows")
+	head = append(head, "oversold units", "oversell %")
+	for _, c := range AnomalyClasses[1:] {
+		head = append(head, c.Name)
+	}
+	head = append(head, "server CPU %", "core lines", "safety")
+	right = make([]bool, len(head))
+	for i := 2; i < len(head)-1; i++ {
+		right[i] = true
+	}
+	for _, row := range rs {
+		runs := row.Runs
+		cells := []string{row.Strategy, rowLabel(row)}
+		if repeats {
+			cells = append(cells, fmt.Sprint(len(runs)))
+		}
+		count := func(f func(Run) int64) string {
+			return fold(runs, func(r Run) float64 { return float64(f(r)) }, func(x float64) string { return fmt.Sprintf("%.0f", x) })
+		}
+		cells = append(cells,
+			fold(runs, func(r Run) float64 { return r.TPS }, f1),
+			fold(runs, func(r Run) float64 { return r.LatencyMS["flow"].P99 }, f2),
+			count(func(r Run) int64 { return r.Flows }),
+			count(func(r Run) int64 { return r.Audit.OversoldUnits }),
+			fold(runs, func(r Run) float64 { return r.Audit.OversellRate }, pct))
+		for _, c := range AnomalyClasses[1:] {
+			cells = append(cells, count(func(r Run) int64 { return c.Of(r.Audit) }))
+		}
+		cpu := "n/a"
+		if row.HasCPU {
+			cpu = fold(runs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }, f1)
+		}
+		safety := "ok"
+		if row.Unsafe() {
+			safety = "UNSAFE"
+		}
+		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), safety)
+		rows = append(rows, cells)
+	}
+	return head, rows, right
+}
+
+// fold formats f over the repeats: the value of a single run, or
+// "median (min–max)" when the repeats differ.
+func fold(runs []Run, f func(Run) float64, format func(float64) string) string {
+	s := spreadOf(runs, f)
+	if len(runs) < 2 || s.Min == s.Max {
+		return format(s.Median)
+	}
+	return format(s.Median) + " (" + format(s.Min) + "–" + format(s.Max) + ")"
+}
+
+// Table writes the headline table, aligned for a terminal: the same columns
+// as the comparison in summary.md.
+func Table(w io.Writer, r *Results) {
+	head, rows, right := comparison(r)
+	all := append([][]string{head}, rows...)
+	widths := make([]int, len(head))
+	for _, row := range all {
 		for i, c := range row {
-			widths[i] = max(widths[i], len(c))
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
 		}
 	}
-	for _, row := range rows {
+	for _, row := range all {
+		var line strings.Builder
 		for i, c := range row {
-			if i == 0 || i == 1 {
-				fmt.Fprintf(w, "%-*s  ", widths[i], c)
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if right[i] {
+				line.WriteString(pad + c)
 			} else {
-				fmt.Fprintf(w, "%*s  ", widths[i], c)
+				line.WriteString(c + pad)
+			}
+			if i < len(row)-1 {
+				line.WriteString("  ")
 			}
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
 	}
+	if note := safetyNote(r); note != "" {
+		fmt.Fprintln(w, note)
+	}
+	if recs := Recommend(r, WeightsOf(r)); len(recs) > 0 {
+		names := make([]string, len(recs))
+		for i, rec := range recs {
+			names[i] = rec.Strategy
+			if rec.Unsafe {
+				names[i] += " (UNSAFE)"
+			}
+		}
+		fmt.Fprintf(w, "recommended, best first (%s): %s\n", WeightsOf(r), strings.Join(names, ", "))
+	}
+}
+
+// safetyNote names the unsafe rows, or is empty when every run was clean.
+func safetyNote(r *Results) string {
+	for _, row := range Rows(r) {
+		if row.Unsafe() {
+			return "UNSAFE: the auditor found oversold, leaked or drifted units, lost or contradicted acks, or broken invariants; such a strategy ranks after every clean one."
+		}
+	}
+	return ""
 }
 
 func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
@@ -53,22 +144,30 @@ func Summary(r *Results) string {
 	fmt.Fprintf(&b, "Backend %s · MySQL %s · Redis %s · %d cores (%s) · %s\n\n",
 		r.Env.Backend, r.Env.MySQLVersion, r.Env.RedisVersion, r.Env.Cores, r.Env.CPUModel, r.Env.StartedAt)
 	b.WriteString("## Comparison\n\n")
-	b.WriteString("| strategy | scenario | TPS | P99 (ms) | oversell % | server CPU % | core lines |\n|---|---|---:|---:|---:|---:|---:|\n")
-	for _, run := range r.Runs {
-		cpu := "n/a"
-		if v, ok := run.Counters["server_cpu_pct"]; ok {
-			cpu = f1(v)
+	head, rows, right := comparison(r)
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
+	for _, rt := range right {
+		if rt {
+			b.WriteString("---:|")
+		} else {
+			b.WriteString("---|")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d |\n", run.Strategy, label(run), f1(run.TPS),
-			f2(run.LatencyMS["flow"].P99), pct(run.Audit.OversellRate), cpu, run.CoreLines)
 	}
-	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase; P99 is of the whole flow, pay delay excluded; oversell % is oversold units / confirmed units, counted by the auditor from the orders and inventory tables.\n")
+	b.WriteString("\n")
+	for _, row := range rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase and flows counts them (flows = TPS × measured seconds; the warm-up is excluded); flow P99 is of the whole flow, pay delay excluded. The anomaly columns are the auditor's, counted from the stores after settling over the whole run: oversell % is oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max).\n")
 
 	if recs := Recommend(r, WeightsOf(r)); len(recs) > 0 {
-		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run.\n\n", WeightsOf(r))
-		b.WriteString("| rank | strategy | score | consistency | throughput | latency | complexity |\n|---:|---|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (oversold, leaked or drifted units, a lost or contradicted ack, a broken invariant) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", WeightsOf(r))
+		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
-			fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rec.Rank, rec.Strategy, rec.Score,
+			safety := "ok"
+			if rec.Unsafe {
+				safety = "UNSAFE"
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rec.Rank, rec.Strategy, safety, rec.Score,
 				rec.Consistency, rec.Throughput, rec.Latency, rec.Complexity)
 		}
 		b.WriteString("\n")
@@ -94,7 +193,7 @@ func Summary(r *Results) string {
 		}
 	}
 
-	b.WriteString("\n## Audit\n\n| strategy | scenario | confirmed | oversold | leaked | lost acks | cancel-ack violations | invariant violations | Redis drift |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units | oversold units | leaked units | lost acks | cancel-ack violations | invariant violations | drift units |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, run := range r.Runs {
 		a := run.Audit
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), a.ConfirmedUnits, a.OversoldUnits,
@@ -172,10 +271,23 @@ func WriteSummary(dir string, r *Results) error {
 	return writeAtomic(filepath.Join(dir, "summary.md"), []byte(Summary(r)))
 }
 
-// label names a run's scenario, with the swept value for a sweep run.
+// label names a run's scenario, with the swept value for a sweep run and
+// its index among repeats.
 func label(run Run) string {
+	s := run.Scenario
 	if run.Param != "" {
-		return run.Scenario + " " + run.Param + "=" + run.Value
+		s += " " + run.Param + "=" + run.Value
 	}
-	return run.Scenario
+	if run.Repeat > 0 {
+		s += fmt.Sprintf(" #%d", run.Repeat)
+	}
+	return s
+}
+
+// rowLabel names a row's scenario, with the swept parameter and value.
+func rowLabel(row Row) string {
+	if row.Param != "" || row.Value != "" {
+		return row.Scenario + " " + row.Param + "=" + row.Value
+	}
+	return row.Scenario
 }

@@ -32,6 +32,21 @@ const calibStock = int64(1) << 50
 // UPDATE transaction on one row. It uses its own table and key and removes
 // them afterwards.
 func Calibrate(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration) (reports.Calibration, error) {
+	return CalibrateProgress(ctx, ep, c, concurrency, d, nil)
+}
+
+// CalibrateProbes is the number of probes Calibrate runs, each for its
+// duration d.
+const CalibrateProbes = 3
+
+// CalibrateProgress is Calibrate that calls progress (when not nil) as each
+// probe starts and ends, with a line such as "probe 1/3: Redis EVALSHA…".
+func CalibrateProgress(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration, progress func(string)) (reports.Calibration, error) {
+	say := func(format string, args ...any) {
+		if progress != nil {
+			progress(fmt.Sprintf(format, args...))
+		}
+	}
 	cal := reports.Calibration{Concurrency: concurrency, DurationSec: d.Seconds()}
 	key := inventory.RedisPrefix + "calib:{hot}"
 	if err := c.Redis.HSet(ctx, key, "available", calibStock, "occupied", 0).Err(); err != nil {
@@ -54,15 +69,16 @@ func Calibrate(ctx context.Context, ep servers.Endpoints, c servers.Conns, concu
 	defer c.DB.Exec("DROP TABLE IF EXISTS calib_hot")
 
 	probes := []struct {
-		dst *float64
-		fn  func(context.Context) error
+		name string
+		dst  *float64
+		fn   func(context.Context) error
 	}{
-		{&cal.RedisEvalshaOps, nil}, // raw connections, below
-		{&cal.MySQLHotUpdateOps, func(ctx context.Context) error {
+		{"Redis EVALSHA, reserve-shaped script, one key", &cal.RedisEvalshaOps, nil}, // raw connections, below
+		{"MySQL conditional UPDATE, one hot row", &cal.MySQLHotUpdateOps, func(ctx context.Context) error {
 			_, err := c.DB.ExecContext(ctx, "UPDATE calib_hot SET available=available-1 WHERE id=1 AND available>=1")
 			return err
 		}},
-		{&cal.MySQLHotTxnOps, func(ctx context.Context) error {
+		{"MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row", &cal.MySQLHotTxnOps, func(ctx context.Context) error {
 			tx, err := c.DB.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -79,7 +95,8 @@ func Calibrate(ctx context.Context, ep servers.Endpoints, c servers.Conns, concu
 			return tx.Commit()
 		}},
 	}
-	for _, p := range probes {
+	for i, p := range probes {
+		say("probe %d/%d: %s, %d clients for %s…", i+1, len(probes), p.name, concurrency, d)
 		var ops float64
 		var err error
 		if p.fn == nil {
@@ -91,6 +108,7 @@ func Calibrate(ctx context.Context, ep servers.Endpoints, c servers.Conns, concu
 			return cal, fmt.Errorf("calibrate: %w", err)
 		}
 		*p.dst = ops
+		say("probe %d/%d: %.0f ops/s", i+1, len(probes), ops)
 	}
 	return cal, nil
 }

@@ -51,7 +51,6 @@ const lateThreshold = 10 * time.Millisecond
 // journey whose next think time would end past the window stops there.
 func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder, intended time.Time) {
 	var reserveLat time.Duration
-	var reserveStart time.Time
 	reserved, flowDone, first := false, false, true
 	for _, ph := range j.Phases {
 		if ph.IfReserved && !reserved {
@@ -93,21 +92,12 @@ func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder
 			}
 			switch r.op {
 			case scenarios.Reserve:
-				reserved, reserveLat, reserveStart = true, r.lat, r.start
+				reserved, reserveLat = true, r.lat
 			case scenarios.Confirm:
 				if reserved && !flowDone {
 					flowDone = true
-					if rec.in(r.start) {
-						rec.flows++
-						rec.bucketAt(r.start).flows++
-						if rec.in(reserveStart) {
-							lat := reserveLat + r.lat
-							rec.latency("flow", lat)
-							b := rec.bucketAt(r.start)
-							b.flowLat = append(b.flowLat, int32(min(lat.Microseconds(), 1<<31-1)))
-							d.live.flow(lat)
-						}
-					}
+					rec.flow(r.start, reserveLat+r.lat)
+					d.live.flow(reserveLat + r.lat)
 				}
 			}
 		}

@@ -64,6 +64,25 @@ func (r *recorder) bucketAt(t time.Time) *bucket {
 	return &r.series[i]
 }
 
+// flow accounts one completed reserve+confirm flow whose confirm started at
+// confirmAt and whose latency (reserve + confirm, think time excluded; in
+// open loop from the arrival's intended start) is lat. This is the only
+// place a flow is counted: it goes into the count, the flow histogram and
+// the series together, or nowhere, so flows = latency_ms.flow.count always.
+// A flow belongs to the window its confirm started in, whenever its reserve
+// ran: in open loop an arrival that queued through the warm-up and
+// completed in the measured phase carries its whole wait in its latency.
+func (r *recorder) flow(confirmAt time.Time, lat time.Duration) {
+	if !r.in(confirmAt) {
+		return
+	}
+	r.flows++
+	r.latency("flow", lat)
+	b := r.bucketAt(confirmAt)
+	b.flows++
+	b.flowLat = append(b.flowLat, int32(min(lat.Microseconds(), 1<<31-1)))
+}
+
 func (r *recorder) latency(name string, d time.Duration) {
 	h := r.hist[name]
 	if h == nil {

@@ -151,7 +151,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 		return nil, fmt.Errorf("nothing to run")
 	}
 	first := plans[0].Options
-	res := &reports.Results{Format: reports.Format, Config: first.Resolved()}
+	res := &reports.Results{Format: reports.Format, Config: resolvedGrid(plans)}
 	ep, err := p.Start(ctx)
 	if err != nil {
 		return nil, err
@@ -198,14 +198,15 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 						}
 						return res, fmt.Errorf("%s: %w", what, err)
 					}
+					run.Interrupted = ctx.Err() != nil
 					if o.Repeat > 1 {
 						run.Repeat = rep
 					}
 					run.Param, run.Value = pl.Param, pl.Value
 					run.CeilingPct = ceilingPct(run, e, res.Calibration)
 					res.Runs = append(res.Runs, run)
-					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d confirmed, %d oversold", e.Name, run.TPS,
-						run.LatencyMS["flow"].P99, run.Audit.ConfirmedUnits, run.Audit.OversoldUnits)
+					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold", e.Name, run.TPS,
+						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits)
 				}
 			}
 		}

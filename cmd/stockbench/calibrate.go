@@ -14,7 +14,7 @@ import (
 	"github.com/stockbench/stockbench/servers"
 )
 
-func cmdCalibrate(ctx context.Context, args []string, stdout io.Writer, fail func(int, error) int) int {
+func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
 	var backend, dsn, addr, myImage, rImage string
 	registerServerFlags(fs, &backend, &dsn, &addr, &myImage, &rImage)
@@ -32,6 +32,7 @@ func cmdCalibrate(ctx context.Context, args []string, stdout io.Writer, fail fun
 	if err != nil {
 		return fail(exitUsage, err)
 	}
+	fmt.Fprintf(stderr, "starting the servers (%s backend)…\n", backend)
 	ep, err := p.Start(ctx)
 	if err != nil {
 		return fail(exitUsage, err)
@@ -42,7 +43,8 @@ func cmdCalibrate(ctx context.Context, args []string, stdout io.Writer, fail fun
 		return fail(exitUsage, err)
 	}
 	defer conns.Close()
-	cal, err := runner.Calibrate(ctx, ep, conns, *conc, *dur)
+	fmt.Fprintf(stderr, "calibrating: %d probes of %s at concurrency %d (about %s)\n", runner.CalibrateProbes, *dur, *conc, time.Duration(runner.CalibrateProbes)*(*dur))
+	cal, err := runner.CalibrateProgress(ctx, ep, conns, *conc, *dur, func(line string) { fmt.Fprintln(stderr, line) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return fail(exitInterrupted, errors.New("interrupted"))

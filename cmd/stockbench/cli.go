@@ -32,11 +32,11 @@ commands:
   calibrate  measure the raw ceilings of the stores (hot-row UPDATE, FOR UPDATE txn, EVALSHA)
   sweep      run a grid: --param NAME=V1,V2,… over any run flag; sweep charts
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
-  compare    OLD.json NEW.json: side-by-side table, non-zero exit on a regression (for CI)
+  compare    OLD.json NEW.json: side-by-side table, exit 1 on a regression (the CI gate)
   down       remove leftover stockbench containers (docker backend)
   version    print the version
 
-run 'stockbench <command> -h' for its flags.
+run 'stockbench <command> -h' for its arguments, flags and an example.
 `
 
 // Main is the whole CLI; it returns the process exit code. Errors are one
@@ -66,7 +66,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr, fail)
 	case "calibrate":
-		return cmdCalibrate(ctx, args[1:], stdout, fail)
+		return cmdCalibrate(ctx, args[1:], stdout, stderr, fail)
 	case "report":
 		return cmdReport(args[1:], stdout, fail)
 	case "compare":
@@ -76,6 +76,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "sweep":
 		return cmdSweep(ctx, args[1:], stdout, stderr, fail)
 	case "version":
+		fs := flag.NewFlagSet("version", flag.ContinueOnError)
+		if code, done := parseFlags(fs, args[1:], stdout, fail); done {
+			return code
+		}
 		fmt.Fprintln(stdout, "stockbench", runner.ToolVersion())
 		return exitOK
 	case "help", "-h", "--help":
@@ -105,14 +109,27 @@ func parseFlagsAllowArgs(fs *flag.FlagSet, args []string, stdout io.Writer, fail
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintf(stdout, "usage: stockbench %s [flags]\n", fs.Name())
-			fs.PrintDefaults()
+			printHelp(fs, stdout)
 			return exitOK, true
 		}
 		return fail(exitUsage, err), true
 	}
 	return 0, false
+}
+
+// printHelp writes the usage of fs's command: its arguments, what it does,
+// an example and its flags.
+func printHelp(fs *flag.FlagSet, w io.Writer) {
+	h := commandHelp[fs.Name()]
+	fmt.Fprintf(w, "%s\n\n%s\n\nexample:\n  %s\n", strings.TrimSpace("usage: stockbench "+fs.Name()+" "+h.args), h.about, h.example)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(w, "\nflags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
 }
 
 // isTerminal reports whether w is a terminal (progress lines go only there).
@@ -122,14 +139,19 @@ func isTerminal(w io.Writer) bool {
 }
 
 func cmdReport(args []string, stdout io.Writer, fail func(int, error) int) int {
-	if len(args) != 1 {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	if code, done := parseFlagsAllowArgs(fs, args, stdout, fail); done {
+		return code
+	}
+	if fs.NArg() != 1 {
 		return fail(exitUsage, errors.New("usage: stockbench report DIR"))
 	}
-	res, err := reports.ReadJSON(filepath.Join(args[0], "results.json"))
+	dir := fs.Arg(0)
+	res, err := reports.ReadJSON(filepath.Join(dir, "results.json"))
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	if err := reports.Render(args[0], res); err != nil {
+	if err := reports.Render(dir, res); err != nil {
 		return fail(exitFailed, err)
 	}
 	reports.Table(stdout, res)

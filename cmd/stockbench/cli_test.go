@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBadInput: every bad input is one line on stderr and exit code 2.
@@ -151,17 +150,38 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 }
 
-// TestInterrupt: Ctrl-C in the middle still writes results and leaves no
+// cancelOn is a log writer that cancels when a line containing what is
+// written: Ctrl-C pressed on an event, not after a guessed delay.
+type cancelOn struct {
+	bytes.Buffer
+	what   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	n, err := c.Buffer.Write(p)
+	if strings.Contains(c.String(), c.what) {
+		c.cancel()
+	}
+	return n, err
+}
+
+// TestInterrupt: Ctrl-C in the middle of a run (as its first strategy
+// starts) still writes results, says how much was measured, and leaves no
 // server running.
 func TestInterrupt(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(4*time.Second, cancel)
-	var out, errb bytes.Buffer
+	defer cancel()
+	var out bytes.Buffer
+	errb := &cancelOn{what: "running rowlock on flash", cancel: cancel}
 	code := Main(ctx, []string{"run", "--backend", "local", "--strategies", "rowlock,conditional", "--stock", "10", "--buyers", "20",
-		"--pay-delay", "1s-2s", "--quiet", "--out", dir}, &out, &errb)
+		"--pay-delay", "1s-2s", "--calibrate", "0", "--out", dir}, &out, errb)
 	if code != exitInterrupted {
 		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
+	}
+	if !strings.Contains(errb.String(), "interrupted: 0 of 2 planned run(s) finished") {
+		t.Fatalf("the interrupt does not say how much was measured: %q", errb.String())
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {

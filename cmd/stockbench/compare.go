@@ -57,8 +57,23 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 		return fail(exitUsage, err)
 	}
 	vs := reports.Compare(old, cur, reports.Thresholds{MaxTPSDropPct: float64(tps), MaxP99RisePct: float64(p99)})
-	if bad := reports.CompareTable(stdout, vs); bad > 0 {
+	bad := reports.CompareTable(stdout, vs)
+	if !hasRepeats(old) || !hasRepeats(cur) {
+		fmt.Fprintln(stdout, "note: a file without repeats gives no spread, so one run decides the TPS and P99 verdicts; run both with --repeat 3 or more")
+	}
+	if bad > 0 {
 		return fail(exitFailed, fmt.Errorf("%d of %d comparisons regressed", bad, len(vs)))
 	}
 	return exitOK
+}
+
+// hasRepeats reports whether every row of r ran more than once.
+func hasRepeats(r *reports.Results) bool {
+	rows := reports.Rows(r)
+	for _, row := range rows {
+		if len(row.Runs) < 2 {
+			return false
+		}
+	}
+	return len(rows) > 0
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stockbench/stockbench/servers"
@@ -97,14 +96,7 @@ func TestDockerInterrupt(t *testing.T) {
 	// first run is finished and must be in the results. Cancelling in the
 	// middle of a flow is covered in the runner's tests.
 	var out bytes.Buffer
-	errb := &signalWriter{want: []byte("running conditional"), seen: make(chan struct{})}
-	go func() {
-		select {
-		case <-errb.seen:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	errb := &cancelOn{what: "running conditional", cancel: cancel}
 	args := append([]string{"run", "--backend", "docker", "--strategies", "rowlock,conditional", "--stock", "10", "--buyers", "20",
 		"--pay-delay", "200ms-300ms", "--calibrate", "0", "--out", dir}, dockerImages()...)
 	code := Main(ctx, args, &out, errb)
@@ -120,29 +112,3 @@ func TestDockerInterrupt(t *testing.T) {
 	}
 }
 
-// signalWriter collects what is written and closes seen the first time
-// the text holds want.
-type signalWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	want []byte
-	seen chan struct{}
-	done bool
-}
-
-func (w *signalWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if !w.done && bytes.Contains(w.buf.Bytes(), w.want) {
-		w.done = true
-		close(w.seen)
-	}
-	return len(p), nil
-}
-
-func (w *signalWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}

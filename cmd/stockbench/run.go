@@ -262,9 +262,30 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 	case err != nil:
 		return fail(exitFailed, err)
 	case res.Interrupted:
-		return fail(exitInterrupted, fmt.Errorf("interrupted; results for %d finished run(s) written to %s", len(res.Runs), f.out))
+		return fail(exitInterrupted, fmt.Errorf("interrupted: %s; written to %s", measuredOf(res, plans), f.out))
 	}
 	return exitOK
+}
+
+// measuredOf says how much of an interrupted run was measured: the runs
+// finished out of those planned, and how far the cut one got.
+func measuredOf(res *reports.Results, plans []runner.Plan) string {
+	planned := 0
+	for _, pl := range plans {
+		planned += len(pl.Scenarios) * len(pl.Strategies) * max(1, pl.Repeat)
+	}
+	finished := len(res.Runs)
+	cut := ""
+	if n := len(res.Runs); n > 0 && res.Runs[n-1].Interrupted {
+		last := res.Runs[n-1]
+		finished--
+		cut = fmt.Sprintf("; %s on %s cut after %.1f s of its measured phase", last.Strategy, last.Scenario, last.DurationSec)
+		if last.Scenario == "sustained" && len(plans) > 0 {
+			cut += fmt.Sprintf(" (of %s planned)", plans[0].Duration)
+		}
+		cut += ", settled and audited"
+	}
+	return fmt.Sprintf("%d of %d planned run(s) finished%s", finished, planned, cut)
 }
 
 // notSweepable are run flags that choose where and how to run, not what.
