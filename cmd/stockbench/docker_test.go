@@ -111,4 +111,3 @@ func TestDockerInterrupt(t *testing.T) {
 		t.Fatalf("%d containers left after Ctrl-C", n)
 	}
 }
-
