@@ -42,16 +42,18 @@ func Calibrate(ctx context.Context, ep servers.Endpoints, c servers.Conns, concu
 	if err != nil {
 		return cal, fmt.Errorf("calibrate redis: %w", err)
 	}
+	if err := inventory.DropOwned(ctx, c.DB, "calib_hot"); err != nil {
+		return cal, fmt.Errorf("calibrate mysql: %w", err)
+	}
 	for _, stmt := range []string{
-		"DROP TABLE IF EXISTS calib_hot",
-		"CREATE TABLE calib_hot (id INT PRIMARY KEY, available BIGINT NOT NULL) ENGINE=InnoDB",
+		"CREATE TABLE calib_hot (id INT PRIMARY KEY, available BIGINT NOT NULL) ENGINE=InnoDB COMMENT='" + inventory.OwnerMark + "'",
 		fmt.Sprintf("INSERT INTO calib_hot VALUES (1, %d)", calibStock),
 	} {
 		if _, err := c.DB.ExecContext(ctx, stmt); err != nil {
 			return cal, fmt.Errorf("calibrate mysql: %w", err)
 		}
 	}
-	defer c.DB.Exec("DROP TABLE IF EXISTS calib_hot")
+	defer inventory.DropOwned(context.Background(), c.DB, "calib_hot")
 
 	probes := []struct {
 		dst *float64
