@@ -25,12 +25,12 @@ import (
 
 // runFlags are the flags of `stockbench run`.
 type runFlags struct {
-	backend, mysqlDSN, redisAddr                  string
+	backend, mysqlDSN, redisAddr, redisURL        string
 	mysqlImage, redisImage                        string
 	strategies, scenario, payDelay, casRetry, out string
 	skew, mix, file, weights                      string
 	stock                                         int64
-	buyers, skus, repeat                          int
+	buyers, skus, repeat, pool                    int
 	abandon, rate                                 float64
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
@@ -41,7 +41,8 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "f", "", "scenario file (YAML) whose keys mirror these flags; flags on the command line win")
-	registerServerFlags(fs, &f.backend, &f.mysqlDSN, &f.redisAddr, &f.mysqlImage, &f.redisImage)
+	registerServerFlags(fs, &f.backend, &f.mysqlDSN, &f.redisAddr, &f.redisURL, &f.mysqlImage, &f.redisImage)
+	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(runner.Scenarios, ", "))
 	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
@@ -177,6 +178,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--rate must not be negative")
 	case f.repeat <= 0:
 		return o, errors.New("--repeat must be positive")
+	case f.pool <= 0:
+		return o, errors.New("--pool must be positive")
 	case f.calibrate < 0:
 		return o, errors.New("--calibrate must not be negative")
 	case f.out == "":
@@ -193,7 +196,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay, SustainedPayDelay: sustainedPay,
 		Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed, Duration: f.duration, Warmup: f.warmup,
 		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
+		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod},
 	}, nil
@@ -235,7 +238,7 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 			}
 		}
 	}
-	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr,
+	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr, RedisURL: f.redisURL,
 		MySQLImage: f.mysqlImage, RedisImage: f.redisImage}))
 	if err != nil {
 		return fail(exitUsage, err)
@@ -263,7 +266,7 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 }
 
 // notSweepable are run flags that choose where and how to run, not what.
-var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true,
+var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true,
 	"mysql-image": true, "redis-image": true,
 	"quiet": true, "repeat": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
 
