@@ -238,6 +238,9 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 			}
 		}
 	}
+	if err := checkOut(f.out); err != nil {
+		return fail(exitUsage, err)
+	}
 	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr, RedisURL: f.redisURL,
 		MySQLImage: f.mysqlImage, RedisImage: f.redisImage}))
 	if err != nil {
