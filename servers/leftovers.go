@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ownerFile, inside each local data directory, names the process that
@@ -46,13 +47,19 @@ func procStart(pid int) (string, error) {
 	return f[19], nil
 }
 
+// legacyAge is how long a data directory without an owner file (made by a
+// stockbench from before owner files, or one a run is creating this very
+// moment) must have been left untouched before a sweep may remove it.
+const legacyAge = time.Hour
+
 // ownerAlive reports whether the process named by dir's owner file still
-// runs. A directory without a readable owner file counts as alive: it may be
-// one a run is creating right now, and it is not provably ours to remove.
+// runs. A directory without a readable owner file counts as alive unless it
+// was last modified more than legacyAge ago.
 func ownerAlive(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
 	if err != nil {
-		return true
+		st, serr := os.Stat(dir)
+		return serr != nil || time.Since(st.ModTime()) < legacyAge
 	}
 	f := strings.Fields(string(b))
 	if len(f) != 2 {
@@ -84,8 +91,9 @@ func inUse(dir string) bool {
 
 // SweepLocal removes the data directories, under the temp dir, of local
 // runs whose process is gone (killed before it could clean up), and
-// returns them. A directory whose owner lives, whose owner is unknown, or
-// that a live server still names, is left alone.
+// returns them. A directory whose owner lives, that a live server still
+// names, or whose owner is unknown and that changed within the last hour,
+// is left alone.
 func SweepLocal() ([]string, error) {
 	var removed []string
 	var errs []error

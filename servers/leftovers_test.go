@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestSweepLocal: only data directories whose owner is provably gone are
@@ -47,7 +48,8 @@ func TestSweepLocal(t *testing.T) {
 		{"stockbench-redis-dead", deadPID + " 1", false},
 		{"stockbench-mysql-live", me + " " + myStart, true},
 		{"stockbench-redis-reused-pid", me + " 1", false}, // our pid, another start time: the owner is gone
-		{"stockbench-mysql-unknown", "-", true},
+		{"stockbench-mysql-unknown", "-", true},           // no owner file and recent: maybe a run creating it
+		{"stockbench-redis-legacy", "old", false},         // no owner file, untouched for days: an older stockbench's leftover
 		{"stockbench-mysql-busy", deadPID + " 1", true},
 		{"unrelated-dir", deadPID + " 1", true},
 	}
@@ -55,6 +57,13 @@ func TestSweepLocal(t *testing.T) {
 		d := filepath.Join(tmp, c.dir)
 		if err := os.MkdirAll(filepath.Join(d, "data"), 0o700); err != nil {
 			t.Fatal(err)
+		}
+		if c.owner == "old" {
+			old := time.Now().Add(-72 * time.Hour)
+			if err := os.Chtimes(d, old, old); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		}
 		if c.owner != "-" {
 			if err := os.WriteFile(filepath.Join(d, ownerFile), []byte(c.owner+"\n"), 0o600); err != nil {
