@@ -143,8 +143,12 @@ func (o Options) external() (*External, error) {
 	if o.RedisAddr != "" && o.RedisURL != "" {
 		return nil, errors.New("give --redis-addr or --redis-url, not both")
 	}
-	if _, err := mysql.ParseDSN(o.MySQLDSN); err != nil {
+	cfg, err := mysql.ParseDSN(o.MySQLDSN)
+	if err != nil {
 		return nil, fmt.Errorf("mysql dsn %s: %v (want user:pass@tcp(host:port)/database)", RedactDSN(o.MySQLDSN), err)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("mysql dsn %s names no database: add /DATABASE (a scratch one)", RedactDSN(o.MySQLDSN))
 	}
 	if o.RedisURL != "" {
 		if _, err := ParseRedisURL(o.RedisURL); err != nil {
@@ -262,8 +266,16 @@ func Ping(ctx context.Context, ep Endpoints, wait time.Duration) error {
 		}
 	}
 	for {
-		if lastErr = rdb.Ping(ctx).Err(); lastErr == nil {
+		// Each try gets a share of the wait, so that a refused dial is what
+		// gets reported rather than the end of the wait.
+		tctx, tcancel := context.WithTimeout(ctx, time.Second)
+		err := rdb.Ping(tctx).Err()
+		tcancel()
+		if err == nil {
 			return nil
+		}
+		if lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
+			lastErr = err
 		}
 		if refusedForGood(lastErr) {
 			return fmt.Errorf("redis at %s refuses: %s", ep.RedisRedacted(), redactErr(lastErr, ep))

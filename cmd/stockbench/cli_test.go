@@ -206,6 +206,7 @@ func TestBadInput(t *testing.T) {
 		{name: "unknown backend", args: []string{"run", "--backend", "cloud"}, want: "unknown backend"},
 		{name: "half external", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"}, want: "needs --mysql-dsn and --redis-addr"},
 		{name: "unparsable dsn", args: []string{"run", "--backend", "external", "--mysql-dsn", "app:" + catalogueMySQLPW + "@127.0.0.1/shop", "--redis-addr", "127.0.0.1:1"}, want: "mysql dsn"},
+		{name: "dsn without a database", args: []string{"run", "--backend", "external", "--mysql-dsn", "app:" + catalogueMySQLPW + "@tcp(127.0.0.1:1)/", "--redis-addr", "127.0.0.1:1"}, want: "names no database"},
 		{name: "redis url with a bad scheme", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-url", "http://u:" + catalogueRedisPW + "@127.0.0.1:6379"}, want: "scheme"},
 		{name: "redis url with a bad port", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-url", "redis://u:" + catalogueRedisPW + "@127.0.0.1:port"}, want: "redis url"},
 		{name: "redis url from the environment with a bad database", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"},
@@ -237,6 +238,7 @@ func TestBadInput(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := Main(ctx, c.args, &out, &errb)
 			msg := errb.String()
+			t.Logf("exit %d: %s", code, msg)
 			if code != exitUsage {
 				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, msg)
 			}
