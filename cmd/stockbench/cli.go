@@ -32,7 +32,7 @@ commands:
   sweep      run a grid: --param NAME=V1,V2,… over any run flag; sweep charts
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
   compare    OLD.json NEW.json: side-by-side table, non-zero exit on a regression (for CI)
-  down       remove leftover stockbench containers (docker backend)
+  down       remove leftover stockbench containers, and data dirs of killed local runs
   version    print the version
 
 run 'stockbench <command> -h' for its flags.
