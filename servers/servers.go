@@ -251,6 +251,8 @@ func Ping(ctx context.Context, ep Endpoints, wait time.Duration) error {
 	defer db.Close()
 	ro := ep.RedisOptions()
 	ro.MaxRetries = -1
+	// Ping retries on its own: one dial per try.
+	ro.DialerRetries = 1
 	rdb := redis.NewClient(ro)
 	defer rdb.Close()
 	var lastErr error
@@ -317,7 +319,11 @@ func redactErr(err error, ep Endpoints) string {
 		pws = append(pws, o.Password)
 	}
 	for _, pw := range pws {
-		msg = strings.ReplaceAll(msg, pw, "***")
+		// A very short password would also match ordinary words of the
+		// message; drivers never quote passwords, so this is only a guard.
+		if len(pw) >= 4 {
+			msg = strings.ReplaceAll(msg, pw, "***")
+		}
 	}
 	return msg
 }

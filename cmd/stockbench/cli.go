@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/term"
 
 	"github.com/stockbench/stockbench/reports"
@@ -41,6 +44,7 @@ run 'stockbench <command> -h' for its flags.
 // Main is the whole CLI; it returns the process exit code. Errors are one
 // line on stderr.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	quietDrivers()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -71,6 +75,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, calibrate, report, compare, down or version)", args[0]))
 }
+
+// quietDrivers stops the MySQL and Redis drivers from logging to stderr on
+// their own (a refused dial, a connection the server closed): the CLI
+// reports what matters as its one line, and counts errors in the results.
+func quietDrivers() {
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	redis.SetLogger(discardLogger{})
+}
+
+// discardLogger is a go-redis logger that drops everything.
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 

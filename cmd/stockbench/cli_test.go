@@ -358,10 +358,13 @@ func TestRunEndToEnd(t *testing.T) {
 func TestInterrupt(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(4*time.Second, cancel)
-	var out, errb bytes.Buffer
+	defer cancel()
+	var out bytes.Buffer
+	// Ctrl-C arrives when the first strategy is under way: on the event,
+	// not after a guess at how long the servers take to start.
+	errb := &cancelOn{what: "running rowlock", cancel: cancel}
 	code := Main(ctx, []string{"run", "--backend", "local", "--strategies", "rowlock,conditional", "--stock", "10", "--buyers", "20",
-		"--pay-delay", "1s-2s", "--quiet", "--out", dir}, &out, &errb)
+		"--pay-delay", "1s-2s", "--calibrate", "0", "--out", dir}, &out, errb)
 	if code != exitInterrupted {
 		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
 	}
@@ -375,6 +378,21 @@ func TestInterrupt(t *testing.T) {
 	if kids := children(); len(kids) > 0 {
 		t.Fatalf("processes left running: %v", kids)
 	}
+}
+
+// cancelOn is a stderr that calls cancel once what has been written to it.
+type cancelOn struct {
+	bytes.Buffer
+	what   string
+	cancel func()
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	n, err := c.Buffer.Write(p)
+	if strings.Contains(c.String(), c.what) {
+		c.cancel()
+	}
+	return n, err
 }
 
 // children lists processes whose parent is this test process.
