@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stockbench/stockbench/servers"
 )
@@ -92,21 +91,12 @@ func TestDockerInterrupt(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		// Cancel once the servers are up and a run is under way.
-		for i := 0; i < 600 && ctx.Err() == nil; i++ {
-			if containersOfThisProcess(t) == 2 {
-				time.Sleep(3 * time.Second)
-				cancel()
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	var out, errb bytes.Buffer
+	// Cancel once the servers are up and a run is under way.
+	errb := &cancelOn{what: "running rowlock", cancel: cancel}
+	var out bytes.Buffer
 	args := append([]string{"run", "--backend", "docker", "--strategies", "rowlock,conditional", "--stock", "10", "--buyers", "20",
-		"--pay-delay", "2s-3s", "--calibrate", "0", "--quiet", "--out", dir}, dockerImages()...)
-	code := Main(ctx, args, &out, &errb)
+		"--pay-delay", "2s-3s", "--calibrate", "0", "--out", dir}, dockerImages()...)
+	code := Main(ctx, args, &out, errb)
 	if code != exitInterrupted {
 		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
 	}
