@@ -26,7 +26,8 @@ type Local struct {
 	MySQLBin, InstallDB, RedisBin string
 	// StartTimeout bounds how long each server may take to answer.
 	StartTimeout time.Duration
-	// RedisPassword, when set, starts redis-server with requirepass.
+	// RedisPassword, when set, starts redis-server with requirepass (for
+	// tests of AUTH: the password is on the server's command line).
 	RedisPassword string
 
 	mu    sync.Mutex
