@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -16,13 +17,62 @@ var schemaSQL string
 // Tables lists the tables of the shared schema, in creation order.
 var Tables = []string{"inventory", "orders", "outbox"}
 
-// ResetMySQL drops and recreates the shared tables in the connected database.
-// It touches no other table.
-func ResetMySQL(ctx context.Context, db *sql.DB) error {
-	for i := len(Tables) - 1; i >= 0; i-- {
-		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+Tables[i]); err != nil {
-			return fmt.Errorf("reset schema: drop %s: %w", Tables[i], err)
+// OwnerMark is the table comment that names a table as stockbench's own.
+// Every table stockbench creates carries it; stockbench drops no table
+// without it.
+const OwnerMark = "stockbench"
+
+// ErrNotOurs means a table stockbench would replace exists without the
+// owner mark: it belongs to someone else and must not be touched.
+var ErrNotOurs = errors.New("not created by stockbench")
+
+// CheckOwned returns an error wrapping ErrNotOurs, naming the first of
+// tables that exists in the connected database without the owner mark.
+// Tables that do not exist are fine. It changes nothing.
+func CheckOwned(ctx context.Context, db *sql.DB, tables ...string) error {
+	for _, t := range tables {
+		var schema, comment string
+		err := db.QueryRowContext(ctx, "SELECT TABLE_SCHEMA, TABLE_COMMENT FROM information_schema.TABLES "+
+			"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", t).Scan(&schema, &comment)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
 		}
+		if err != nil {
+			return fmt.Errorf("check table %s: %w", t, err)
+		}
+		if comment != OwnerMark {
+			return fmt.Errorf("table %s.%s exists and was %w (no %q table comment); refusing to touch it: use a scratch database",
+				schema, t, ErrNotOurs, OwnerMark)
+		}
+	}
+	return nil
+}
+
+// DropOwned drops each of tables that exists with the owner mark. It
+// checks all of them first and drops nothing if one is not ours.
+func DropOwned(ctx context.Context, db *sql.DB, tables ...string) error {
+	if err := CheckOwned(ctx, db, tables...); err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
+			return fmt.Errorf("drop %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// ResetMySQL drops and recreates the shared tables in the connected database.
+// It touches no other table, and drops none that lacks the owner mark: a
+// foreign inventory, orders or outbox table makes it fail with ErrNotOurs
+// before anything changes.
+func ResetMySQL(ctx context.Context, db *sql.DB) error {
+	rev := make([]string, len(Tables))
+	for i, t := range Tables {
+		rev[len(Tables)-1-i] = t
+	}
+	if err := DropOwned(ctx, db, rev...); err != nil {
+		return fmt.Errorf("reset schema: %w", err)
 	}
 	for _, stmt := range strings.Split(schemaSQL, ";") {
 		if strings.TrimSpace(stripComments(stmt)) == "" {

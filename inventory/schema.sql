@@ -1,5 +1,6 @@
 -- The shared store layout. MySQL is the system of record for every strategy;
--- the auditor reads these tables directly.
+-- the auditor reads these tables directly. COMMENT='stockbench' marks a table
+-- as stockbench's own: a reset drops only tables that carry it.
 CREATE TABLE inventory (
   sku       VARCHAR(64) NOT NULL PRIMARY KEY,
   total     BIGINT      NOT NULL,
@@ -7,7 +8,7 @@ CREATE TABLE inventory (
   occupied  BIGINT      NOT NULL DEFAULT 0,
   sold      BIGINT      NOT NULL DEFAULT 0,
   version   BIGINT      NOT NULL DEFAULT 0
-) ENGINE=InnoDB;
+) ENGINE=InnoDB COMMENT='stockbench';
 
 CREATE TABLE orders (
   order_id   VARCHAR(64) NOT NULL PRIMARY KEY,
@@ -18,7 +19,7 @@ CREATE TABLE orders (
   expires_at DATETIME(6) NULL,
   updated_at DATETIME(6) NOT NULL,
   KEY orders_state_expires (state, expires_at)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB COMMENT='stockbench';
 
 -- Local message table of the outbox strategy: one row per stock event,
 -- applied to inventory by the relay exactly once.
@@ -31,4 +32,4 @@ CREATE TABLE outbox (
   created_at DATETIME(6) NOT NULL,
   applied    TINYINT     NOT NULL DEFAULT 0,
   KEY outbox_pending (applied, id)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB COMMENT='stockbench';

@@ -3,6 +3,7 @@ package runner
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -57,16 +58,18 @@ func CalibrateProgress(ctx context.Context, ep servers.Endpoints, c servers.Conn
 	if err != nil {
 		return cal, fmt.Errorf("calibrate redis: %w", err)
 	}
+	if err := inventory.DropOwned(ctx, c.DB, "calib_hot"); err != nil {
+		return cal, fmt.Errorf("calibrate mysql: %w", err)
+	}
 	for _, stmt := range []string{
-		"DROP TABLE IF EXISTS calib_hot",
-		"CREATE TABLE calib_hot (id INT PRIMARY KEY, available BIGINT NOT NULL) ENGINE=InnoDB",
+		"CREATE TABLE calib_hot (id INT PRIMARY KEY, available BIGINT NOT NULL) ENGINE=InnoDB COMMENT='" + inventory.OwnerMark + "'",
 		fmt.Sprintf("INSERT INTO calib_hot VALUES (1, %d)", calibStock),
 	} {
 		if _, err := c.DB.ExecContext(ctx, stmt); err != nil {
 			return cal, fmt.Errorf("calibrate mysql: %w", err)
 		}
 	}
-	defer c.DB.Exec("DROP TABLE IF EXISTS calib_hot")
+	defer inventory.DropOwned(context.Background(), c.DB, "calib_hot")
 
 	probes := []struct {
 		name string
@@ -163,17 +166,35 @@ func probeEvalsha(ctx context.Context, ep servers.Endpoints, concurrency int, d 
 			c.Close()
 		}
 	}()
+	ro := ep.RedisOptions()
 	var dialer net.Dialer
 	for i := 0; i < concurrency; i++ {
-		nc, err := dialer.DialContext(ctx, "tcp", ep.RedisAddr)
+		nc, err := dialer.DialContext(ctx, "tcp", ro.Addr)
 		if err != nil {
 			return 0, fmt.Errorf("redis probe: %w", err)
 		}
+		if ro.TLSConfig != nil {
+			tc := tls.Client(nc, ro.TLSConfig)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				nc.Close()
+				return 0, fmt.Errorf("redis probe: tls: %w", err)
+			}
+			nc = tc
+		}
 		c := &rawConn{Conn: nc, r: bufio.NewReader(nc)}
 		pool <- c
-		if ep.RedisPassword != "" {
-			if err := c.roundTrip(resp("AUTH", ep.RedisPassword)); err != nil {
+		auth := []string{"AUTH", ro.Password}
+		if ro.Username != "" {
+			auth = []string{"AUTH", ro.Username, ro.Password}
+		}
+		if ro.Password != "" {
+			if err := c.roundTrip(resp(auth...)); err != nil {
 				return 0, fmt.Errorf("redis probe: auth: %w", err)
+			}
+		}
+		if ro.DB != 0 {
+			if err := c.roundTrip(resp("SELECT", strconv.Itoa(ro.DB))); err != nil {
+				return 0, fmt.Errorf("redis probe: select: %w", err)
 			}
 		}
 	}

@@ -55,6 +55,9 @@ type Options struct {
 	// CalibrateDuration is how long each calibration probe runs; 0 skips
 	// calibration.
 	CalibrateDuration time.Duration
+	// Pool bounds each of the run's connection pools (MySQL and Redis);
+	// buyers beyond it wait for a connection. 0 means servers.DefaultPool.
+	Pool int
 	// OpTimeout bounds each operation.
 	OpTimeout time.Duration
 	// SettleTimeout bounds settling and auditing after the measured phase.
@@ -108,6 +111,7 @@ func (o Options) Resolved() map[string]any {
 		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts,
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
 		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
+		"pool": o.pool(),
 	}
 	if o.Weights != "" {
 		m["weights"] = o.Weights
@@ -127,6 +131,14 @@ func (o Options) Resolved() map[string]any {
 	return m
 }
 
+// pool is the size of each connection pool.
+func (o Options) pool() int {
+	if o.Pool > 0 {
+		return o.Pool
+	}
+	return servers.DefaultPool
+}
+
 func (o Options) logf(format string, args ...any) {
 	if o.Log != nil {
 		fmt.Fprintf(o.Log, format+"\n", args...)
@@ -140,12 +152,14 @@ type Plan struct {
 	Param, Value string
 }
 
-// Execute starts the servers through p, calibrates (with the first plan's
-// settings), runs every plan — each scenario against every strategy, Repeat
-// times each — and stops the servers. When ctx ends (Ctrl-C) the strategy
-// under way is settled and audited, the rest are skipped, and the results
-// say Interrupted. The returned results are non-nil whenever the servers
-// started.
+// Execute starts the servers through p, guards the stores (run lock,
+// foreign tables, pool against the servers' connection limits),
+// calibrates (with the first plan's settings), runs every plan — each
+// scenario against every strategy, Repeat times each — and stops the
+// servers. When ctx ends (Ctrl-C) the strategy under way is settled and
+// audited, the rest are skipped, and the results say Interrupted. The
+// returned results are nil when nothing was measured: the servers did not
+// start, or the guard refused the run (the error then wraps ErrRefused).
 func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.Results, error) {
 	if len(plans) == 0 {
 		return nil, fmt.Errorf("nothing to run")
@@ -157,19 +171,26 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 		return nil, err
 	}
 	defer p.Stop()
-	buyers := 0
+	pool := 0
 	for _, pl := range plans {
-		buyers = max(buyers, pl.Buyers)
+		pool = max(pool, pl.pool())
 	}
-	conns, err := servers.Open(ep, buyers*2)
+	conns, err := servers.Open(ep, pool)
 	if err != nil {
 		return nil, err
 	}
-	defer conns.Close()
+	defer func() { conns.Close() }()
+	release, err := Guard(ctx, ep, conns, pool)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	res.Env = collectEnv(ctx, ep, conns)
 	if first.CalibrateDuration > 0 {
-		first.logf("calibrating the stores (%s per probe, concurrency %d)…", first.CalibrateDuration, first.Buyers)
-		cal, err := Calibrate(ctx, ep, conns, first.Buyers, first.CalibrateDuration)
+		// The ceilings are what the stores give through the run's pool.
+		conc := min(first.Buyers, first.pool())
+		first.logf("calibrating the stores (%s per probe, concurrency %d)…", first.CalibrateDuration, conc)
+		cal, err := Calibrate(ctx, ep, conns, conc, first.CalibrateDuration)
 		if err != nil {
 			if ctx.Err() != nil {
 				res.Interrupted = true
@@ -191,6 +212,11 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 						what += " with " + pl.Param + "=" + pl.Value
 					}
 					o.logf("running %s…", what)
+					nc, err := reopen(conns, ep, o.pool())
+					if err != nil {
+						return res, err
+					}
+					conns = nc
 					run, err := RunStrategy(ctx, conns, e, o, cpu)
 					if err != nil {
 						if ctx.Err() != nil {
@@ -216,6 +242,15 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 		res.Aggregates = reports.Aggregates(res)
 	}
 	return res, nil
+}
+
+// reopen gives pools of the plan's size: a sweep over --pool opens new ones.
+func reopen(c servers.Conns, ep servers.Endpoints, pool int) (servers.Conns, error) {
+	if c.DB.Stats().MaxOpenConnections == pool {
+		return c, nil
+	}
+	c.Close()
+	return servers.Open(ep, pool)
 }
 
 // ceilingPct is a run's reserve attempts/s as a share of its store's
@@ -276,6 +311,7 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	}
 	var recs []*recorder
 	var window time.Duration
+	poolFrom := markPools(conns)
 	switch {
 	case o.Scenario != "sustained":
 		journeys, err := o.Journeys()
@@ -291,6 +327,7 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 		recs, window = d.closedLoop(ctx, cpu)
 	}
 	cpuPct := cpu.end()
+	poolTo := markPools(conns)
 	bgStop()
 	<-bgDone
 
@@ -336,6 +373,15 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 		run.Counters[k] = v
 	}
 	for k, v := range d.counters() {
+		run.Counters[k] = v
+	}
+	var ops int64
+	for _, op := range []string{"reserve", "confirm", "cancel"} {
+		for _, n := range total.counts[op] {
+			ops += n
+		}
+	}
+	for k, v := range poolCounters(poolFrom, poolTo, ops) {
 		run.Counters[k] = v
 	}
 	run.CoreLines = e.CoreLines()

@@ -26,6 +26,9 @@ type Local struct {
 	MySQLBin, InstallDB, RedisBin string
 	// StartTimeout bounds how long each server may take to answer.
 	StartTimeout time.Duration
+	// RedisPassword, when set, starts redis-server with requirepass (for
+	// tests of AUTH: the password is on the server's command line).
+	RedisPassword string
 
 	mu    sync.Mutex
 	procs []*exec.Cmd
@@ -61,6 +64,9 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 		}
 	}()
 	ep.Backend = "local"
+	// Data dirs of killed runs go first; a failure to sweep does not stop
+	// this run.
+	_, _ = SweepLocal()
 	var mysqlPort int
 	mysqlPort, ep.MySQLPID, err = l.startMySQL(ctx)
 	if err != nil {
@@ -77,6 +83,7 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 	}
 	ep.MySQLDSN = WithDriverParams(root + "stockbench")
 	ep.RedisAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(redisPort))
+	ep.RedisPassword = l.RedisPassword
 	return ep, nil
 }
 
@@ -100,6 +107,9 @@ func (l *Local) tempDir(kind string) (string, error) {
 	l.mu.Lock()
 	l.dirs = append(l.dirs, d)
 	l.mu.Unlock()
+	if err := writeOwner(d); err != nil {
+		return "", fmt.Errorf("local %s: %w", kind, err)
+	}
 	return d, nil
 }
 
@@ -179,13 +189,17 @@ func (l *Local) startRedis(ctx context.Context) (port, pid int, err error) {
 			return 0, 0, err
 		}
 		logFile := filepath.Join(dir, "redis.log")
-		cmd, err := l.spawn(l.RedisBin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", dir, "--logfile", logFile, "--daemonize", "no")
+		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--logfile", logFile, "--daemonize", "no"}
+		if l.RedisPassword != "" {
+			args = append(args, "--requirepass", l.RedisPassword)
+		}
+		cmd, err := l.spawn(l.RedisBin, args...)
 		if err != nil {
 			return 0, 0, fmt.Errorf("local redis: %w", err)
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		err = l.waitReady(ctx, cmd, func(ctx context.Context) error { return pingRedis(ctx, addr) })
+		err = l.waitReady(ctx, cmd, func(ctx context.Context) error { return pingRedis(ctx, addr, l.RedisPassword) })
 		if err == nil {
 			return port, cmd.Process.Pid, nil
 		}
@@ -263,7 +277,9 @@ func (l *Local) forget(cmd *exec.Cmd) {
 }
 
 // Stop terminates the servers (SIGTERM, then SIGKILL after 10 s) and removes
-// their data directories. It is safe to call more than once.
+// their data directories. It is safe to call more than once. Directories a
+// killed run could not remove are swept by the next local run and by
+// `stockbench down` (SweepLocal).
 func (l *Local) Stop() error {
 	l.mu.Lock()
 	procs, dirs := l.procs, l.dirs

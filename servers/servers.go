@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -30,6 +31,10 @@ type Endpoints struct {
 	RedisAddr string
 	// RedisPassword is optional.
 	RedisPassword string
+	// RedisURL, when set, says how to reach Redis instead of RedisAddr and
+	// RedisPassword: redis://[user:pass@]host:port[/db] or rediss:// (TLS).
+	// It may hold a password: never print it, print RedisRedacted().
+	RedisURL string
 	// PIDs of server processes this provider started, for CPU sampling.
 	MySQLPID, RedisPID int
 	// CPU, when set, gives the latest CPU-time sample of "mysql" and
@@ -39,6 +44,60 @@ type Endpoints struct {
 
 // Redacted returns the MySQL DSN with any password replaced by "***".
 func (e Endpoints) Redacted() string { return RedactDSN(e.MySQLDSN) }
+
+// RedisRedacted names the Redis server without its password.
+func (e Endpoints) RedisRedacted() string {
+	if e.RedisURL != "" {
+		return RedactURL(e.RedisURL)
+	}
+	return e.RedisAddr
+}
+
+// RedisOptions are the go-redis options that reach the Redis server: from
+// RedisURL when set (user, password, database number, TLS and any query
+// parameters), else from RedisAddr and RedisPassword. Pool settings are the
+// caller's.
+func (e Endpoints) RedisOptions() *redis.Options {
+	if e.RedisURL != "" {
+		if o, err := redis.ParseURL(e.RedisURL); err == nil {
+			return o
+		}
+	}
+	return &redis.Options{Addr: e.RedisAddr, Password: e.RedisPassword}
+}
+
+// ParseRedisURL checks a Redis URL. Its errors never quote the URL, which
+// may hold a password.
+func ParseRedisURL(raw string) (*redis.Options, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("redis url %s: %s", RedactURL(raw), strings.ReplaceAll(err.Error(), raw, "…"))
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, fmt.Errorf("redis url %s: scheme %q: want redis:// or rediss://", RedactURL(raw), u.Scheme)
+	}
+	o, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, fmt.Errorf("redis url %s: %s", RedactURL(raw), strings.ReplaceAll(err.Error(), raw, "…"))
+	}
+	return o, nil
+}
+
+// RedactURL hides the password of a URL; an unparsable one is hidden whole.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "***")
+	}
+	return strings.Replace(u.String(), ":%2A%2A%2A@", ":***@", 1)
+}
 
 // RedactDSN hides the password of a go-sql-driver DSN.
 func RedactDSN(dsn string) string {
@@ -65,21 +124,46 @@ type Options struct {
 	Backend    string // auto | docker | local | external
 	MySQLDSN   string // external
 	RedisAddr  string // external
+	RedisURL   string // external, instead of RedisAddr
 	MySQLImage string // docker
 	RedisImage string // docker
 }
 
-// OptionsFromEnv fills empty external settings from STOCKBENCH_MYSQL_DSN and
-// STOCKBENCH_REDIS_ADDR.
+// OptionsFromEnv fills empty external settings from STOCKBENCH_MYSQL_DSN,
+// STOCKBENCH_REDIS_ADDR and STOCKBENCH_REDIS_URL (a Redis given by flag
+// is not mixed with one from the environment).
 func OptionsFromEnv(o Options) Options {
 	if o.MySQLDSN == "" {
 		o.MySQLDSN = os.Getenv("STOCKBENCH_MYSQL_DSN")
 	}
-	if o.RedisAddr == "" {
+	if o.RedisAddr == "" && o.RedisURL == "" {
 		o.RedisAddr = os.Getenv("STOCKBENCH_REDIS_ADDR")
+		o.RedisURL = os.Getenv("STOCKBENCH_REDIS_URL")
 	}
 	return o
 }
+
+// external builds the external provider, checking the DSN and the URL.
+func (o Options) external() (*External, error) {
+	if o.RedisAddr != "" && o.RedisURL != "" {
+		return nil, errors.New("give --redis-addr or --redis-url, not both")
+	}
+	cfg, err := mysql.ParseDSN(o.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("mysql dsn %s: %v (want user:pass@tcp(host:port)/database)", RedactDSN(o.MySQLDSN), err)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("mysql dsn %s names no database: add /DATABASE (a scratch one)", RedactDSN(o.MySQLDSN))
+	}
+	if o.RedisURL != "" {
+		if _, err := ParseRedisURL(o.RedisURL); err != nil {
+			return nil, err
+		}
+	}
+	return &External{DSN: o.MySQLDSN, Addr: o.RedisAddr, URL: o.RedisURL}, nil
+}
+
+func (o Options) redisSet() bool { return o.RedisAddr != "" || o.RedisURL != "" }
 
 // Backends lists the accepted --backend values.
 var Backends = []string{"auto", "docker", "local", "external"}
@@ -91,19 +175,19 @@ var Backends = []string{"auto", "docker", "local", "external"}
 func New(o Options) (Provider, error) {
 	switch o.Backend {
 	case "external":
-		if o.MySQLDSN == "" || o.RedisAddr == "" {
-			return nil, errors.New("backend external needs --mysql-dsn and --redis-addr (or STOCKBENCH_MYSQL_DSN and STOCKBENCH_REDIS_ADDR)")
+		if o.MySQLDSN == "" || !o.redisSet() {
+			return nil, errors.New("backend external needs --mysql-dsn and --redis-addr or --redis-url (or STOCKBENCH_MYSQL_DSN and STOCKBENCH_REDIS_ADDR or STOCKBENCH_REDIS_URL)")
 		}
-		return &External{DSN: o.MySQLDSN, Addr: o.RedisAddr}, nil
+		return o.external()
 	case "local":
 		return NewLocal()
 	case "docker":
 		return newDockerBackend(o.MySQLImage, o.RedisImage)
 	case "auto", "":
-		if o.MySQLDSN != "" && o.RedisAddr != "" {
-			return &External{DSN: o.MySQLDSN, Addr: o.RedisAddr}, nil
+		if o.MySQLDSN != "" && o.redisSet() {
+			return o.external()
 		}
-		if o.MySQLDSN != "" || o.RedisAddr != "" {
+		if o.MySQLDSN != "" || o.redisSet() {
 			return nil, errors.New("external servers need both a MySQL DSN and a Redis address")
 		}
 		d, whyNot := autoDocker(o.MySQLImage, o.RedisImage)
@@ -124,11 +208,20 @@ func New(o Options) (Provider, error) {
 type External struct {
 	DSN  string
 	Addr string
+	// URL, when set, is a redis:// or rediss:// URL used instead of Addr.
+	URL string
 }
 
 // Start checks that both servers answer.
 func (e *External) Start(ctx context.Context) (Endpoints, error) {
-	ep := Endpoints{Backend: "external", MySQLDSN: WithDriverParams(e.DSN), RedisAddr: e.Addr}
+	ep := Endpoints{Backend: "external", MySQLDSN: WithDriverParams(e.DSN), RedisAddr: e.Addr, RedisURL: e.URL}
+	if e.URL != "" {
+		o, err := ParseRedisURL(e.URL)
+		if err != nil {
+			return Endpoints{}, err
+		}
+		ep.RedisAddr = o.Addr
+	}
 	if err := Ping(ctx, ep, 5*time.Second); err != nil {
 		return Endpoints{}, err
 	}
@@ -161,25 +254,83 @@ func Ping(ctx context.Context, ep Endpoints, wait time.Duration) error {
 		return fmt.Errorf("mysql dsn %s: %w", ep.Redacted(), err)
 	}
 	defer db.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: ep.RedisAddr, Password: ep.RedisPassword})
+	ro := ep.RedisOptions()
+	ro.MaxRetries = -1
+	// Ping retries on its own: one dial per try.
+	ro.DialerRetries = 1
+	rdb := redis.NewClient(ro)
 	defer rdb.Close()
 	var lastErr error
 	for {
 		if lastErr = db.PingContext(ctx); lastErr == nil {
 			break
 		}
+		if refusedForGood(lastErr) {
+			return fmt.Errorf("mysql at %s refuses: %s", ep.Redacted(), redactErr(lastErr, ep))
+		}
 		if !sleepCtx(ctx, 50*time.Millisecond) {
-			return fmt.Errorf("mysql at %s does not answer: %v", ep.Redacted(), lastErr)
+			return fmt.Errorf("mysql at %s does not answer: %s", ep.Redacted(), redactErr(lastErr, ep))
 		}
 	}
 	for {
-		if lastErr = rdb.Ping(ctx).Err(); lastErr == nil {
+		// Each try gets a share of the wait, so that a refused dial is what
+		// gets reported rather than the end of the wait.
+		tctx, tcancel := context.WithTimeout(ctx, time.Second)
+		err := rdb.Ping(tctx).Err()
+		tcancel()
+		if err == nil {
 			return nil
 		}
+		if lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
+			lastErr = err
+		}
+		if refusedForGood(lastErr) {
+			return fmt.Errorf("redis at %s refuses: %s", ep.RedisRedacted(), redactErr(lastErr, ep))
+		}
 		if !sleepCtx(ctx, 50*time.Millisecond) {
-			return fmt.Errorf("redis at %s does not answer: %v", ep.RedisAddr, lastErr)
+			return fmt.Errorf("redis at %s does not answer: %s", ep.RedisRedacted(), redactErr(lastErr, ep))
 		}
 	}
+}
+
+// refusedForGood reports errors that waiting does not cure: bad
+// credentials, a missing database, a TLS mismatch.
+func refusedForGood(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1044, 1045, 1049, 1698, 3159: // access denied (db, user), unknown database, insecure transport
+			return true
+		}
+	}
+	msg := err.Error()
+	for _, s := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "tls:", "TLS handshake", "first record does not look like a TLS handshake"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactErr is err's text with any password of ep cut out (drivers do not
+// quote passwords, but an error must never be the one that does).
+func redactErr(err error, ep Endpoints) string {
+	msg := err.Error()
+	var pws []string
+	if cfg, perr := mysql.ParseDSN(ep.MySQLDSN); perr == nil && cfg.Passwd != "" {
+		pws = append(pws, cfg.Passwd)
+	}
+	if o := ep.RedisOptions(); o.Password != "" {
+		pws = append(pws, o.Password)
+	}
+	for _, pw := range pws {
+		// A very short password would also match ordinary words of the
+		// message; drivers never quote passwords, so this is only a guard.
+		if len(pw) >= 4 {
+			msg = strings.ReplaceAll(msg, pw, "***")
+		}
+	}
+	return msg
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -215,16 +366,25 @@ type Conns struct {
 	Redis *redis.Client
 }
 
-// Open opens pools sized for poolSize concurrent clients.
+// DefaultPool is the default size of each of a run's pools (MySQL and
+// Redis): what a typical service instance keeps, not one per buyer.
+const DefaultPool = 64
+
+// Open opens the run's pools, each bounded at poolSize connections: MySQL
+// and Redis. Callers beyond that wait for a connection, as in a service; a
+// wait for Redis is bounded by the caller's context, not by a pool timeout.
 func Open(ep Endpoints, poolSize int) (Conns, error) {
 	db, err := sql.Open("mysql", ep.MySQLDSN)
 	if err != nil {
 		return Conns{}, fmt.Errorf("mysql dsn %s: %w", ep.Redacted(), err)
 	}
-	poolSize = max(poolSize, 16)
-	db.SetMaxOpenConns(poolSize + 16)
-	db.SetMaxIdleConns(poolSize + 16)
-	rdb := redis.NewClient(&redis.Options{Addr: ep.RedisAddr, Password: ep.RedisPassword, PoolSize: poolSize + 16})
+	poolSize = max(poolSize, 1)
+	db.SetMaxOpenConns(poolSize)
+	db.SetMaxIdleConns(poolSize)
+	ro := ep.RedisOptions()
+	ro.PoolSize = poolSize
+	ro.PoolTimeout = time.Hour
+	rdb := redis.NewClient(ro)
 	return Conns{DB: db, Redis: rdb}, nil
 }
 
@@ -233,10 +393,20 @@ func (c Conns) Close() error {
 	return errors.Join(c.DB.Close(), c.Redis.Close())
 }
 
-// DriverLog sends the MySQL driver's own log lines (such as "packets.go:
-// unexpected EOF" when a server closes an idle pooled connection; the
-// driver retries those and the caller sees any real error) to w instead of
-// the process's stderr. The setting is process-wide.
+// DriverLog sends the MySQL and Redis drivers' own log lines (such as
+// "packets.go: unexpected EOF" when a server closes an idle pooled
+// connection, or a refused dial; the drivers retry those and the caller sees
+// any real error) to w instead of the process's stderr. The setting is
+// process-wide.
 func DriverLog(w io.Writer) {
+	l := log.New(w, "", log.LstdFlags|log.Lmicroseconds)
 	_ = mysql.SetLogger(log.New(w, "[mysql] ", log.LstdFlags|log.Lmicroseconds))
+	redis.SetLogger(redisLogger{l})
+}
+
+// redisLogger adapts a log.Logger to go-redis's logging interface.
+type redisLogger struct{ l *log.Logger }
+
+func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
+	r.l.Printf("[redis] "+format, v...)
 }

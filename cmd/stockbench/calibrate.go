@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/stockbench/stockbench/runner"
@@ -16,8 +15,8 @@ import (
 
 func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
-	var backend, dsn, addr, myImage, rImage string
-	registerServerFlags(fs, &backend, &dsn, &addr, &myImage, &rImage)
+	var backend, dsn, addr, rURL, myImage, rImage string
+	registerServerFlags(fs, &backend, &dsn, &addr, &rURL, &myImage, &rImage)
 	conc := fs.Int("concurrency", 128, "concurrent clients per probe")
 	dur := fs.Duration("duration", 5*time.Second, "duration of each probe")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -27,8 +26,8 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if *conc <= 0 || *dur <= 0 {
 		return fail(exitUsage, errors.New("--concurrency and --duration must be positive"))
 	}
-	p, err := newProvider(servers.Options{Backend: backend, MySQLDSN: dsn, RedisAddr: addr,
-		MySQLImage: myImage, RedisImage: rImage}, os.Stderr)
+	p, err := newProvider(servers.Options{Backend: backend, MySQLDSN: dsn, RedisAddr: addr, RedisURL: rURL,
+		MySQLImage: myImage, RedisImage: rImage}, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -43,6 +42,11 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return fail(exitUsage, err)
 	}
 	defer conns.Close()
+	release, err := runner.Guard(ctx, ep, conns, *conc)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	defer release()
 	fmt.Fprintf(stderr, "calibrating: %d probes of %s at concurrency %d (about %s)\n", runner.CalibrateProbes, *dur, *conc, time.Duration(runner.CalibrateProbes)*(*dur))
 	cal, err := runner.CalibrateProgress(ctx, ep, conns, *conc, *dur, func(line string) { fmt.Fprintln(stderr, line) })
 	if err != nil {
@@ -64,22 +68,39 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 }
 
 // registerServerFlags adds the flags that choose the servers.
-func registerServerFlags(fs *flag.FlagSet, backend, dsn, addr, mysqlImage, redisImage *string) {
+func registerServerFlags(fs *flag.FlagSet, backend, dsn, addr, redisURL, mysqlImage, redisImage *string) {
 	fs.StringVar(backend, "backend", "auto", "servers: auto | docker | local | external")
-	fs.StringVar(dsn, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used")
+	fs.StringVar(dsn, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used; TLS: add ?tls=true")
 	fs.StringVar(addr, "redis-addr", "", "external Redis host:port (or STOCKBENCH_REDIS_ADDR)")
+	fs.StringVar(redisURL, "redis-url", "", "external Redis as redis://[user:pass@]host:port[/db] or rediss:// for TLS (or STOCKBENCH_REDIS_URL); instead of --redis-addr")
 	fs.StringVar(mysqlImage, "mysql-image", servers.DefaultMySQLImage, "docker: MySQL image")
 	fs.StringVar(redisImage, "redis-image", servers.DefaultRedisImage, "docker: Redis image")
 }
 
-// cmdDown removes leftover stockbench containers.
+// cmdDown removes leftover stockbench containers, and the data directories
+// of local runs whose process is gone. Without a Docker engine it does the
+// latter and says so.
 func cmdDown(args []string, stdout io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("down", flag.ContinueOnError)
 	if code, done := parseFlags(fs, args, stdout, fail); done {
 		return code
 	}
+	dirs, derr := servers.SweepLocal()
+	for _, d := range dirs {
+		fmt.Fprintln(stdout, "removed", d)
+	}
+	if len(dirs) == 0 {
+		fmt.Fprintln(stdout, "no leftover local data directories")
+	}
+	if derr != nil {
+		return fail(exitFailed, derr)
+	}
 	names, err := servers.Down()
 	if err != nil {
+		if !servers.DockerAvailable() {
+			fmt.Fprintln(stdout, "no docker engine: no containers to remove")
+			return exitOK
+		}
 		return fail(exitFailed, err)
 	}
 	if len(names) == 0 {

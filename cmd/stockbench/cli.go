@@ -33,7 +33,7 @@ commands:
   sweep      run a grid: --param NAME=V1,V2,… over any run flag; sweep charts
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
   compare    OLD.json NEW.json: side-by-side table, exit 1 on a regression (the CI gate)
-  down       remove leftover stockbench containers (docker backend)
+  down       remove leftover stockbench containers, and data dirs of killed local runs
   version    print the version
 
 run 'stockbench <command> -h' for its arguments, flags and an example.
@@ -50,8 +50,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stockbench: %s\n", oneLine(err))
 		return code
 	}
-	// The MySQL driver logs to stderr by default; its lines read like
-	// failures. They go to STOCKBENCH_DEBUG_LOG when set, else nowhere.
+	// The MySQL and Redis drivers log to stderr by default (a refused dial,
+	// a connection the server closed); their lines read like failures. The
+	// CLI reports what matters as its one line and counts errors in the
+	// results; the drivers' lines go to STOCKBENCH_DEBUG_LOG when set, else
+	// nowhere.
 	driverLog := io.Discard
 	if path := os.Getenv("STOCKBENCH_DEBUG_LOG"); path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

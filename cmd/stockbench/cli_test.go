@@ -3,68 +3,271 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers"
 )
 
-// TestBadInput: every bad input is one line on stderr and exit code 2.
+// Secrets of the catalogue's servers; no output may hold them.
+const (
+	catalogueRedisPW = "s3cret-redis-pw"
+	catalogueMySQLPW = "s3cret-mysql-pw"
+)
+
+// catalogueServers are real servers, started by the local provider, for the
+// bad inputs that need one: a Redis that requires a password, a database
+// `shop` holding the user's own orders table, and a MySQL user with a
+// password.
+type catalogueServers struct {
+	ep       servers.Endpoints
+	host     string // 127.0.0.1:port of MySQL
+	redisURL string // with the right password
+	shop     *sql.DB
+	// rows is the user's data that must stay as it is.
+	rows string
+}
+
+func startCatalogueServers(t *testing.T) *catalogueServers {
+	t.Helper()
+	l, err := servers.NewLocal()
+	if err != nil {
+		t.Fatalf("local backend unavailable: %v", err)
+	}
+	l.RedisPassword = catalogueRedisPW
+	ep, err := l.Start(context.Background())
+	if err != nil {
+		l.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Stop() })
+	cfg, err := mysql.ParseDSN(ep.MySQLDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &catalogueServers{ep: ep, host: cfg.Addr,
+		redisURL: "redis://:" + catalogueRedisPW + "@" + ep.RedisAddr + "/0"}
+	root, err := sql.Open("mysql", "root@tcp("+cfg.Addr+")/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for _, q := range []string{
+		"CREATE DATABASE shop", "CREATE DATABASE locked",
+		"CREATE TABLE shop.orders (id INT PRIMARY KEY, customer VARCHAR(40), total DECIMAL(10,2))",
+		"INSERT INTO shop.orders VALUES (1, 'ada', 12.50), (2, 'grace', 99.00)",
+		"CREATE USER 'app'@'%' IDENTIFIED BY '" + catalogueMySQLPW + "'",
+		"GRANT ALL ON *.* TO 'app'@'%'",
+	} {
+		if _, err := root.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if cs.shop, err = sql.Open("mysql", "root@tcp("+cfg.Addr+")/shop"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.shop.Close() })
+	cs.rows = cs.userRows(t)
+	return cs
+}
+
+// userRows is the content of the user's own tables.
+func (cs *catalogueServers) userRows(t *testing.T) string {
+	t.Helper()
+	rows, err := cs.shop.Query("SELECT id, customer, total FROM orders ORDER BY id")
+	if err != nil {
+		t.Fatalf("the user's orders table: %v", err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id int
+		var c, tot string
+		if err := rows.Scan(&id, &c, &tot); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%d %s %s;", id, c, tot)
+	}
+	return b.String()
+}
+
+// dsn names a database of the catalogue's MySQL as user with password pw.
+func (cs *catalogueServers) dsn(user, pw, db string) string {
+	if pw != "" {
+		user += ":" + pw
+	}
+	return user + "@tcp(" + cs.host + ")/" + db
+}
+
+// dataDirs lists the local provider's data directories under TMPDIR.
+func dataDirs() []string {
+	var out []string
+	for _, pat := range []string{"stockbench-mysql-*", "stockbench-redis-*"} {
+		m, _ := filepath.Glob(filepath.Join(os.TempDir(), pat))
+		out = append(out, m...)
+	}
+	return out
+}
+
+// TestBadInput is the catalogue of bad input. Every case must give: exit 2,
+// one line on stderr that says what is wrong, no server or container left
+// running and no data directory left behind, the user's data untouched,
+// and no password printed.
 func TestBadInput(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	for _, k := range []string{"STOCKBENCH_MYSQL_DSN", "STOCKBENCH_REDIS_ADDR", "STOCKBENCH_REDIS_URL"} {
+		t.Setenv(k, "")
+	}
+	cs := startCatalogueServers(t)
+	ctx := context.Background()
+	serverDirs := dataDirs()
+	tmp := t.TempDir()
+	aFile := filepath.Join(tmp, "a-file")
+	os.WriteFile(aFile, []byte("x"), 0o644)
+	// ext is an external run on the catalogue's servers against database db.
+	ext := func(db string, more ...string) []string {
+		return append([]string{"run", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, db),
+			"--redis-url", cs.redisURL, "--strategies", "rowlock", "--calibrate", "0", "--quiet", "--out", filepath.Join(tmp, "out")}, more...)
+	}
+	holdLock := func(t *testing.T) func() {
+		db, err := sql.Open("mysql", cs.dsn("root", "", "locked"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb := redis.NewClient(cs.ep.RedisOptions())
+		l, err := inventory.AcquireRunLock(ctx, db, rdb, "host ci-7 pid 4242 started 2026-01-01T00:00:00Z", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() { l.Release(); rdb.Close(); db.Close() }
+	}
 	cases := []struct {
 		name string
 		args []string
-		want string // substring of the error line
+		env  map[string]string
+		// arrange, when set, prepares the stores and returns an undo.
+		arrange func(t *testing.T) func()
+		want    string // substring of the error line
 	}{
-		{"no command", nil, "usage"},
-		{"unknown command", []string{"fly"}, "unknown command"},
-		{"unknown flag", []string{"run", "--nope"}, "flag provided but not defined"},
-		{"unknown strategy", []string{"run", "--strategies", "rowlock,magic"}, `unknown strategy "magic"`},
-		{"unknown scenario", []string{"run", "--scenario", "sale"}, "--scenario"},
-		{"scenario twice", []string{"run", "--scenario", "flash,flash"}, "named twice"},
-		{"bad pay delay", []string{"run", "--pay-delay", "500ms-200ms"}, "--pay-delay"},
-		{"zero stock", []string{"run", "--stock", "0"}, "--stock"},
-		{"abandon above 1", []string{"run", "--abandon", "1.5"}, "--abandon"},
-		{"bad cas retry", []string{"run", "--cas-retry", "never"}, "--cas-retry"},
-		{"stray argument", []string{"run", "extra"}, "unexpected argument"},
-		{"unknown backend", []string{"run", "--backend", "cloud"}, "unknown backend"},
-		{"half external", []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"}, "needs --mysql-dsn and --redis-addr"},
-		{"unreachable external", []string{"run", "--backend", "external", "--mysql-dsn", "root:pw@tcp(127.0.0.1:1)/x", "--redis-addr", "127.0.0.1:1"}, "does not answer"},
-		{"sustained flag on flash", []string{"run", "--duration", "5s"}, "sustained scenario only"},
-		{"bad skew", []string{"run", "--scenario", "sustained", "--skew", "zipf:0.5"}, "--skew"},
-		{"bad mix", []string{"run", "--scenario", "sustained", "--mix", "confirm=0.5"}, "--mix"},
-		{"zero repeat", []string{"run", "--repeat", "0"}, "--repeat"},
-		{"missing scenario file", []string{"run", "-f", "/nonexistent.yaml"}, "scenario file"},
-		{"calibrate bad concurrency", []string{"calibrate", "--concurrency", "0"}, "--concurrency"},
-		{"report without dir", []string{"report"}, "usage"},
-		{"report of missing dir", []string{"report", "/nonexistent"}, "read results"},
-		{"compare one file", []string{"compare", "a.json"}, "usage"},
-		{"compare bad threshold", []string{"compare", "--max-tps-drop", "lots", "a", "b"}, "percentage"},
-		{"sweep without param", []string{"sweep"}, "--param"},
-		{"sweep of a non-flag", []string{"sweep", "--param", "speed=1,2"}, "not a sweepable"},
-		{"sweep of a bad value", []string{"sweep", "--param", "buyers=10,x"}, "buyers=x"},
-		{"bad weights", []string{"run", "--weights", "speed=1"}, "--weights"},
+		// Commands and flags.
+		{name: "no command", args: nil, want: "usage"},
+		{name: "unknown command", args: []string{"fly"}, want: "unknown command"},
+		{name: "unknown flag", args: []string{"run", "--nope"}, want: "flag provided but not defined"},
+		{name: "stray argument", args: []string{"run", "extra"}, want: "unexpected argument"},
+		{name: "flag without value", args: []string{"run", "--buyers"}, want: "flag needs an argument"},
+		{name: "not a number", args: []string{"run", "--buyers", "many"}, want: "invalid value"},
+		{name: "unknown strategy", args: []string{"run", "--strategies", "rowlock,magic"}, want: `unknown strategy "magic"`},
+		{name: "unknown scenario", args: []string{"run", "--scenario", "sale"}, want: "--scenario"},
+		{name: "scenario twice", args: []string{"run", "--scenario", "flash,flash"}, want: "named twice"},
+		{name: "sustained flag on flash", args: []string{"run", "--duration", "5s"}, want: "sustained scenario only"},
+		{name: "bad cas retry", args: []string{"run", "--cas-retry", "never"}, want: "--cas-retry"},
+		{name: "bad weights", args: []string{"run", "--weights", "speed=1"}, want: "--weights"},
+		// Ranges.
+		{name: "bad pay delay", args: []string{"run", "--pay-delay", "500ms-200ms"}, want: "--pay-delay"},
+		{name: "zero stock", args: []string{"run", "--stock", "0"}, want: "--stock"},
+		{name: "negative buyers", args: []string{"run", "--buyers", "-5"}, want: "--buyers"},
+		{name: "abandon above 1", args: []string{"run", "--abandon", "1.5"}, want: "--abandon"},
+		{name: "zero ttl", args: []string{"run", "--ttl", "0s"}, want: "--ttl"},
+		{name: "negative rate", args: []string{"run", "--scenario", "sustained", "--rate", "-1"}, want: "--rate"},
+		{name: "bad skew", args: []string{"run", "--scenario", "sustained", "--skew", "zipf:0.5"}, want: "--skew"},
+		{name: "bad mix", args: []string{"run", "--scenario", "sustained", "--mix", "confirm=0.5"}, want: "--mix"},
+		{name: "zero repeat", args: []string{"run", "--repeat", "0"}, want: "--repeat"},
+		{name: "zero pool", args: []string{"run", "--pool", "0"}, want: "--pool"},
+		{name: "negative pool", args: []string{"run", "--pool", "-8"}, want: "--pool"},
+		{name: "calibrate bad concurrency", args: []string{"calibrate", "--concurrency", "0"}, want: "--concurrency"},
+		{name: "compare bad threshold", args: []string{"compare", "--max-tps-drop", "lots", "a", "b"}, want: "percentage"},
+		{name: "sweep without param", args: []string{"sweep"}, want: "--param"},
+		{name: "sweep of a non-flag", args: []string{"sweep", "--param", "speed=1,2"}, want: "not a sweepable"},
+		{name: "sweep of a bad value", args: []string{"sweep", "--param", "buyers=10,x"}, want: "buyers=x"},
+		{name: "sweep of the redis url", args: []string{"sweep", "--param", "redis-url=a,b"}, want: "not a sweepable"},
+		// Files.
+		{name: "missing scenario file", args: []string{"run", "-f", "/nonexistent.yaml"}, want: "scenario file"},
+		{name: "scenario file is a directory", args: []string{"run", "-f", tmp}, want: "scenario file"},
+		{name: "report without dir", args: []string{"report"}, want: "usage"},
+		{name: "report of missing dir", args: []string{"report", "/nonexistent"}, want: "read results"},
+		{name: "compare one file", args: []string{"compare", "a.json"}, want: "usage"},
+		// Outputs that cannot be written: refused before any server starts.
+		{name: "out under a file", args: append(ext("stockbench"), "--out", filepath.Join(aFile, "results")), want: "not a directory"},
+		{name: "out is a file", args: append(ext("stockbench"), "--out", aFile), want: "not a directory"},
+		{name: "out in /proc", args: append(ext("stockbench"), "--out", "/proc/stockbench-results"), want: "cannot write"},
+		// Backends, DSNs and URLs.
+		{name: "unknown backend", args: []string{"run", "--backend", "cloud"}, want: "unknown backend"},
+		{name: "half external", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"}, want: "needs --mysql-dsn and --redis-addr"},
+		{name: "unparsable dsn", args: []string{"run", "--backend", "external", "--mysql-dsn", "app:" + catalogueMySQLPW + "@127.0.0.1/shop", "--redis-addr", "127.0.0.1:1"}, want: "mysql dsn"},
+		{name: "dsn without a database", args: []string{"run", "--backend", "external", "--mysql-dsn", "app:" + catalogueMySQLPW + "@tcp(127.0.0.1:1)/", "--redis-addr", "127.0.0.1:1"}, want: "names no database"},
+		{name: "redis url with a bad scheme", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-url", "http://u:" + catalogueRedisPW + "@127.0.0.1:6379"}, want: "scheme"},
+		{name: "redis url with a bad port", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-url", "redis://u:" + catalogueRedisPW + "@127.0.0.1:port"}, want: "redis url"},
+		{name: "redis url from the environment with a bad database", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"},
+			env: map[string]string{"STOCKBENCH_REDIS_URL": "redis://:" + catalogueRedisPW + "@127.0.0.1:6379/nine"}, want: "database"},
+		{name: "redis addr and url", args: []string{"run", "--backend", "external", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-addr", "127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1"}, want: "not both"},
+		{name: "unreachable external", args: []string{"run", "--backend", "external", "--mysql-dsn", "root:" + catalogueMySQLPW + "@tcp(127.0.0.1:1)/x", "--redis-addr", "127.0.0.1:1"}, want: "does not answer"},
+		{name: "unreachable redis", args: []string{"run", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "shop"), "--redis-url", "redis://:" + catalogueRedisPW + "@127.0.0.1:1"}, want: "does not answer"},
+		{name: "wrong mysql password", args: []string{"run", "--backend", "external", "--mysql-dsn", cs.dsn("app", "not-"+catalogueMySQLPW, "stockbench"), "--redis-url", cs.redisURL}, want: "Access denied"},
+		{name: "missing database", args: ext("nosuchdb"), want: "Unknown database"},
+		{name: "redis requires a password", args: []string{"run", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "stockbench"), "--redis-addr", cs.ep.RedisAddr}, want: "NOAUTH"},
+		{name: "wrong redis password", args: []string{"run", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "stockbench"), "--redis-url", "redis://:not-" + catalogueRedisPW + "@" + cs.ep.RedisAddr}, want: "WRONGPASS"},
+		// The stores are not ours to use.
+		{name: "a foreign table", args: ext("shop"), want: "shop.orders exists and was not created by stockbench"},
+		{name: "a held lock", args: ext("locked"), arrange: holdLock, want: "host ci-7 pid 4242"},
+		{name: "a held lock, calibrate", args: []string{"calibrate", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "locked"), "--redis-url", cs.redisURL, "--duration", "100ms"},
+			arrange: holdLock, want: "host ci-7 pid 4242"},
+		{name: "pool beyond max_connections", args: ext("stockbench", "--pool", "100000"), want: "max_connections"},
+		{name: "pool beyond max_connections, local servers", args: []string{"run", "--backend", "local", "--pool", "5000", "--quiet", "--out", filepath.Join(tmp, "out")}, want: "max_connections"},
 	}
+	keep := map[string]bool{strconv.Itoa(cs.ep.MySQLPID): true, strconv.Itoa(cs.ep.RedisPID): true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			code := Main(context.Background(), c.args, &out, &errb)
-			if code != exitUsage {
-				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, errb.String())
+			for k, v := range c.env {
+				t.Setenv(k, v)
 			}
+			if c.arrange != nil {
+				defer c.arrange(t)()
+			}
+			var out, errb bytes.Buffer
+			code := Main(ctx, c.args, &out, &errb)
 			msg := errb.String()
+			t.Logf("exit %d: %s", code, msg)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, msg)
+			}
 			if !strings.Contains(msg, c.want) {
 				t.Fatalf("stderr %q does not say %q", msg, c.want)
 			}
-			if c.args != nil && strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+			if c.args != nil && (strings.Count(msg, "\n") != 1 || !strings.HasSuffix(msg, "\n")) {
 				t.Fatalf("error is not one line: %q", msg)
 			}
-			if strings.Contains(msg, ":pw@") {
-				t.Fatalf("password printed: %q", msg)
+			for _, secret := range []string{catalogueRedisPW, catalogueMySQLPW} {
+				if strings.Contains(out.String()+msg, secret) {
+					t.Fatalf("password printed: %q", out.String()+msg)
+				}
+			}
+			for _, k := range children() {
+				if !keep[strings.Fields(k)[0]] {
+					t.Fatalf("process left running: %s", k)
+				}
+			}
+			if got := dataDirs(); !slices.Equal(got, serverDirs) {
+				t.Fatalf("data directories %v, want only the catalogue's own %v", got, serverDirs)
+			}
+			if got := cs.userRows(t); got != cs.rows {
+				t.Fatalf("the user's orders changed: %q, want %q", got, cs.rows)
 			}
 		})
+	}
+	if len(cases) < 30 {
+		t.Fatalf("the catalogue has %d cases, want at least 30", len(cases))
 	}
 }
 

@@ -25,12 +25,12 @@ import (
 
 // runFlags are the flags of `stockbench run`.
 type runFlags struct {
-	backend, mysqlDSN, redisAddr                  string
+	backend, mysqlDSN, redisAddr, redisURL        string
 	mysqlImage, redisImage                        string
 	strategies, scenario, payDelay, casRetry, out string
 	skew, mix, file, weights                      string
 	stock                                         int64
-	buyers, skus, repeat                          int
+	buyers, skus, repeat, pool                    int
 	abandon, rate                                 float64
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
@@ -41,7 +41,8 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "f", "", "scenario file (YAML) whose keys mirror these flags; flags on the command line win")
-	registerServerFlags(fs, &f.backend, &f.mysqlDSN, &f.redisAddr, &f.mysqlImage, &f.redisImage)
+	registerServerFlags(fs, &f.backend, &f.mysqlDSN, &f.redisAddr, &f.redisURL, &f.mysqlImage, &f.redisImage)
+	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(runner.Scenarios, ", "))
 	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
@@ -177,6 +178,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--rate must not be negative")
 	case f.repeat <= 0:
 		return o, errors.New("--repeat must be positive")
+	case f.pool <= 0:
+		return o, errors.New("--pool must be positive")
 	case f.calibrate < 0:
 		return o, errors.New("--calibrate must not be negative")
 	case f.out == "":
@@ -193,7 +196,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay, SustainedPayDelay: sustainedPay,
 		Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed, Duration: f.duration, Warmup: f.warmup,
 		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
+		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod},
 	}, nil
@@ -237,10 +240,10 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 	}
 	// Refuse an output that cannot be written before any server starts:
 	// finding out after the run would lose its results.
-	if err := checkWritableDir(f.out); err != nil {
-		return fail(exitUsage, fmt.Errorf("--out: %w", err))
+	if err := checkOut(f.out); err != nil {
+		return fail(exitUsage, err)
 	}
-	p, err := newProvider(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr,
+	p, err := newProvider(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr, RedisURL: f.redisURL,
 		MySQLImage: f.mysqlImage, RedisImage: f.redisImage}, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
@@ -289,7 +292,7 @@ func measuredOf(res *reports.Results, plans []runner.Plan) string {
 }
 
 // notSweepable are run flags that choose where and how to run, not what.
-var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true,
+var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true,
 	"mysql-image": true, "redis-image": true,
 	"quiet": true, "repeat": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
 
@@ -328,19 +331,4 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
 	return f.execute(ctx, plans, &reports.Sweep{Param: name, Values: values}, stdout, stderr, fail)
-}
-
-// checkWritableDir makes dir if needed and proves a file can be created in
-// it, then removes that file.
-func checkWritableDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("cannot create %s: %w", dir, err)
-	}
-	f, err := os.CreateTemp(dir, ".stockbench-write-check-*")
-	if err != nil {
-		return fmt.Errorf("cannot write in %s: %w", dir, err)
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
 }

@@ -1,0 +1,120 @@
+package servers
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ownerFile, inside each local data directory, names the process that
+// made it: its pid and its start time (so a reused pid is not mistaken for
+// the owner).
+const ownerFile = "stockbench-owner"
+
+// localDirPatterns match the data directories of the local provider.
+var localDirPatterns = []string{"stockbench-mysql-*", "stockbench-redis-*"}
+
+// writeOwner records this process as the owner of dir.
+func writeOwner(dir string) error {
+	st, err := procStart(os.Getpid())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ownerFile), []byte(fmt.Sprintf("%d %s\n", os.Getpid(), st)), 0o600)
+}
+
+// procStart is a process's start time in clock ticks since boot, from
+// /proc/PID/stat; it tells a live owner from a later process with its pid.
+func procStart(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", errors.New("unreadable /proc stat")
+	}
+	f := strings.Fields(s[i+1:])
+	// Field 22 of stat is the start time; f starts at field 3.
+	if len(f) < 20 {
+		return "", errors.New("short /proc stat")
+	}
+	return f[19], nil
+}
+
+// legacyAge is how long a data directory without an owner file (made by a
+// stockbench from before owner files, or one a run is creating this very
+// moment) must have been left untouched before a sweep may remove it.
+const legacyAge = time.Hour
+
+// ownerAlive reports whether the process named by dir's owner file still
+// runs. A directory without a readable owner file counts as alive unless it
+// was last modified more than legacyAge ago.
+func ownerAlive(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+	if err != nil {
+		st, serr := os.Stat(dir)
+		return serr != nil || time.Since(st.ModTime()) < legacyAge
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return true
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		return true
+	}
+	st, err := procStart(pid)
+	return err == nil && st == f[1]
+}
+
+// inUse reports whether a live process names dir on its command line (a
+// server that outlived its owner still works in it).
+func inUse(dir string) bool {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// SweepLocal removes the data directories, under the temp dir, of local
+// runs whose process is gone (killed before it could clean up), and
+// returns them. A directory whose owner lives, that a live server still
+// names, or whose owner is unknown and that changed within the last hour,
+// is left alone.
+func SweepLocal() ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, pat := range localDirPatterns {
+		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), pat))
+		for _, d := range dirs {
+			if st, err := os.Stat(d); err != nil || !st.IsDir() || ownerAlive(d) || inUse(d) {
+				continue
+			}
+			if err := os.RemoveAll(d); err != nil {
+				errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
+				continue
+			}
+			removed = append(removed, d)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// DockerAvailable reports whether a Docker engine answers.
+func DockerAvailable() bool {
+	_, err := dockerPool()
+	return err == nil
+}
