@@ -31,7 +31,11 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	fmt.Fprintf(stderr, "starting the servers (%s backend)…\n", backend)
+	// On a terminal, say what the wait is for; elsewhere a refusal must stay
+	// the one line on stderr.
+	if isTerminal(stderr) {
+		fmt.Fprintf(stderr, "starting the servers (%s backend)…\n", backend)
+	}
 	ep, err := p.Start(ctx)
 	if err != nil {
 		return fail(exitUsage, err)
