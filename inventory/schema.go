@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -130,36 +131,61 @@ func RedisReservationKey(sku, orderID string) string {
 // RedisLiveKey is the sorted set of a SKU's reserved orders scored by deadline.
 func RedisLiveKey(sku string) string { return RedisPrefix + "live:{" + sku + "}" }
 
-// ResetRedis deletes every key under RedisPrefix and nothing else.
+// ResetRedis deletes every key under RedisPrefix and nothing else, on every
+// master of a Redis Cluster.
 func ResetRedis(ctx context.Context, rdb redis.UniversalClient) error {
-	iter := rdb.Scan(ctx, 0, RedisPrefix+"*", 1000).Iterator()
-	var batch []string
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
+	err := ScanKeys(ctx, rdb, RedisPrefix+"*", func(keys []string) error {
 		// One DEL per key: on Redis Cluster the keys live in different slots.
 		pipe := rdb.Pipeline()
-		for _, k := range batch {
+		for _, k := range keys {
 			pipe.Del(ctx, k)
 		}
 		_, err := pipe.Exec(ctx)
-		batch = batch[:0]
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reset redis: %w", err)
 	}
+	return nil
+}
+
+// ScanKeys calls fn with the keys matching pattern, a batch of at most 500
+// at a time: on every master of a Redis Cluster (SCAN sees one node's keys
+// only; the masters are scanned in parallel, fn is called for one batch at a
+// time), else on the one server.
+func ScanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string, fn func(keys []string) error) error {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return scanNode(ctx, rdb, pattern, fn)
+	}
+	var mu sync.Mutex
+	one := func(keys []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return fn(keys)
+	}
+	return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		return scanNode(ctx, node, pattern, one)
+	})
+}
+
+func scanNode(ctx context.Context, c redis.Cmdable, pattern string, fn func(keys []string) error) error {
+	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+	var batch []string
 	for iter.Next(ctx) {
 		batch = append(batch, iter.Val())
 		if len(batch) == 500 {
-			if err := flush(); err != nil {
-				return fmt.Errorf("reset redis: %w", err)
+			if err := fn(batch); err != nil {
+				return err
 			}
+			batch = nil
 		}
 	}
 	if err := iter.Err(); err != nil {
-		return fmt.Errorf("reset redis: %w", err)
+		return err
 	}
-	if err := flush(); err != nil {
-		return fmt.Errorf("reset redis: %w", err)
+	if len(batch) > 0 {
+		return fn(batch)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/servers"
@@ -103,7 +105,7 @@ func CalibrateProgress(ctx context.Context, ep servers.Endpoints, c servers.Conn
 		var ops float64
 		var err error
 		if p.fn == nil {
-			ops, err = probeEvalsha(ctx, ep, concurrency, d, sha, key)
+			ops, err = probeEvalsha(ctx, ep, c.Redis, concurrency, d, sha, key)
 		} else {
 			ops, err = probe(ctx, concurrency, d, p.fn)
 		}
@@ -155,7 +157,10 @@ func probe(ctx context.Context, concurrency int, d time.Duration, fn func(contex
 // probeEvalsha measures EVALSHA with one bare RESP connection per client,
 // like redis-benchmark: a pooled general-purpose client spends enough CPU
 // per call to understate the server's ceiling on a small machine.
-func probeEvalsha(ctx context.Context, ep servers.Endpoints, concurrency int, d time.Duration, sha, key string) (float64, error) {
+//
+// On a Redis Cluster the one hot key lives on one master: the probe talks to
+// that node, so its figure is the hot-key ceiling of the cluster.
+func probeEvalsha(ctx context.Context, ep servers.Endpoints, rdb redis.UniversalClient, concurrency int, d time.Duration, sha, key string) (float64, error) {
 	cmd := resp("EVALSHA", sha, "1", key, "1")
 	// One connection per client goroutine: the pool hands each call a
 	// connection that no other call is using.
@@ -167,9 +172,17 @@ func probeEvalsha(ctx context.Context, ep servers.Endpoints, concurrency int, d 
 		}
 	}()
 	ro := ep.RedisOptions()
+	addr := ro.Addr
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("redis probe: node of %s: %w", key, err)
+		}
+		addr = node.Options().Addr
+	}
 	var dialer net.Dialer
 	for i := 0; i < concurrency; i++ {
-		nc, err := dialer.DialContext(ctx, "tcp", ro.Addr)
+		nc, err := dialer.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return 0, fmt.Errorf("redis probe: %w", err)
 		}

@@ -40,10 +40,10 @@ type cpuSampler struct {
 func newCPUSampler(ep servers.Endpoints) *cpuSampler {
 	src := map[string]cpuSource{"harness": procSource(os.Getpid())}
 	if ep.MySQLPID > 0 {
-		src["mysql"] = procSource(ep.MySQLPID)
+		src["mysql"] = procSource(append([]int{ep.MySQLPID}, ep.ExtraPIDs["mysql"]...)...)
 	}
 	if ep.RedisPID > 0 {
-		src["redis"] = procSource(ep.RedisPID)
+		src["redis"] = procSource(append([]int{ep.RedisPID}, ep.ExtraPIDs["redis"]...)...)
 	}
 	for k, f := range ep.CPU {
 		src[k] = func() (cpuReading, bool) {
@@ -54,10 +54,19 @@ func newCPUSampler(ep servers.Endpoints) *cpuSampler {
 	return &cpuSampler{sources: src}
 }
 
-func procSource(pid int) cpuSource {
+// procSource reads the CPU time of processes from /proc, summed: a cluster's
+// nodes count as one server.
+func procSource(pids ...int) cpuSource {
 	return func() (cpuReading, bool) {
-		t, ok := procTicks(pid)
-		return cpuReading{cpu: time.Duration(t) * time.Second / clockTicks, at: time.Now()}, ok
+		var sum int64
+		for _, pid := range pids {
+			t, ok := procTicks(pid)
+			if !ok {
+				return cpuReading{}, false
+			}
+			sum += t
+		}
+		return cpuReading{cpu: time.Duration(sum) * time.Second / clockTicks, at: time.Now()}, true
 	}
 }
 

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
 func flashOptions(seed uint64) runner.Options {
 	return runner.Options{Scenario: "flash", Stock: 100, Buyers: 120,
 		PayDelay: scenarios.Range{Min: 300 * time.Millisecond, Max: 350 * time.Millisecond},
-		TTL:      30 * time.Second, ShortTTL: 200 * time.Millisecond, Seed: seed,
+		TTL:      10 * time.Minute, ShortTTL: 200 * time.Millisecond, Seed: seed,
 		OpTimeout: 10 * time.Second, SettleTimeout: time.Minute}
 }
 

@@ -13,7 +13,7 @@ import (
 func sustainedOptions() runner.Options {
 	return runner.Options{Scenario: "sustained", Stock: 50, Buyers: 16, SKUs: 3,
 		Skew: scenarios.Skew{Kind: "uniform"}, Mix: scenarios.Mix{Confirm: 0.8, Cancel: 0.2},
-		Duration: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond, TTL: 30 * time.Second,
+		Duration: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond, TTL: 10 * time.Minute,
 		Seed: 1, OpTimeout: 10 * time.Second, SettleTimeout: time.Minute}
 }
 

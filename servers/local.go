@@ -29,6 +29,9 @@ type Local struct {
 	// RedisPassword, when set, starts redis-server with requirepass (for
 	// tests of AUTH: the password is on the server's command line).
 	RedisPassword string
+	// RedisCluster, when > 0, starts a Redis Cluster of that many masters
+	// (no replicas) instead of one server.
+	RedisCluster int
 
 	mu    sync.Mutex
 	procs []*exec.Cmd
@@ -73,8 +76,17 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 		return ep, err
 	}
 	var redisPort int
-	redisPort, ep.RedisPID, err = l.startRedis(ctx)
-	if err != nil {
+	if l.RedisCluster > 0 {
+		var pids []int
+		ep.RedisCluster, pids, err = l.startRedisCluster(ctx, l.RedisCluster)
+		if err != nil {
+			return ep, err
+		}
+		ep.RedisPID = pids[0]
+		ep.ExtraPIDs = map[string][]int{"redis": pids[1:]}
+		_, p, _ := net.SplitHostPort(ep.RedisCluster[0])
+		redisPort, _ = strconv.Atoi(p)
+	} else if redisPort, ep.RedisPID, err = l.startRedis(ctx); err != nil {
 		return ep, err
 	}
 	root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", mysqlPort)
@@ -178,7 +190,8 @@ func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
 	return 0, 0, errors.New("local mysql: no free port after 3 tries")
 }
 
-func (l *Local) startRedis(ctx context.Context) (port, pid int, err error) {
+// startRedis starts one redis-server; extra are further arguments.
+func (l *Local) startRedis(ctx context.Context, extra ...string) (port, pid int, err error) {
 	dir, err := l.tempDir("redis")
 	if err != nil {
 		return 0, 0, err
@@ -194,6 +207,7 @@ func (l *Local) startRedis(ctx context.Context) (port, pid int, err error) {
 		if l.RedisPassword != "" {
 			args = append(args, "--requirepass", l.RedisPassword)
 		}
+		args = append(args, extra...)
 		cmd, err := l.spawn(l.RedisBin, args...)
 		if err != nil {
 			return 0, 0, fmt.Errorf("local redis: %w", err)

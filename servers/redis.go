@@ -2,6 +2,11 @@ package servers
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -10,4 +15,74 @@ func pingRedis(ctx context.Context, addr, password string) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
 	defer c.Close()
 	return c.Ping(ctx).Err()
+}
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// startRedisCluster starts n redis-server nodes in cluster mode, gives each
+// an equal range of the hash slots, introduces them to each other and waits
+// until every node reports cluster_state:ok with n known nodes. The bus port
+// of each node is a free port of its own (port+10000 may not exist).
+func (l *Local) startRedisCluster(ctx context.Context, n int) (addrs []string, pids []int, err error) {
+	var buses []string
+	for i := 0; i < n; i++ {
+		bus, err := freePort()
+		if err != nil {
+			return nil, nil, err
+		}
+		port, pid, err := l.startRedis(ctx, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000", "--cluster-port", strconv.Itoa(bus))
+		if err != nil {
+			return nil, nil, err
+		}
+		addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		buses = append(buses, strconv.Itoa(bus))
+		pids = append(pids, pid)
+	}
+	clients := make([]*redis.Client, n)
+	for i, a := range addrs {
+		clients[i] = redis.NewClient(&redis.Options{Addr: a, Password: l.RedisPassword})
+		defer clients[i].Close()
+	}
+	for i, c := range clients {
+		lo, hi := i*clusterSlots/n, (i+1)*clusterSlots/n-1
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			return nil, nil, fmt.Errorf("local redis cluster: assign slots %d-%d to %s: %w", lo, hi, addrs[i], err)
+		}
+		if i > 0 {
+			host, port, _ := net.SplitHostPort(addrs[i])
+			if err := clients[0].Do(ctx, "CLUSTER", "MEET", host, port, buses[i]).Err(); err != nil {
+				return nil, nil, fmt.Errorf("local redis cluster: meet %s: %w", addrs[i], err)
+			}
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, l.StartTimeout)
+	defer cancel()
+	for {
+		ok := true
+		var last string
+		for _, c := range clients {
+			info, err := c.ClusterInfo(wctx).Result()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") ||
+				!strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r") {
+				ok, last = false, firstLine(info, err)
+				break
+			}
+		}
+		if ok {
+			return addrs, pids, nil
+		}
+		if !sleepCtx(wctx, 50*time.Millisecond) {
+			return nil, nil, fmt.Errorf("local redis cluster: not ok after %s: %s", l.StartTimeout, last)
+		}
+	}
+}
+
+func firstLine(s string, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	line, _, _ := strings.Cut(s, "\r\n")
+	return line
 }

@@ -35,8 +35,15 @@ type Endpoints struct {
 	// RedisPassword: redis://[user:pass@]host:port[/db] or rediss:// (TLS).
 	// It may hold a password: never print it, print RedisRedacted().
 	RedisURL string
-	// PIDs of server processes this provider started, for CPU sampling.
+	// RedisCluster, when set, lists the nodes of a Redis Cluster (a seed
+	// list: any reachable node finds the rest); RedisAddr is then the first.
+	// Credentials and TLS come from RedisURL or RedisPassword as above.
+	RedisCluster []string
+	// PIDs of server processes this provider started, for CPU sampling;
+	// ExtraPIDs are the further nodes of a cluster, by kind ("mysql",
+	// "redis").
 	MySQLPID, RedisPID int
+	ExtraPIDs          map[string][]int
 	// CPU, when set, gives the latest CPU-time sample of "mysql" and
 	// "redis" from the container engine's stats (about one a second).
 	CPU map[string]func() (cpu time.Duration, at time.Time, ok bool)
@@ -50,7 +57,28 @@ func (e Endpoints) RedisRedacted() string {
 	if e.RedisURL != "" {
 		return RedactURL(e.RedisURL)
 	}
+	if len(e.RedisCluster) > 0 {
+		return "cluster " + strings.Join(e.RedisCluster, ",")
+	}
 	return e.RedisAddr
+}
+
+// RedisClient opens a client on the endpoints' Redis: a ClusterClient
+// (pool per node) when RedisCluster is set, else a single-node client. tune,
+// when not nil, sets pool and retry options on the single-node options,
+// which the cluster options copy.
+func (e Endpoints) RedisClient(tune func(*redis.Options)) redis.UniversalClient {
+	o := e.RedisOptions()
+	if tune != nil {
+		tune(o)
+	}
+	if len(e.RedisCluster) == 0 {
+		return redis.NewClient(o)
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: e.RedisCluster, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+		PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MaxRetries: o.MaxRetries, DialerRetries: o.DialerRetries,
+	})
 }
 
 // RedisOptions are the go-redis options that reach the Redis server: from
@@ -127,6 +155,10 @@ type Options struct {
 	RedisURL   string // external, instead of RedisAddr
 	MySQLImage string // docker
 	RedisImage string // docker
+	// RedisCluster, when > 0, asks the local provider for a Redis Cluster of
+	// that many masters (auto then means local). An external cluster is
+	// given as a comma-separated RedisAddr (its seed list).
+	RedisCluster int
 }
 
 // OptionsFromEnv fills empty external settings from STOCKBENCH_MYSQL_DSN,
@@ -180,8 +212,11 @@ func New(o Options) (Provider, error) {
 		}
 		return o.external()
 	case "local":
-		return NewLocal()
+		return o.local()
 	case "docker":
+		if o.RedisCluster > 0 {
+			return nil, errors.New("--redis-cluster runs on the local backend only (use --backend local, or give an external cluster's nodes to --redis-addr)")
+		}
 		return newDockerBackend(o.MySQLImage, o.RedisImage)
 	case "auto", "":
 		if o.MySQLDSN != "" && o.redisSet() {
@@ -189,6 +224,9 @@ func New(o Options) (Provider, error) {
 		}
 		if o.MySQLDSN != "" || o.redisSet() {
 			return nil, errors.New("external servers need both a MySQL DSN and a Redis address")
+		}
+		if o.RedisCluster > 0 {
+			return o.local()
 		}
 		d, whyNot := autoDocker(o.MySQLImage, o.RedisImage)
 		if d != nil {
@@ -204,6 +242,19 @@ func New(o Options) (Provider, error) {
 	}
 }
 
+// local is the local provider with the clusters asked for.
+func (o Options) local() (*Local, error) {
+	if o.RedisCluster < 0 {
+		return nil, fmt.Errorf("--redis-cluster %d: want 0 (one server) or the number of masters", o.RedisCluster)
+	}
+	l, err := NewLocal()
+	if err != nil {
+		return nil, err
+	}
+	l.RedisCluster = o.RedisCluster
+	return l, nil
+}
+
 // External uses servers the user runs. Stop does nothing.
 type External struct {
 	DSN  string
@@ -215,6 +266,13 @@ type External struct {
 // Start checks that both servers answer.
 func (e *External) Start(ctx context.Context) (Endpoints, error) {
 	ep := Endpoints{Backend: "external", MySQLDSN: WithDriverParams(e.DSN), RedisAddr: e.Addr, RedisURL: e.URL}
+	if nodes := strings.Split(e.Addr, ","); len(nodes) > 1 {
+		// A list of nodes is a Redis Cluster's seed list.
+		for i := range nodes {
+			nodes[i] = strings.TrimSpace(nodes[i])
+		}
+		ep.RedisCluster, ep.RedisAddr = nodes, nodes[0]
+	}
 	if e.URL != "" {
 		o, err := ParseRedisURL(e.URL)
 		if err != nil {
@@ -254,11 +312,8 @@ func Ping(ctx context.Context, ep Endpoints, wait time.Duration) error {
 		return fmt.Errorf("mysql dsn %s: %w", ep.Redacted(), err)
 	}
 	defer db.Close()
-	ro := ep.RedisOptions()
-	ro.MaxRetries = -1
 	// Ping retries on its own: one dial per try.
-	ro.DialerRetries = 1
-	rdb := redis.NewClient(ro)
+	rdb := ep.RedisClient(func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 })
 	defer rdb.Close()
 	var lastErr error
 	for {
@@ -362,8 +417,9 @@ func lookPath(names ...string) string {
 
 // Conns are the connection pools of a run, shared by every strategy.
 type Conns struct {
-	DB    *sql.DB
-	Redis *redis.Client
+	DB *sql.DB
+	// Redis is a *redis.Client, or a *redis.ClusterClient on a cluster.
+	Redis redis.UniversalClient
 }
 
 // DefaultPool is the default size of each of a run's pools (MySQL and
@@ -381,10 +437,7 @@ func Open(ep Endpoints, poolSize int) (Conns, error) {
 	poolSize = max(poolSize, 1)
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
-	ro := ep.RedisOptions()
-	ro.PoolSize = poolSize
-	ro.PoolTimeout = time.Hour
-	rdb := redis.NewClient(ro)
+	rdb := ep.RedisClient(func(o *redis.Options) { o.PoolSize, o.PoolTimeout = poolSize, time.Hour })
 	return Conns{DB: db, Redis: rdb}, nil
 }
 

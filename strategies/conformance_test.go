@@ -60,8 +60,11 @@ func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Conf
 
 func ref(id string) inventory.OrderRef { return inventory.OrderRef{OrderID: id, SKU: sku} }
 
+// reserve holds a unit for an hour: no case but the expiry one may see a
+// deadline pass, however long a loaded machine takes (a minute was not
+// enough under a load average of 40).
 func (f *fixture) reserve(id string) error {
-	return f.reserveUntil(id, time.Now().Add(time.Minute))
+	return f.reserveUntil(id, time.Now().Add(time.Hour))
 }
 
 func (f *fixture) reserveUntil(id string, deadline time.Time) error {

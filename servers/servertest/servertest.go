@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,7 +31,18 @@ func Main(m *testing.M, env *Env) int {
 	if backend == "" {
 		backend = "local"
 	}
-	p, err := servers.New(servers.OptionsFromEnv(servers.Options{Backend: backend}))
+	o := servers.Options{Backend: backend}
+	// STOCKBENCH_TEST_REDIS_CLUSTER=N runs the package's tests on a local
+	// Redis Cluster of N masters.
+	if v := os.Getenv("STOCKBENCH_TEST_REDIS_CLUSTER"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "servertest: STOCKBENCH_TEST_REDIS_CLUSTER:", err)
+			return 1
+		}
+		o.RedisCluster = n
+	}
+	p, err := servers.New(servers.OptionsFromEnv(o))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "servertest:", err)
 		return 1
