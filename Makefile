@@ -18,6 +18,8 @@ build:
 test: vet fmt-check
 	scripts/setup.sh test
 	$(GO) test -race -count=1 ./...
+	# The conformance suite again, on a 3-master Redis Cluster.
+	STOCKBENCH_TEST_REDIS_CLUSTER=3 $(GO) test -race -count=1 -run TestConformance ./strategies
 
 # The default comparison, every strategy, auto backend: the flash sale
 # (correctness: does anything oversell?) then a sustained run on one hot SKU

@@ -15,8 +15,8 @@ import (
 
 func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
-	var backend, dsn, addr, rURL, myImage, rImage string
-	registerServerFlags(fs, &backend, &dsn, &addr, &rURL, &myImage, &rImage)
+	var so servers.Options
+	registerServerFlags(fs, &so)
 	conc := fs.Int("concurrency", 128, "concurrent clients per probe")
 	dur := fs.Duration("duration", 5*time.Second, "duration of each probe")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -26,15 +26,14 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if *conc <= 0 || *dur <= 0 {
 		return fail(exitUsage, errors.New("--concurrency and --duration must be positive"))
 	}
-	p, err := newProvider(servers.Options{Backend: backend, MySQLDSN: dsn, RedisAddr: addr, RedisURL: rURL,
-		MySQLImage: myImage, RedisImage: rImage}, stderr)
+	p, err := newProvider(so, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
 	}
 	// On a terminal, say what the wait is for; elsewhere a refusal must stay
 	// the one line on stderr.
 	if isTerminal(stderr) {
-		fmt.Fprintf(stderr, "starting the servers (%s backend)…\n", backend)
+		fmt.Fprintf(stderr, "starting the servers (%s backend)…\n", so.Backend)
 	}
 	ep, err := p.Start(ctx)
 	if err != nil {
@@ -72,13 +71,14 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 }
 
 // registerServerFlags adds the flags that choose the servers.
-func registerServerFlags(fs *flag.FlagSet, backend, dsn, addr, redisURL, mysqlImage, redisImage *string) {
-	fs.StringVar(backend, "backend", "auto", "servers: auto | docker | local | external")
-	fs.StringVar(dsn, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used; TLS: add ?tls=true")
-	fs.StringVar(addr, "redis-addr", "", "external Redis host:port (or STOCKBENCH_REDIS_ADDR)")
-	fs.StringVar(redisURL, "redis-url", "", "external Redis as redis://[user:pass@]host:port[/db] or rediss:// for TLS (or STOCKBENCH_REDIS_URL); instead of --redis-addr")
-	fs.StringVar(mysqlImage, "mysql-image", servers.DefaultMySQLImage, "docker: MySQL image")
-	fs.StringVar(redisImage, "redis-image", servers.DefaultRedisImage, "docker: Redis image")
+func registerServerFlags(fs *flag.FlagSet, o *servers.Options) {
+	fs.StringVar(&o.Backend, "backend", "auto", "servers: auto | docker | local | external")
+	fs.StringVar(&o.MySQLDSN, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used; TLS: add ?tls=true")
+	fs.StringVar(&o.RedisAddr, "redis-addr", "", "external Redis host:port, or a Redis Cluster's nodes host:port,host:port,… (or STOCKBENCH_REDIS_ADDR)")
+	fs.StringVar(&o.RedisURL, "redis-url", "", "external Redis as redis://[user:pass@]host:port[/db] or rediss:// for TLS (or STOCKBENCH_REDIS_URL); instead of --redis-addr")
+	fs.StringVar(&o.MySQLImage, "mysql-image", servers.DefaultMySQLImage, "docker: MySQL image")
+	fs.StringVar(&o.RedisImage, "redis-image", servers.DefaultRedisImage, "docker: Redis image")
+	fs.IntVar(&o.RedisCluster, "redis-cluster", 0, "local: a Redis Cluster of N masters instead of one server (0: one server)")
 }
 
 // cmdDown removes leftover stockbench containers, and the data directories

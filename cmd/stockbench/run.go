@@ -25,8 +25,7 @@ import (
 
 // runFlags are the flags of `stockbench run`.
 type runFlags struct {
-	backend, mysqlDSN, redisAddr, redisURL        string
-	mysqlImage, redisImage                        string
+	servers                                       servers.Options
 	strategies, scenario, payDelay, casRetry, out string
 	skew, mix, file, weights                      string
 	stock                                         int64
@@ -41,7 +40,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "f", "", "scenario file (YAML) whose keys mirror these flags; flags on the command line win")
-	registerServerFlags(fs, &f.backend, &f.mysqlDSN, &f.redisAddr, &f.redisURL, &f.mysqlImage, &f.redisImage)
+	registerServerFlags(fs, &f.servers)
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(runner.Scenarios, ", "))
@@ -243,8 +242,7 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 	if err := checkOut(f.out); err != nil {
 		return fail(exitUsage, err)
 	}
-	p, err := newProvider(servers.Options{Backend: f.backend, MySQLDSN: f.mysqlDSN, RedisAddr: f.redisAddr, RedisURL: f.redisURL,
-		MySQLImage: f.mysqlImage, RedisImage: f.redisImage}, stderr)
+	p, err := newProvider(f.servers, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -292,7 +290,7 @@ func measuredOf(res *reports.Results, plans []runner.Plan) string {
 }
 
 // notSweepable are run flags that choose where and how to run, not what.
-var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true,
+var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true, "redis-cluster": true,
 	"mysql-image": true, "redis-image": true,
 	"quiet": true, "repeat": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
 
