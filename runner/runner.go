@@ -311,7 +311,7 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	}
 	var recs []*recorder
 	var window time.Duration
-	poolFrom := markPools(conns)
+	poolFrom, galeraFrom := markPools(conns), markGalera(ctx, conns)
 	switch {
 	case o.Scenario != "sustained":
 		journeys, err := o.Journeys()
@@ -327,7 +327,7 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 		recs, window = d.closedLoop(ctx, cpu)
 	}
 	cpuPct := cpu.end()
-	poolTo := markPools(conns)
+	poolTo, galeraTo := markPools(conns), markGalera(context.Background(), conns)
 	bgStop()
 	<-bgDone
 
@@ -343,6 +343,9 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	}
 	audit, err := inventory.Auditor{DB: conns.DB, Redis: conns.Redis}.Audit(sctx, total.acks)
 	if err != nil {
+		return run, err
+	}
+	if err := checkNodes(sctx, conns, &audit); err != nil {
 		return run, err
 	}
 
@@ -382,6 +385,9 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 		}
 	}
 	for k, v := range poolCounters(poolFrom, poolTo, ops) {
+		run.Counters[k] = v
+	}
+	for k, v := range galeraCounters(galeraFrom, galeraTo) {
 		run.Counters[k] = v
 	}
 	run.CoreLines = e.CoreLines()

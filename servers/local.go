@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Local starts mariadbd (or mysqld) and redis-server found on the machine as
@@ -32,6 +34,11 @@ type Local struct {
 	// RedisCluster, when > 0, starts a Redis Cluster of that many masters
 	// (no replicas) instead of one server.
 	RedisCluster int
+	// MySQLCluster, when > 0, starts a Galera cluster of that many MariaDB
+	// primaries instead of one server; NoSpread pins the pools to its
+	// first node.
+	MySQLCluster int
+	NoSpread     bool
 
 	mu    sync.Mutex
 	procs []*exec.Cmd
@@ -71,8 +78,24 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 	// this run.
 	_, _ = SweepLocal()
 	var mysqlPort int
-	mysqlPort, ep.MySQLPID, err = l.startMySQL(ctx)
-	if err != nil {
+	if l.MySQLCluster > 0 {
+		dsns, pids, err := l.startGalera(ctx, l.MySQLCluster)
+		if err != nil {
+			return ep, err
+		}
+		if err := createDatabase(ctx, dsns[0], "stockbench"); err != nil {
+			return ep, err
+		}
+		if ep.MySQLCluster, err = withDatabase(dsns, "stockbench"); err != nil {
+			return ep, err
+		}
+		ep.MySQLSpread = !l.NoSpread
+		ep.MySQLPID = pids[0]
+		ep.ExtraPIDs = map[string][]int{"mysql": pids[1:]}
+		cfg, _ := mysql.ParseDSN(dsns[0])
+		_, p, _ := net.SplitHostPort(cfg.Addr)
+		mysqlPort, _ = strconv.Atoi(p)
+	} else if mysqlPort, ep.MySQLPID, err = l.startMySQL(ctx); err != nil {
 		return ep, err
 	}
 	var redisPort int
@@ -83,7 +106,10 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 			return ep, err
 		}
 		ep.RedisPID = pids[0]
-		ep.ExtraPIDs = map[string][]int{"redis": pids[1:]}
+		if ep.ExtraPIDs == nil {
+			ep.ExtraPIDs = map[string][]int{}
+		}
+		ep.ExtraPIDs["redis"] = pids[1:]
 		_, p, _ := net.SplitHostPort(ep.RedisCluster[0])
 		redisPort, _ = strconv.Atoi(p)
 	} else if redisPort, ep.RedisPID, err = l.startRedis(ctx); err != nil {
@@ -125,69 +151,108 @@ func (l *Local) tempDir(kind string) (string, error) {
 	return d, nil
 }
 
-func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
-	dir, err := l.tempDir("mysql")
+// initMySQL makes a data directory for one server: a private tmpdir
+// (instances sharing /tmp clobber each other's temporary tables during
+// bootstrap, seen with parallel test packages) and the system tables. With
+// runAs set (root starting a Galera node) the directory is that user's.
+func (l *Local) initMySQL(ctx context.Context, runAs string, uid, gid int) (dir string, mariadb bool, err error) {
+	dir, err = l.tempDir("mysql")
 	if err != nil {
-		return 0, 0, err
+		return "", false, err
 	}
-	data := filepath.Join(dir, "data")
-	// A private tmpdir: instances sharing /tmp clobber each other's
-	// temporary tables during bootstrap (seen with parallel test packages).
-	tmp := filepath.Join(dir, "tmp")
+	data, tmp := filepath.Join(dir, "data"), filepath.Join(dir, "tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return 0, 0, fmt.Errorf("local mysql: %w", err)
+		return "", false, fmt.Errorf("local mysql: %w", err)
 	}
-	mariadb := strings.Contains(filepath.Base(l.MySQLBin), "mariadb") || l.InstallDB != "" && strings.Contains(l.InstallDB, "mariadb")
+	if err := chownTree(dir, uid, gid); err != nil {
+		return "", false, fmt.Errorf("local mysql: %w", err)
+	}
+	user := "--user=root"
+	if runAs != "" {
+		user = "--user=" + runAs
+	}
+	mariadb = strings.Contains(filepath.Base(l.MySQLBin), "mariadb") || l.InstallDB != "" && strings.Contains(l.InstallDB, "mariadb")
 	var initCmd *exec.Cmd
 	if mariadb {
 		if l.InstallDB == "" {
-			return 0, 0, errors.New("local mysql: mariadb-install-db not found (Debian: apt-get install mariadb-server)")
+			return "", false, errors.New("local mysql: mariadb-install-db not found (Debian: apt-get install mariadb-server)")
 		}
-		initCmd = exec.CommandContext(ctx, l.InstallDB, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--user=root",
+		initCmd = exec.CommandContext(ctx, l.InstallDB, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, user,
 			"--auth-root-authentication-method=normal", "--skip-test-db")
 	} else {
-		initCmd = exec.CommandContext(ctx, l.MySQLBin, "--no-defaults", "--initialize-insecure", "--datadir="+data, "--tmpdir="+tmp, "--user=root")
+		initCmd = exec.CommandContext(ctx, l.MySQLBin, "--no-defaults", "--initialize-insecure", "--datadir="+data, "--tmpdir="+tmp, user)
 	}
 	if out, err := initCmd.CombinedOutput(); err != nil {
-		return 0, 0, fmt.Errorf("local mysql: initialise data dir: %v: %s", err, lastLine(out))
+		return "", false, fmt.Errorf("local mysql: initialise data dir: %v: %s", err, lastLine(out))
+	}
+	return dir, mariadb, nil
+}
+
+// runMySQL starts a server on an initialised directory and waits until it
+// answers. errExited (wrapped) means it exited during start.
+func (l *Local) runMySQL(ctx context.Context, dir string, mariadb bool, port int, runAs string, extra []string) (pid int, err error) {
+	user := "--user=root"
+	if runAs != "" {
+		user = "--user=" + runAs
 	}
 	logFile := filepath.Join(dir, "error.log")
-	for attempt := 0; attempt < 3; attempt++ {
-		port, err = freePort()
+	args := []string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"), "--tmpdir=" + filepath.Join(dir, "tmp"),
+		"--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mysql.sock"), "--bind-address=127.0.0.1", user,
+		"--skip-name-resolve", "--log-error=" + logFile, "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
+		"--max-connections=2000", "--innodb-buffer-pool-size=256M"}
+	if !mariadb {
+		args = append(args, "--skip-log-bin", "--mysqlx=OFF")
+	}
+	cmd, err := l.spawn(l.MySQLBin, append(args, extra...)...)
+	if err != nil {
+		return 0, fmt.Errorf("local mysql: %w", err)
+	}
+	dsn := WithDriverParams(fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port))
+	err = l.waitReady(ctx, cmd, func(ctx context.Context) error {
+		db, err := sql.Open("mysql", dsn)
 		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.PingContext(ctx)
+	})
+	if err == nil {
+		return cmd.Process.Pid, nil
+	}
+	if errors.Is(err, errExited) {
+		return 0, fmt.Errorf("local mysql: %s exited: %w: %s", l.MySQLBin, errExited, tailFile(logFile))
+	}
+	return 0, fmt.Errorf("local mysql: %w: %s", err, tailFile(logFile))
+}
+
+func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
+	dir, mariadb, err := l.initMySQL(ctx, "", -1, -1)
+	if err != nil {
+		return 0, 0, err
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		if port, err = freePort(); err != nil {
 			return 0, 0, err
 		}
-		args := []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--port=" + strconv.Itoa(port),
-			"--socket=" + filepath.Join(dir, "mysql.sock"), "--bind-address=127.0.0.1", "--user=root",
-			"--skip-name-resolve", "--log-error=" + logFile, "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
-			"--max-connections=2000", "--innodb-buffer-pool-size=256M"}
-		if !mariadb {
-			args = append(args, "--skip-log-bin", "--mysqlx=OFF")
-		}
-		cmd, err := l.spawn(l.MySQLBin, args...)
-		if err != nil {
-			return 0, 0, fmt.Errorf("local mysql: %w", err)
-		}
-		dsn := WithDriverParams(fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port))
-		err = l.waitReady(ctx, cmd, func(ctx context.Context) error {
-			db, err := sql.Open("mysql", dsn)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			return db.PingContext(ctx)
-		})
+		pid, err = l.runMySQL(ctx, dir, mariadb, port, "", nil)
 		if err == nil {
-			return port, cmd.Process.Pid, nil
+			return port, pid, nil
 		}
-		if !errors.Is(err, errExited) {
-			return 0, 0, fmt.Errorf("local mysql: %w: %s", err, tailFile(logFile))
-		}
-		if !strings.Contains(tailFile(logFile), "in use") {
-			return 0, 0, fmt.Errorf("local mysql: %s exited: %s", l.MySQLBin, tailFile(logFile))
+		// A port taken between choosing and binding: try another.
+		if !errors.Is(err, errExited) || !strings.Contains(tailFile(filepath.Join(dir, "error.log")), "in use") {
+			return 0, 0, err
 		}
 	}
 	return 0, 0, errors.New("local mysql: no free port after 3 tries")
+}
+
+// startMySQLNode starts one server of a cluster on a chosen port.
+func (l *Local) startMySQLNode(ctx context.Context, port int, runAs string, uid, gid int, extra []string) (pid int, err error) {
+	dir, mariadb, err := l.initMySQL(ctx, runAs, uid, gid)
+	if err != nil {
+		return 0, err
+	}
+	return l.runMySQL(ctx, dir, mariadb, port, runAs, extra)
 }
 
 // startRedis starts one redis-server; extra are further arguments.

@@ -35,6 +35,13 @@ type Endpoints struct {
 	// RedisPassword: redis://[user:pass@]host:port[/db] or rediss:// (TLS).
 	// It may hold a password: never print it, print RedisRedacted().
 	RedisURL string
+	// MySQLCluster, when set, holds one DSN per node of a multi-primary
+	// MySQL cluster (Galera); MySQLDSN is then the first. Pools spread their
+	// connections over every node (MySQLSpread).
+	MySQLCluster []string
+	// MySQLSpread says whether a cluster's pools open their connections on
+	// every node in turn (true) or on the first node only.
+	MySQLSpread bool
 	// RedisCluster, when set, lists the nodes of a Redis Cluster (a seed
 	// list: any reachable node finds the rest); RedisAddr is then the first.
 	// Credentials and TLS come from RedisURL or RedisPassword as above.
@@ -159,6 +166,13 @@ type Options struct {
 	// that many masters (auto then means local). An external cluster is
 	// given as a comma-separated RedisAddr (its seed list).
 	RedisCluster int
+	// MySQLCluster, when > 0, asks the local provider for a Galera cluster
+	// of that many MariaDB primaries (auto then means local). An external
+	// cluster is given as several DSNs separated by spaces in MySQLDSN.
+	MySQLCluster int
+	// NoSpread pins a cluster's connections to its first node instead of
+	// spreading them over every node.
+	NoSpread bool
 }
 
 // OptionsFromEnv fills empty external settings from STOCKBENCH_MYSQL_DSN,
@@ -214,8 +228,8 @@ func New(o Options) (Provider, error) {
 	case "local":
 		return o.local()
 	case "docker":
-		if o.RedisCluster > 0 {
-			return nil, errors.New("--redis-cluster runs on the local backend only (use --backend local, or give an external cluster's nodes to --redis-addr)")
+		if o.RedisCluster > 0 || o.MySQLCluster > 0 {
+			return nil, errors.New("--redis-cluster and --mysql-cluster run on the local backend only (use --backend local, or give an external cluster's nodes to --redis-addr / --mysql-dsn)")
 		}
 		return newDockerBackend(o.MySQLImage, o.RedisImage)
 	case "auto", "":
@@ -225,7 +239,7 @@ func New(o Options) (Provider, error) {
 		if o.MySQLDSN != "" || o.redisSet() {
 			return nil, errors.New("external servers need both a MySQL DSN and a Redis address")
 		}
-		if o.RedisCluster > 0 {
+		if o.RedisCluster > 0 || o.MySQLCluster > 0 {
 			return o.local()
 		}
 		d, whyNot := autoDocker(o.MySQLImage, o.RedisImage)
@@ -247,11 +261,14 @@ func (o Options) local() (*Local, error) {
 	if o.RedisCluster < 0 {
 		return nil, fmt.Errorf("--redis-cluster %d: want 0 (one server) or the number of masters", o.RedisCluster)
 	}
+	if o.MySQLCluster < 0 || o.MySQLCluster == 2 {
+		return nil, fmt.Errorf("--mysql-cluster %d: want 0 (one server), 1, or 3 or more nodes (Galera needs a majority to survive a node's loss)", o.MySQLCluster)
+	}
 	l, err := NewLocal()
 	if err != nil {
 		return nil, err
 	}
-	l.RedisCluster = o.RedisCluster
+	l.RedisCluster, l.MySQLCluster, l.NoSpread = o.RedisCluster, o.MySQLCluster, o.NoSpread
 	return l, nil
 }
 
@@ -420,6 +437,9 @@ type Conns struct {
 	DB *sql.DB
 	// Redis is a *redis.Client, or a *redis.ClusterClient on a cluster.
 	Redis redis.UniversalClient
+	// MySQLNodes are the DSNs of a MySQL cluster's nodes (empty for one
+	// server), for the per-node checks: GaleraCounters, NodeDisagreement.
+	MySQLNodes []string
 }
 
 // DefaultPool is the default size of each of a run's pools (MySQL and
@@ -430,15 +450,24 @@ const DefaultPool = 64
 // and Redis. Callers beyond that wait for a connection, as in a service; a
 // wait for Redis is bounded by the caller's context, not by a pool timeout.
 func Open(ep Endpoints, poolSize int) (Conns, error) {
-	db, err := sql.Open("mysql", ep.MySQLDSN)
-	if err != nil {
-		return Conns{}, fmt.Errorf("mysql dsn %s: %w", ep.Redacted(), err)
+	var db *sql.DB
+	if len(ep.MySQLCluster) > 1 && ep.MySQLSpread {
+		c, err := newSpreadConnector(ep.MySQLCluster)
+		if err != nil {
+			return Conns{}, err
+		}
+		db = sql.OpenDB(c)
+	} else {
+		var err error
+		if db, err = sql.Open("mysql", ep.MySQLDSN); err != nil {
+			return Conns{}, fmt.Errorf("mysql dsn %s: %w", ep.Redacted(), err)
+		}
 	}
 	poolSize = max(poolSize, 1)
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
 	rdb := ep.RedisClient(func(o *redis.Options) { o.PoolSize, o.PoolTimeout = poolSize, time.Hour })
-	return Conns{DB: db, Redis: rdb}, nil
+	return Conns{DB: db, Redis: rdb, MySQLNodes: ep.MySQLCluster}, nil
 }
 
 // Close closes both pools.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/stockbench/stockbench/runner"
@@ -79,6 +80,12 @@ func registerServerFlags(fs *flag.FlagSet, o *servers.Options) {
 	fs.StringVar(&o.MySQLImage, "mysql-image", servers.DefaultMySQLImage, "docker: MySQL image")
 	fs.StringVar(&o.RedisImage, "redis-image", servers.DefaultRedisImage, "docker: Redis image")
 	fs.IntVar(&o.RedisCluster, "redis-cluster", 0, "local: a Redis Cluster of N masters instead of one server (0: one server)")
+	fs.IntVar(&o.MySQLCluster, "mysql-cluster", 0, "local: a Galera cluster of N MariaDB primaries (1, or 3 or more) instead of one server (0: one server)")
+	fs.BoolFunc("mysql-spread", "with --mysql-cluster: spread the pool's connections over every node (default true; =false pins them to the first)", func(v string) error {
+		spread, err := strconv.ParseBool(v)
+		o.NoSpread = !spread
+		return err
+	})
 }
 
 // cmdDown removes leftover stockbench containers, and the data directories

@@ -290,7 +290,7 @@ func measuredOf(res *reports.Results, plans []runner.Plan) string {
 }
 
 // notSweepable are run flags that choose where and how to run, not what.
-var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true, "redis-cluster": true,
+var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true, "redis-cluster": true, "mysql-cluster": true, "mysql-spread": true,
 	"mysql-image": true, "redis-image": true,
 	"quiet": true, "repeat": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
 

@@ -32,15 +32,21 @@ func Main(m *testing.M, env *Env) int {
 		backend = "local"
 	}
 	o := servers.Options{Backend: backend}
-	// STOCKBENCH_TEST_REDIS_CLUSTER=N runs the package's tests on a local
-	// Redis Cluster of N masters.
-	if v := os.Getenv("STOCKBENCH_TEST_REDIS_CLUSTER"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "servertest: STOCKBENCH_TEST_REDIS_CLUSTER:", err)
-			return 1
+	// STOCKBENCH_TEST_REDIS_CLUSTER=N and STOCKBENCH_TEST_MYSQL_CLUSTER=N run
+	// the package's tests on a local Redis Cluster of N masters and a local
+	// Galera cluster of N primaries.
+	for _, c := range []struct {
+		env string
+		dst *int
+	}{{"STOCKBENCH_TEST_REDIS_CLUSTER", &o.RedisCluster}, {"STOCKBENCH_TEST_MYSQL_CLUSTER", &o.MySQLCluster}} {
+		if v := os.Getenv(c.env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "servertest: %s: %v\n", c.env, err)
+				return 1
+			}
+			*c.dst = n
 		}
-		o.RedisCluster = n
 	}
 	p, err := servers.New(servers.OptionsFromEnv(o))
 	if err != nil {

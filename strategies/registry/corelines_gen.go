@@ -8,7 +8,7 @@ var coreLines = map[string]int{
 	"strategies/cas":                 98,
 	"strategies/conditional":         38,
 	"strategies/internal/redisstock": 214,
-	"strategies/internal/sqlstore":   308,
+	"strategies/internal/sqlstore":   329,
 	"strategies/luatcc":              193,
 	"strategies/naive":               124,
 	"strategies/outbox":              275,

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -21,7 +22,7 @@ const (
 	errDupKey       = 1062
 	errLockWait     = 1205
 	errDeadlock     = 1213
-	maxTxnAttempts  = 10
+	maxTxnAttempts  = 40
 	expireBatchSize = 500
 )
 
@@ -46,8 +47,11 @@ func mysqlErr(err error) uint16 {
 // InTx runs fn in a transaction and commits unless fn returns err. fn's result
 // is returned after a successful commit, so a domain outcome (such as
 // ErrAlreadyFinal after recording an expiry) can still commit its writes.
-// Deadlocks and lock wait timeouts are retried a few times. A failed commit is
-// reported as ErrOutcomeUnknown.
+// Deadlocks and lock wait timeouts — and on a multi-primary cluster
+// (Galera) certification failures, which arrive as deadlocks, also at commit
+// — are retried after a jittered, growing pause, so that primaries that
+// keep conflicting on one hot row take turns instead of colliding again. A
+// failed commit of any other kind is reported as ErrOutcomeUnknown.
 func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) (result error, err error)) error {
 	return InTxWith(ctx, db, nil, fn)
 }
@@ -65,6 +69,9 @@ func InTxWith(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *
 			_ = tx.Rollback()
 			if IsRetryable(err) {
 				lastErr = err
+				if !backoff(ctx, attempt) {
+					break
+				}
 				continue
 			}
 			return err
@@ -72,6 +79,9 @@ func InTxWith(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *
 		if err := tx.Commit(); err != nil {
 			if IsRetryable(err) {
 				lastErr = err
+				if !backoff(ctx, attempt) {
+					break
+				}
 				continue
 			}
 			return fmt.Errorf("%w: commit: %v", inventory.ErrOutcomeUnknown, err)
@@ -79,6 +89,25 @@ func InTxWith(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *
 		return result
 	}
 	return fmt.Errorf("transaction retried %d times: %w", maxTxnAttempts, lastErr)
+}
+
+// backoff pauses before retry attempt+1: a random time up to 1 ms doubling
+// per attempt, capped at 50 ms (40 attempts wait about 1.5 s at most in
+// all). The first retry is immediate: a single deadlock usually clears at
+// once. It returns false when ctx ends.
+func backoff(ctx context.Context, attempt int) bool {
+	if attempt == 0 {
+		return ctx.Err() == nil
+	}
+	limit := min(time.Millisecond<<min(attempt-1, 6), 50*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // Order is an order row as read under its lock.

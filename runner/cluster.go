@@ -1,0 +1,46 @@
+package runner
+
+import (
+	"context"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers"
+)
+
+// galeraMark is a reading of a Galera cluster's conflict counters, summed
+// over its nodes (ok is false on a single server).
+type galeraMark struct {
+	cert, bf int64
+	ok       bool
+}
+
+func markGalera(ctx context.Context, c servers.Conns) galeraMark {
+	cert, bf, ok, err := c.GaleraCounters(ctx)
+	return galeraMark{cert: cert, bf: bf, ok: ok && err == nil}
+}
+
+// galeraCounters are the certification failures and brute-force aborts
+// between two marks: conflicts between primaries, which clients see as
+// deadlocks (error 1213) and retry.
+func galeraCounters(from, to galeraMark) map[string]float64 {
+	if !from.ok || !to.ok {
+		return nil
+	}
+	return map[string]float64{
+		"galera_cert_failures": float64(to.cert - from.cert),
+		"galera_bf_aborts":     float64(to.bf - from.bf),
+	}
+}
+
+// checkNodes adds to the audit each MySQL cluster node that disagrees with
+// the first once the run has settled: replication must leave every primary
+// with the same stock and orders.
+func checkNodes(ctx context.Context, c servers.Conns, a *inventory.Audit) error {
+	diffs, err := c.NodeDisagreement(ctx)
+	if err != nil {
+		return err
+	}
+	a.InvariantViolations += len(diffs)
+	a.Violations = append(a.Violations, diffs...)
+	return nil
+}
