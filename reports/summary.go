@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/stockbench/stockbench/inventory"
 )
 
 // Table writes the classic comparison table, aligned for a terminal.
@@ -109,6 +111,8 @@ func Summary(r *Results) string {
 		}
 	}
 
+	writeTwoAudits(&b, r)
+
 	b.WriteString("\n## Latency (ms)\n\n| strategy | scenario | operation | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, run := range r.Runs {
 		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
@@ -178,4 +182,47 @@ func label(run Run) string {
 		return run.Scenario + " " + run.Param + "=" + run.Value
 	}
 	return run.Scenario
+}
+
+// writeTwoAudits writes, for runs graded twice, the audit at the end of load
+// and after settle side by side, and what settle repaired.
+func writeTwoAudits(b *strings.Builder, r *Results) {
+	graded := false
+	for _, run := range r.Runs {
+		graded = graded || run.AuditEndOfLoad != nil
+	}
+	if !graded {
+		return
+	}
+	b.WriteString("\n## Audit at the end of load and after settle\n\nThe stores are graded twice: when the load ends, before any strategy code repairs anything, and after the strategy's Settle. Acks contradicted = lost confirm acks + reserve acks no store holds + cancel acks whose order is confirmed or still reserved.\n\n")
+	b.WriteString("| strategy | scenario | graded | anomalies | oversold | phantom | leaked | acks contradicted | refused after reserve | drift | orphan res. | stale res. | invariant violations |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, run := range r.Runs {
+		if run.AuditEndOfLoad == nil {
+			continue
+		}
+		for _, g := range []struct {
+			when string
+			a    inventory.Audit
+		}{{"end of load", *run.AuditEndOfLoad}, {"after settle", run.Audit}} {
+			a := g.a
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), g.when,
+				a.Anomalies, a.OversoldUnits, a.PhantomUnits, a.LeakedUnits, a.LostAcks+a.ReserveAckViolations+a.CancelAckViolations,
+				a.RefusedAfterReserve, a.DriftUnits, a.OrphanReservations, a.StaleReservations, a.InvariantViolations)
+		}
+	}
+	for _, run := range r.Runs {
+		if len(run.SettleRepaired) == 0 {
+			continue
+		}
+		keys := make([]string, 0, len(run.SettleRepaired))
+		for k := range run.SettleRepaired {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %+d", k, run.SettleRepaired[k])
+		}
+		fmt.Fprintf(b, "\n%s (%s): settle repaired %s.\n", run.Strategy, label(run), strings.Join(parts, ", "))
+	}
 }

@@ -254,6 +254,9 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	}
 	cfg := o.Strategy
 	cfg.DB, cfg.Redis = conns.DB, conns.Redis
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = o.OpTimeout
+	}
 	s, err := e.New(cfg)
 	if err != nil {
 		return run, err
@@ -267,7 +270,8 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	bgDone := make(chan struct{})
 	go func() { defer close(bgDone); _ = s.Run(bgCtx) }()
 
-	d := &driver{s: s, o: o, restock: newRestocker(s, o)}
+	book := newLedger(s, stock)
+	d := &driver{s: book, o: o, restock: newRestocker(book, o)}
 	if o.Progress != nil {
 		d.live = newLive()
 		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
@@ -293,9 +297,21 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	bgStop()
 	<-bgDone
 
-	// Settle and audit even after Ctrl-C: what was measured is reported.
+	// Audit at the end of load, settle, audit again — even after Ctrl-C:
+	// what was measured is reported.
 	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
 	defer cancel()
+	auditor := inventory.Auditor{DB: conns.DB}
+	if e.UsesRedis {
+		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
+	}
+	var acks []inventory.Ack
+	auditor.Ledger, acks = book.snapshot()
+	endOfLoad, err := auditor.Audit(sctx, acks)
+	if err != nil {
+		return run, err
+	}
+	auditor.StaleBefore = time.Now()
 	if err := s.Settle(sctx); err != nil {
 		return run, fmt.Errorf("settle: %w", err)
 	}
@@ -303,10 +319,11 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	for _, r := range recs {
 		total.merge(r)
 	}
-	audit, err := inventory.Auditor{DB: conns.DB, Redis: conns.Redis}.Audit(sctx, total.acks)
+	audit, err := auditor.Audit(sctx, acks)
 	if err != nil {
 		return run, err
 	}
+	run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, inventory.Repaired(endOfLoad, audit)
 
 	run.DurationSec = window.Seconds()
 	run.Flows = total.flows
