@@ -24,6 +24,7 @@ if to == 'confirmed' then
 else
   redis.call('HINCRBY', KEYS[1], 'available', q)
 end
+redis.call('HINCRBY', KEYS[1], 'ver', 1)
 redis.call('HSET', KEYS[2], 'state', to)
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('ZREM', KEYS[3], ARGV[2])
