@@ -22,9 +22,9 @@ const AckRefused OrderState = "refused"
 // StateCancelled (Cancel returned nil) or AckRefused. SKU may be empty
 // except for reserve acks of strategies whose reservations live in Redis.
 type Ack struct {
-	OrderID string
-	SKU     string
-	State   OrderState
+	OrderID string     `json:"order_id"`
+	SKU     string     `json:"sku,omitempty"`
+	State   OrderState `json:"state"`
 }
 
 // FieldDrift is, per field, Redis minus what MySQL says Redis should hold.

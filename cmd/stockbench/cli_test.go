@@ -47,6 +47,9 @@ func TestBadInput(t *testing.T) {
 		{"sweep of a non-flag", []string{"sweep", "--param", "speed=1,2"}, "not a sweepable"},
 		{"sweep of a bad value", []string{"sweep", "--param", "buyers=10,x"}, "buyers=x"},
 		{"bad weights", []string{"run", "--weights", "speed=1"}, "--weights"},
+		{"audit bad ledger", []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--ledger", "S=ten"}, "--ledger"},
+		{"audit redis-only without redis", []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-reservations"}, "--redis-addr"},
+		{"audit unreachable", []string{"audit", "--mysql-dsn", "root:pw@tcp(127.0.0.1:1)/x"}, "does not answer"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
