@@ -7,9 +7,9 @@ package registry
 var coreLines = map[string]int{
 	"strategies/cas":                 98,
 	"strategies/conditional":         38,
-	"strategies/internal/redisstock": 345,
+	"strategies/internal/redisstock": 424,
 	"strategies/internal/sqlstore":   308,
-	"strategies/luatcc":              193,
+	"strategies/luatcc":              229,
 	"strategies/naive":               124,
 	"strategies/outbox":              584,
 	"strategies/rowlock":             58,

@@ -73,36 +73,124 @@ func (c *Catalog) List() []string {
 	return c.skus
 }
 
-// LoadFromMySQL copies every inventory row of MySQL into Redis as a stock
-// hash, for each SKU that has none, and returns the SKUs. A hash that
-// exists is live data (a restart on running stores) and is never
-// overwritten: the row may lag it, and copying it over would hand out units
-// that live reservations hold.
+// LoadFromMySQL gives every SKU of MySQL's inventory table a Redis stock
+// hash if it has none, and returns the SKUs. A hash that exists is live
+// data (a restart on running stores) and is never touched. A missing hash
+// (first start, or Redis lost its data) is rebuilt so that it cannot sell
+// a unit twice: total from MySQL; sold from MySQL's confirmed orders;
+// occupied from every reservation still held anywhere — live in Redis or
+// reserved in MySQL; available is the rest. It is created atomically only
+// if still absent, so a reload racing another one (or a replica's) is
+// harmless. Safe to call concurrently with load: a Try meanwhile fails
+// (no hash) rather than sell from a half-built one.
 func (s Store) LoadFromMySQL(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT sku, total, available, occupied, sold, version FROM inventory")
+	skus, err := ListSKUs(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("load redis: %w", err)
 	}
-	defer rows.Close()
-	var skus []string
-	pipe := s.R.Pipeline()
-	for rows.Next() {
-		var st inventory.Stock
-		var version int64
-		if err := rows.Scan(&st.SKU, &st.Total, &st.Available, &st.Occupied, &st.Sold, &version); err != nil {
-			return nil, fmt.Errorf("load redis: %w", err)
+	for _, sku := range skus {
+		if _, err := s.Reload(ctx, db, sku); err != nil {
+			return nil, err
 		}
-		skus = append(skus, st.SKU)
-		adjustScript.Eval(ctx, pipe, []string{inventory.RedisStockKey(st.SKU), restockKey(st.SKU)}, "", st.Total, st.Available, st.Occupied, st.Sold, 0, 0, 0, 0, version)
-		pipe.SAdd(ctx, inventory.RedisSKUSet, st.SKU)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load redis: %w", err)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("load redis: %w", err)
 	}
 	return skus, nil
+}
+
+// ListSKUs lists the SKUs of MySQL's inventory table, the system of record.
+func ListSKUs(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT sku FROM inventory ORDER BY sku")
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer rows.Close()
+	var skus []string
+	for rows.Next() {
+		var sku string
+		if err := rows.Scan(&sku); err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+		skus = append(skus, sku)
+	}
+	return skus, rows.Err()
+}
+
+// Reload builds sku's stock hash as LoadFromMySQL describes, if it has
+// none. created is false when there was one (nothing changed).
+func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool, err error) {
+	n, err := s.R.Exists(ctx, inventory.RedisStockKey(sku)).Result()
+	if err != nil || n == 1 {
+		return false, wrapLoad(sku, err)
+	}
+	held := map[string]int64{}
+	ids, err := s.Due(ctx, sku, time.Time{}, 0)
+	if err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	for _, id := range ids {
+		res, err := s.Get(ctx, inventory.OrderRef{OrderID: id, SKU: sku})
+		if errors.Is(err, ErrNoReservation) {
+			continue
+		}
+		if err != nil {
+			return false, wrapLoad(sku, err)
+		}
+		if res.State == inventory.StateReserved {
+			held[id] = res.Qty
+		}
+	}
+	var st inventory.Stock
+	var version int64
+	if err := db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&st.Total, &version); err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT order_id, qty, state FROM orders WHERE sku=? AND state IN ('reserved','confirmed')", sku)
+	if err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	for rows.Next() {
+		var id string
+		var q int64
+		var state inventory.OrderState
+		if err := rows.Scan(&id, &q, &state); err != nil {
+			rows.Close()
+			return false, wrapLoad(sku, err)
+		}
+		if state == inventory.StateConfirmed {
+			st.Sold += q
+			delete(held, id) // decided: MySQL's word wins
+		} else {
+			held[id] = q
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	for _, q := range held {
+		st.Occupied += q
+	}
+	st.Available = st.Total - st.Sold - st.Occupied
+	if st.Available < 0 {
+		return false, fmt.Errorf("load redis %s: MySQL total %d < sold %d + held %d: not loading a hash that sells nothing right",
+			sku, st.Total, st.Sold, st.Occupied)
+	}
+	ok, err := s.Adjust(ctx, sku, Snapshot{Missing: true}, st, version)
+	if err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	if ok {
+		if err := s.R.SAdd(ctx, inventory.RedisSKUSet, sku).Err(); err != nil {
+			return true, wrapLoad(sku, err)
+		}
+	}
+	return ok, nil
+}
+
+func wrapLoad(sku string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("load redis %s: %w", sku, err)
 }
 
 func keys(sku, id string) []string {
