@@ -36,6 +36,8 @@ type Options struct {
 	// many arrivals per second (Buyers then bounds the concurrency).
 	Rate     float64
 	PayDelay scenarios.Range
+	// Arrival spreads the flash buyers' arrival after the start barrier.
+	Arrival scenarios.Range
 	// SustainedPayDelay is the think time of the sustained scenario.
 	SustainedPayDelay scenarios.Range
 	Abandon           float64
@@ -74,7 +76,7 @@ type Options struct {
 func (o Options) Journeys() ([]scenarios.Journey, error) {
 	switch o.Scenario {
 	case "flash":
-		return scenarios.Flash(scenarios.FlashParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay,
+		return scenarios.Flash(scenarios.FlashParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay, Arrival: o.Arrival,
 			Abandon: o.Abandon, TTL: o.TTL, Seed: o.Seed}), nil
 	case "race":
 		return scenarios.Race(scenarios.RaceParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay,
@@ -115,7 +117,7 @@ func (o Options) Resolved() map[string]any {
 	for _, sc := range o.Scenarios {
 		switch sc {
 		case "flash":
-			m["abandon"], m["pay_delay"] = o.Abandon, o.PayDelay.String()
+			m["abandon"], m["pay_delay"], m["arrival"] = o.Abandon, o.PayDelay.String(), o.Arrival.String()
 		case "race":
 			m["short_ttl"], m["pay_delay"] = o.ShortTTL.String(), o.PayDelay.String()
 		case "sustained":
