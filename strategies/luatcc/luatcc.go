@@ -171,7 +171,11 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 	case err != nil:
 		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
 	}
-	if _, err := s.rs.Finish(ctx, ref, got, got == inventory.StateCancelled); err != nil {
+	// The decision is durable: bring Redis in line on a context of its own,
+	// so the caller's ending cannot cut this write off.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if _, err := s.rs.Finish(rctx, ref, got, got == inventory.StateCancelled); err != nil {
 		// The decision is durable in MySQL; recovery brings Redis in line.
 		s.deferred.Add(1)
 	}

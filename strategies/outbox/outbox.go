@@ -163,8 +163,13 @@ func insertEvent(ctx context.Context, tx *sql.Tx, orderID, sku string, qty int64
 	return nil
 }
 
-// applyToRedis brings Redis in line after a committed MySQL transition.
+// applyToRedis brings Redis in line after a committed MySQL transition. It
+// runs on its own context and timeout: the caller's ending (an operation
+// timeout, the background loop stopping) must not cut the second store's
+// write once the first has committed.
 func (s *Strategy) applyToRedis(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState, marker bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
 	if _, err := s.rs.Finish(ctx, ref, to, marker); err != nil {
 		s.deferred.Add(1) // the reconciler applies MySQL's decision later
 	}
