@@ -23,10 +23,13 @@ test: vet fmt-check
 
 # The default comparison, every strategy, auto backend: the flash sale
 # (correctness: does anything oversell?) then a sustained run on one hot SKU
-# (throughput and tail latency), with the stores' calibrated ceilings.
+# (throughput and tail latency), with the stores' calibrated ceilings. A tenth
+# of the buyers abandon, with a 2 s TTL shorter than the run, so expiry runs
+# under load and the audit sees it.
 bench: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
-	./$(BIN) run --strategies all --scenario flash,sustained --duration 15s --warmup 3s --out reports/latest $(BENCH_FLAGS)
+	./$(BIN) run --strategies all --scenario flash,sustained --duration 15s --warmup 3s \
+		--abandon 0.1 --ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/latest $(BENCH_FLAGS)
 
 vet:
 	$(GO) vet ./...

@@ -28,6 +28,12 @@ var AnomalyClasses = []AnomalyClass{
 	{"cancel_ack_violations", "cancel-ack violations", func(a inventory.Audit) int64 { return int64(a.CancelAckViolations) }},
 	{"invariant_violations", "invariant violations", func(a inventory.Audit) int64 { return int64(a.InvariantViolations) }},
 	{"drift_units", "drift units", func(a inventory.Audit) int64 { return a.DriftUnits }},
+	{"phantom_units", "phantom units", func(a inventory.Audit) int64 { return a.PhantomUnits }},
+	{"reserve_ack_violations", "reserve-ack violations", func(a inventory.Audit) int64 { return int64(a.ReserveAckViolations) }},
+	{"refused_after_reserve", "refused after reserve", func(a inventory.Audit) int64 { return int64(a.RefusedAfterReserve) }},
+	{"missing_redis_stock", "missing Redis stock", func(a inventory.Audit) int64 { return int64(a.MissingRedisStock) }},
+	{"orphan_reservations", "orphan reservations", func(a inventory.Audit) int64 { return int64(a.OrphanReservations) }},
+	{"stale_reservations", "stale reservations", func(a inventory.Audit) int64 { return int64(a.StaleReservations) }},
 }
 
 // anomalies is the sum of every anomaly class of one audit.

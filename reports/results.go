@@ -111,8 +111,14 @@ type Run struct {
 	// Counters are strategy-specific figures (CAS retries, outbox lag…).
 	Counters map[string]float64 `json:"counters,omitempty"`
 	// Errors holds a few distinct infrastructure error texts, for diagnosis.
-	Errors []string        `json:"errors,omitempty"`
-	Audit  inventory.Audit `json:"audit"`
+	Errors []string `json:"errors,omitempty"`
+	// Audit grades the stores after Settle; AuditEndOfLoad graded them when
+	// the load ended, before any strategy code repaired anything, and
+	// SettleRepaired is the difference per anomaly figure (positive: fewer
+	// after Settle). Both are absent from files written before they existed.
+	Audit          inventory.Audit  `json:"audit"`
+	AuditEndOfLoad *inventory.Audit `json:"audit_end_of_load,omitempty"`
+	SettleRepaired map[string]int64 `json:"settle_repaired,omitempty"`
 	// CoreLines counts the strategy package's non-test, non-blank,
 	// non-comment lines.
 	CoreLines int `json:"core_lines"`

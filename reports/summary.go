@@ -7,7 +7,14 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stockbench/stockbench/inventory"
 )
+
+// headlineClasses is how many anomaly classes get a column of their own in
+// the headline; the rest are summed under "other anomalies" (each has its
+// own line in the audit section).
+const headlineClasses = 6
 
 // comparison is the headline table shared by the terminal and summary.md,
 // so the two never disagree: one row per strategy, scenario and sweep
@@ -25,9 +32,10 @@ func comparison(r *Results) (head []string, rows [][]string, right []bool) {
 	}
 	head = append(head, "TPS", "flow P99 ms", "flows")
 	head = append(head, "oversold units", "oversell %")
-	for _, c := range AnomalyClasses[1:] {
+	for _, c := range AnomalyClasses[1:headlineClasses] {
 		head = append(head, c.Name)
 	}
+	head = append(head, "other anomalies")
 	head = append(head, "server CPU %", "core lines", "safety")
 	right = make([]bool, len(head))
 	for i := 2; i < len(head)-1; i++ {
@@ -48,9 +56,16 @@ func comparison(r *Results) (head []string, rows [][]string, right []bool) {
 			count(func(r Run) int64 { return r.Flows }),
 			count(func(r Run) int64 { return r.Audit.OversoldUnits }),
 			fold(runs, func(r Run) float64 { return r.Audit.OversellRate }, pct))
-		for _, c := range AnomalyClasses[1:] {
+		for _, c := range AnomalyClasses[1:headlineClasses] {
 			cells = append(cells, count(func(r Run) int64 { return c.Of(r.Audit) }))
 		}
+		cells = append(cells, count(func(r Run) int64 {
+			var n int64
+			for _, c := range AnomalyClasses[headlineClasses:] {
+				n += c.Of(r.Audit)
+			}
+			return n
+		}))
 		cpu := "n/a"
 		if row.HasCPU {
 			cpu = fold(runs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }, f1)
@@ -208,6 +223,8 @@ func Summary(r *Results) string {
 		}
 	}
 
+	writeTwoAudits(&b, r)
+
 	b.WriteString("\n## Latency (ms)\n\n| strategy | scenario | operation | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, run := range r.Runs {
 		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
@@ -290,4 +307,47 @@ func rowLabel(row Row) string {
 		return row.Scenario + " " + row.Param + "=" + row.Value
 	}
 	return row.Scenario
+}
+
+// writeTwoAudits writes, for runs graded twice, the audit at the end of load
+// and after settle side by side, and what settle repaired.
+func writeTwoAudits(b *strings.Builder, r *Results) {
+	graded := false
+	for _, run := range r.Runs {
+		graded = graded || run.AuditEndOfLoad != nil
+	}
+	if !graded {
+		return
+	}
+	b.WriteString("\n## Audit at the end of load and after settle\n\nThe stores are graded twice: when the load ends, before any strategy code repairs anything, and after the strategy's Settle. Acks contradicted = lost confirm acks + reserve acks no store holds + cancel acks whose order is confirmed or still reserved.\n\n")
+	b.WriteString("| strategy | scenario | graded | anomalies | oversold | phantom | leaked | acks contradicted | refused after reserve | drift | orphan res. | stale res. | invariant violations |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, run := range r.Runs {
+		if run.AuditEndOfLoad == nil {
+			continue
+		}
+		for _, g := range []struct {
+			when string
+			a    inventory.Audit
+		}{{"end of load", *run.AuditEndOfLoad}, {"after settle", run.Audit}} {
+			a := g.a
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), g.when,
+				a.Anomalies, a.OversoldUnits, a.PhantomUnits, a.LeakedUnits, a.LostAcks+a.ReserveAckViolations+a.CancelAckViolations,
+				a.RefusedAfterReserve, a.DriftUnits, a.OrphanReservations, a.StaleReservations, a.InvariantViolations)
+		}
+	}
+	for _, run := range r.Runs {
+		if len(run.SettleRepaired) == 0 {
+			continue
+		}
+		keys := make([]string, 0, len(run.SettleRepaired))
+		for k := range run.SettleRepaired {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %+d", k, run.SettleRepaired[k])
+		}
+		fmt.Fprintf(b, "\n%s (%s): settle repaired %s.\n", run.Strategy, label(run), strings.Join(parts, ", "))
+	}
 }

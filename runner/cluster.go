@@ -41,6 +41,7 @@ func checkNodes(ctx context.Context, c servers.Conns, a *inventory.Audit) error 
 		return err
 	}
 	a.InvariantViolations += len(diffs)
+	a.Anomalies += int64(len(diffs))
 	a.Violations = append(a.Violations, diffs...)
 	return nil
 }

@@ -36,6 +36,8 @@ type Options struct {
 	// many arrivals per second (Buyers then bounds the concurrency).
 	Rate     float64
 	PayDelay scenarios.Range
+	// Arrival spreads the flash buyers' arrival after the start barrier.
+	Arrival scenarios.Range
 	// SustainedPayDelay is the think time of the sustained scenario.
 	SustainedPayDelay scenarios.Range
 	Abandon           float64
@@ -77,7 +79,7 @@ type Options struct {
 func (o Options) Journeys() ([]scenarios.Journey, error) {
 	switch o.Scenario {
 	case "flash":
-		return scenarios.Flash(scenarios.FlashParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay,
+		return scenarios.Flash(scenarios.FlashParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay, Arrival: o.Arrival,
 			Abandon: o.Abandon, TTL: o.TTL, Seed: o.Seed}), nil
 	case "race":
 		return scenarios.Race(scenarios.RaceParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay,
@@ -119,7 +121,7 @@ func (o Options) Resolved() map[string]any {
 	for _, sc := range o.Scenarios {
 		switch sc {
 		case "flash":
-			m["abandon"], m["pay_delay"] = o.Abandon, o.PayDelay.String()
+			m["abandon"], m["pay_delay"], m["arrival"] = o.Abandon, o.PayDelay.String(), o.Arrival.String()
 		case "race":
 			m["short_ttl"], m["pay_delay"] = o.ShortTTL.String(), o.PayDelay.String()
 		case "sustained":
@@ -290,6 +292,9 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	}
 	cfg := o.Strategy
 	cfg.DB, cfg.Redis = conns.DB, conns.Redis
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = o.OpTimeout
+	}
 	s, err := e.New(cfg)
 	if err != nil {
 		return run, err
@@ -303,7 +308,8 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	bgDone := make(chan struct{})
 	go func() { defer close(bgDone); _ = s.Run(bgCtx) }()
 
-	d := &driver{s: s, o: o, restock: newRestocker(s, o)}
+	book := newLedger(s, stock)
+	d := &driver{s: book, o: o, restock: newRestocker(book, o)}
 	if o.Progress != nil {
 		d.live = newLive()
 		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
@@ -331,9 +337,21 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	bgStop()
 	<-bgDone
 
-	// Settle and audit even after Ctrl-C: what was measured is reported.
+	// Audit at the end of load, settle, audit again — even after Ctrl-C:
+	// what was measured is reported.
 	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
 	defer cancel()
+	auditor := inventory.Auditor{DB: conns.DB}
+	if e.UsesRedis {
+		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
+	}
+	var acks []inventory.Ack
+	auditor.Ledger, acks = book.snapshot()
+	endOfLoad, err := auditor.Audit(sctx, acks)
+	if err != nil {
+		return run, err
+	}
+	auditor.StaleBefore = time.Now()
 	if err := s.Settle(sctx); err != nil {
 		return run, fmt.Errorf("settle: %w", err)
 	}
@@ -341,13 +359,14 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	for _, r := range recs {
 		total.merge(r)
 	}
-	audit, err := inventory.Auditor{DB: conns.DB, Redis: conns.Redis}.Audit(sctx, total.acks)
+	audit, err := auditor.Audit(sctx, acks)
 	if err != nil {
 		return run, err
 	}
 	if err := checkNodes(sctx, conns, &audit); err != nil {
 		return run, err
 	}
+	run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, inventory.Repaired(endOfLoad, audit)
 
 	run.DurationSec = window.Seconds()
 	run.Flows = total.flows

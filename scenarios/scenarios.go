@@ -95,12 +95,15 @@ func (r Range) Draw(rng *rand.Rand) time.Duration {
 	return r.Min + time.Duration(rng.Int64N(int64(r.Max-r.Min)+1))
 }
 
-// FlashParams are the classic flash sale: Buyers buyers released together on
-// Stock units of one SKU; each reserves one unit, waits a pay delay and
+// FlashParams are the classic flash sale: Buyers buyers released together
+// (or arriving over Arrival) on Stock units of one SKU; each reserves one unit, waits a pay delay and
 // confirms, except a fraction Abandon that never pays.
 type FlashParams struct {
-	Stock    int64
-	Buyers   int
+	Stock  int64
+	Buyers int
+	// Arrival spreads the buyers' arrival after the start: each waits a
+	// uniform draw from it before reserving (zero: all at once).
+	Arrival  Range
 	PayDelay Range
 	Abandon  float64
 	TTL      time.Duration
@@ -120,6 +123,10 @@ func Flash(p FlashParams) []Journey {
 		j := Journey{OrderID: fmt.Sprintf("flash-%d-%05d", p.Seed, i), SKU: FlashSKU, Qty: 1, TTL: p.TTL,
 			Kind: "buy", Phases: []Phase{{Ops: []Op{Reserve}}}}
 		pay := p.PayDelay.Draw(rng)
+		if p.Arrival.Max > 0 {
+			// Drawn only when set, so seeds without a spread keep their journeys.
+			j.Phases[0].Think = p.Arrival.Draw(rng)
+		}
 		if rng.Float64() < p.Abandon {
 			j.Kind = "abandon"
 		} else {

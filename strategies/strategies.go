@@ -25,8 +25,14 @@ type Config struct {
 	CASMaxAttempts int
 	// OutboxPeriod is how often the outbox relay polls the message table.
 	OutboxPeriod time.Duration
-	// ReconcilePeriod is how often the outbox reconciler re-seeds Redis from MySQL.
+	// ReconcilePeriod is how often the outbox reconciler compares Redis with
+	// the MySQL projection (and applies decisions Redis missed).
 	ReconcilePeriod time.Duration
+	// OpTimeout is the longest an operation may run: the bound of an
+	// in-flight write that the reconcilers must wait out before they treat
+	// a difference as lasting, and the timeout of a compensation that runs
+	// on its own context after the caller's has ended.
+	OpTimeout time.Duration
 	// Retain is how long Redis keeps a final reservation record, the window
 	// in which repeats and late Trys are recognised.
 	Retain time.Duration
@@ -48,6 +54,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ReconcilePeriod <= 0 {
 		c.ReconcilePeriod = time.Second
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 10 * time.Second
 	}
 	if c.Retain <= 0 {
 		c.Retain = time.Hour

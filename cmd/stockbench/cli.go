@@ -33,6 +33,7 @@ commands:
   sweep      run a grid: --param NAME=V1,V2,… over any run flag; sweep charts
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
   compare    OLD.json NEW.json: side-by-side table, exit 1 on a regression (the CI gate)
+  audit      grade any MySQL (and Redis) in this schema: the reconciliation job; exit 1 on an anomaly
   down       remove leftover stockbench containers, and data dirs of killed local runs
   version    print the version
 
@@ -78,6 +79,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDown(args[1:], stdout, fail)
 	case "sweep":
 		return cmdSweep(ctx, args[1:], stdout, stderr, fail)
+	case "audit":
+		return cmdAudit(ctx, args[1:], stdout, fail)
 	case "version":
 		fs := flag.NewFlagSet("version", flag.ContinueOnError)
 		if code, done := parseFlags(fs, args[1:], stdout, fail); done {
@@ -89,7 +92,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, calibrate, report, compare, down or version)", args[0]))
+	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, calibrate, report, compare, audit, down or version)", args[0]))
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -225,6 +225,10 @@ func TestBadInput(t *testing.T) {
 			arrange: holdLock, want: "host ci-7 pid 4242"},
 		{name: "pool beyond max_connections", args: ext("stockbench", "--pool", "100000"), want: "max_connections"},
 		{name: "pool beyond max_connections, local servers", args: []string{"run", "--backend", "local", "--pool", "5000", "--quiet", "--out", filepath.Join(tmp, "out")}, want: "max_connections"},
+		// The audit command.
+		{name: "audit bad ledger", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--ledger", "S=ten"}, want: "--ledger"},
+		{name: "audit redis-only without redis", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-reservations"}, want: "--redis-addr"},
+		{name: "audit unreachable", args: []string{"audit", "--mysql-dsn", "root:" + catalogueMySQLPW + "@tcp(127.0.0.1:1)/x"}, want: "does not answer"},
 	}
 	keep := map[string]bool{strconv.Itoa(cs.ep.MySQLPID): true, strconv.Itoa(cs.ep.RedisPID): true}
 	for _, c := range cases {

@@ -27,6 +27,7 @@ import (
 type runFlags struct {
 	servers                                       servers.Options
 	strategies, scenario, payDelay, casRetry, out string
+	arrival                                       string
 	skew, mix, file, weights                      string
 	stock                                         int64
 	buyers, skus, repeat, pool                    int
@@ -47,6 +48,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
 	fs.IntVar(&f.buyers, "buyers", 120, "buyers (flash, race: released together; sustained: closed-loop workers, or the concurrency bound with --rate)")
 	fs.StringVar(&f.payDelay, "pay-delay", "200ms-500ms", "think time between reserve and confirm: a value or min-max (sustained default: 0)")
+	fs.StringVar(&f.arrival, "arrival", "0-50ms", "flash: buyers arrive spread over this range after the start (0: all at once), so the interleaving varies from run to run as real traffic does")
 	fs.Float64Var(&f.abandon, "abandon", 0, "flash: fraction of buyers who never pay; their reservation expires after --ttl")
 	fs.DurationVar(&f.ttl, "ttl", 30*time.Second, "reservation time to live")
 	fs.DurationVar(&f.shortTTL, "short-ttl", 300*time.Millisecond, "race: reservation lifetime of the pay-after-expiry buyers")
@@ -139,6 +141,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("--pay-delay: %w", err)
 	}
+	arrival, err := scenarios.ParseRange(f.arrival)
+	if err != nil {
+		return o, fmt.Errorf("--arrival: %w", err)
+	}
 	// The sustained scenario measures throughput: no think time unless asked.
 	sustainedPay := scenarios.Range{}
 	if explicit["pay-delay"] {
@@ -192,7 +198,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		}
 	}
 	return runner.Options{
-		Strategies: entries, Scenarios: scens, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay, SustainedPayDelay: sustainedPay,
+		Strategies: entries, Scenarios: scens, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay, Arrival: arrival, SustainedPayDelay: sustainedPay,
 		Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed, Duration: f.duration, Warmup: f.warmup,
 		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
 		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),

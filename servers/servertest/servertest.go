@@ -26,6 +26,19 @@ type Env struct {
 // Use it from TestMain: os.Exit(servertest.Main(m, &env)). Servers that
 // cannot be started fail the run with the reason; they are never mocked.
 func Main(m *testing.M, env *Env) int {
+	e, stop, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "servertest:", err)
+		return 1
+	}
+	defer stop()
+	*env = e
+	return m.Run()
+}
+
+// Start starts servers as Main does, for a package that needs them in only
+// some of its tests; stop closes the pools and stops the servers.
+func Start() (env Env, stop func(), err error) {
 	servers.DriverLog(io.Discard)
 	backend := os.Getenv("STOCKBENCH_TEST_BACKEND")
 	if backend == "" {
@@ -42,32 +55,27 @@ func Main(m *testing.M, env *Env) int {
 		if v := os.Getenv(c.env); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "servertest: %s: %v\n", c.env, err)
-				return 1
+				return env, nil, fmt.Errorf("%s: %w", c.env, err)
 			}
 			*c.dst = n
 		}
 	}
 	p, err := servers.New(servers.OptionsFromEnv(o))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "servertest:", err)
-		return 1
+		return env, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	ep, err := p.Start(ctx)
 	cancel()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "servertest:", err)
 		_ = p.Stop()
-		return 1
+		return env, nil, err
 	}
-	defer p.Stop()
 	conns, err := servers.Open(ep, 256)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "servertest:", err)
-		return 1
+		_ = p.Stop()
+		return env, nil, err
 	}
-	defer conns.Close()
 	env.Endpoints, env.Conns = ep, conns
-	return m.Run()
+	return env, func() { _ = conns.Close(); _ = p.Stop() }, nil
 }

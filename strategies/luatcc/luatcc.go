@@ -7,10 +7,20 @@
 // dtm-labs' barrier): every decision about an order — confirmed, cancelled,
 // expired — is an INSERT of its row keyed by order id, so the first decision
 // wins, a repeat finds it, and a racing confirm and cancel cannot both win.
-// Redis is then brought in line with the decision. A recovery loop finds
-// reservations past their deadline, writes "expired" unless a decision
-// exists, and applies whatever decision MySQL holds — which also finishes a
-// confirm interrupted between MySQL and Redis.
+// Redis is then brought in line with the decision. A recovery loop applies
+// every decision MySQL holds to the live Redis reservations (which also
+// finishes a confirm interrupted between MySQL and Redis), expires those
+// past their deadline unless a decision exists, and rebuilds a stock hash
+// Redis lost.
+//
+// Anti-hanging (a Try that arrives after its order was cancelled): the
+// cancel writes its decision in MySQL, then a cancelled marker in Redis
+// that the Try script refuses, for Retain (default 1 h). A Try that comes
+// later than that, or after a marker write that failed, reserves in Redis —
+// the Try is one Lua script and cannot read MySQL — but the next recovery
+// pass finds the order's decision and releases the unit: hanging is bounded
+// by one SweepPeriod, and the order can never be confirmed (its decision
+// stands). Null compensation (cancel before Try) is the same marker.
 package luatcc
 
 import (
@@ -18,6 +28,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +47,7 @@ type Strategy struct {
 
 	skus redisstock.Catalog
 
-	bgErrors, deferred, recovered, expired atomic.Int64
+	bgErrors, deferred, recovered, expired, reloads atomic.Int64
 }
 
 var _ inventory.Strategy = (*Strategy)(nil)
@@ -53,7 +64,9 @@ func New(cfg strategies.Config) (*Strategy, error) {
 // Name is "lua-tcc".
 func (s *Strategy) Name() string { return "lua-tcc" }
 
-// Setup loads the stock from MySQL into Redis.
+// Setup gives each SKU a Redis stock hash if it has none (see
+// redisstock.LoadFromMySQL); live stock is never overwritten, so starting
+// the strategy on running stores — a service restart — re-sells nothing.
 func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 	return s.skus.Load(ctx, s.rs, s.db)
 }
@@ -158,42 +171,72 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 	case err != nil:
 		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
 	}
-	if _, err := s.rs.Finish(ctx, ref, got, got == inventory.StateCancelled); err != nil {
+	// The decision is durable: bring Redis in line on a context of its own,
+	// so the caller's ending cannot cut this write off.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if _, err := s.rs.Finish(rctx, ref, got, got == inventory.StateCancelled); err != nil {
 		// The decision is durable in MySQL; recovery brings Redis in line.
 		s.deferred.Add(1)
 	}
 	return got, nil
 }
 
-// Run is the recovery loop: every SweepPeriod it settles reservations past
-// their deadline.
+// Run is the recovery loop: every SweepPeriod it reloads a lost stock hash,
+// applies every decision MySQL holds to the live Redis reservations, and
+// expires those past their deadline.
 func (s *Strategy) Run(ctx context.Context) error {
-	sqlstore.Every(ctx, s.cfg.SweepPeriod, func(ctx context.Context) error { return s.recover(ctx, false) },
-		func(error) { s.bgErrors.Add(1) })
+	sqlstore.Every(ctx, s.cfg.SweepPeriod, s.recover, func(error) { s.bgErrors.Add(1) })
 	return nil
 }
 
-// Settle applies every decision MySQL holds for a live Redis reservation
-// and expires those past their deadline.
-func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx, true) }
+// Settle runs one recovery pass (see Run).
+func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
 
-// recover visits live reservations: past-deadline ones always, the others
-// when all is set. A past-deadline reservation without a decision is
-// expired; one with a decision gets it applied.
-func (s *Strategy) recover(ctx context.Context, all bool) error {
-	skus := s.skus.List()
-	now := time.Now()
-	due := now
-	if all {
-		due = time.Time{}
+// recover visits every SKU of the catalog — MySQL's inventory table, not a
+// list kept in memory, so a restarted or second replica recovers the same
+// SKUs — and every live Redis reservation:
+//   - a SKU whose stock hash is gone (Redis lost its data) gets it rebuilt
+//     by the guarded reload (redisstock.Reload), so reserves work again
+//     without re-selling held units;
+//   - a reservation MySQL holds a decision for gets it applied now, not at
+//     its deadline: a cancel whose Redis write failed, or a late Try of a
+//     cancelled order, holds its unit for at most one pass;
+//   - a reservation past its deadline without a decision is expired.
+func (s *Strategy) recover(ctx context.Context) error {
+	skus, err := redisstock.ListSKUs(ctx, s.db)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
 	}
+	now := time.Now()
 	for _, sku := range skus {
-		ids, err := s.rs.Due(ctx, sku, due, 1000)
+		created, err := s.rs.Reload(ctx, s.db, sku)
+		if err != nil {
+			return fmt.Errorf("recover: %w", err)
+		}
+		if created {
+			s.reloads.Add(1)
+		}
+		ids, err := s.rs.Due(ctx, sku, time.Time{}, 0)
+		if err != nil {
+			return err
+		}
+		decided, err := decisions(ctx, s.db, ids)
 		if err != nil {
 			return err
 		}
 		for _, id := range ids {
 			ref := inventory.OrderRef{OrderID: id, SKU: sku}
+			if st, ok := decided[id]; ok {
+				prev, err := s.rs.Finish(ctx, ref, st, false)
+				if err != nil {
+					return err
+				}
+				if prev == inventory.StateReserved {
+					s.recovered.Add(1)
+				}
+				continue
+			}
 			res, err := s.rs.Get(ctx, ref)
 			if errors.Is(err, redisstock.ErrNoReservation) {
 				continue
@@ -201,23 +244,7 @@ func (s *Strategy) recover(ctx context.Context, all bool) error {
 			if err != nil {
 				return err
 			}
-			if res.State != inventory.StateReserved {
-				continue
-			}
-			if now.Before(res.Deadline) {
-				// Not due: only apply a decision that already exists.
-				var st inventory.OrderState
-				err := s.db.QueryRowContext(ctx, "SELECT state FROM orders WHERE order_id=?", id).Scan(&st)
-				if errors.Is(err, sql.ErrNoRows) {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("recover %s: %w", id, err)
-				}
-				if _, err := s.rs.Finish(ctx, ref, st, false); err != nil {
-					return err
-				}
-				s.recovered.Add(1)
+			if res.State != inventory.StateReserved || now.Before(res.Deadline) {
 				continue
 			}
 			got, err := s.decide(ctx, ref, res, inventory.StateExpired)
@@ -232,6 +259,38 @@ func (s *Strategy) recover(ctx context.Context, all bool) error {
 		}
 	}
 	return nil
+}
+
+// decisions reads the MySQL decisions (order rows) of the given orders.
+func decisions(ctx context.Context, db *sql.DB, ids []string) (map[string]inventory.OrderState, error) {
+	out := map[string]inventory.OrderState{}
+	for start := 0; start < len(ids); start += 500 {
+		part := ids[start:min(start+500, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := db.QueryContext(ctx, "SELECT order_id, state FROM orders WHERE order_id IN (?"+strings.Repeat(",?", len(part)-1)+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("recover: decisions: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			var st inventory.OrderState
+			if err := rows.Scan(&id, &st); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("recover: decisions: %w", err)
+			}
+			if st.Final() {
+				out[id] = st
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("recover: decisions: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // Restock adds stock in MySQL first, then in Redis.
@@ -250,5 +309,6 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_deferred_redis": float64(s.deferred.Load()),
 		"tcc_recovered":      float64(s.recovered.Load()),
 		"tcc_expired":        float64(s.expired.Load()),
+		"tcc_reloads":        float64(s.reloads.Load()),
 	}
 }

@@ -1,7 +1,12 @@
-// Package naive is the way teams get it wrong: read the stock, check it in
-// the application, write back the computed value, each a separate statement
-// with no lock and no transaction. Under contention updates are lost and the
-// SKU oversells. It exists so the auditor can prove it catches that.
+// Package naive is the way teams get it wrong: check, then act. Reserve
+// reads the available stock, checks it in the application, then decrements
+// it — separate statements, no lock, no transaction, no guard in the
+// UPDATE. Buyers whose check ran before the stock ran out but whose
+// decrement ran after it oversell: how many depends on how their reads and
+// writes interleave, so the oversell varies from run to run as real traffic
+// does (the article's ~13.5 % is such an average). Confirm and cancel
+// read-modify-write the row, so updates are also lost. It exists so the
+// auditor can prove it catches that.
 package naive
 
 import (
@@ -38,11 +43,11 @@ func (s *Strategy) Name() string { return "naive" }
 // Setup has nothing to add.
 func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error { return nil }
 
-// Reserve reads available, checks it, writes the computed values back and
-// records the order: three statements, no lock.
+// Reserve reads available, checks it, decrements it and records the order:
+// three statements, no lock — the check and the act are apart.
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
-	var avail, occ int64
-	err := s.db.QueryRowContext(ctx, "SELECT available, occupied FROM inventory WHERE sku=?", r.SKU).Scan(&avail, &occ)
+	var avail int64
+	err := s.db.QueryRowContext(ctx, "SELECT available FROM inventory WHERE sku=?", r.SKU).Scan(&avail)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("reserve: unknown sku %q", r.SKU)
 	}
@@ -52,7 +57,7 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	if avail < r.Qty {
 		return inventory.ErrOutOfStock
 	}
-	if _, err := s.db.ExecContext(ctx, "UPDATE inventory SET available=?, occupied=? WHERE sku=?", avail-r.Qty, occ+r.Qty, r.SKU); err != nil {
+	if _, err := s.db.ExecContext(ctx, "UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=?", r.Qty, r.Qty, r.SKU); err != nil {
 		return fmt.Errorf("reserve: %w", err)
 	}
 	if err := sqlstore.InsertOrder(ctx, s.db, r, inventory.StateReserved); err != nil {

@@ -4,11 +4,11 @@
 // Confirm, cancel and expiry change the order row and record an event in one
 // local transaction, then update Redis. A relay applies the events to the
 // MySQL inventory row every OutboxPeriod, exactly once per event. A
-// reconciler compares Redis with MySQL every ReconcilePeriod and, as such
-// systems commonly do, re-seeds Redis from MySQL when they differ: MySQL
-// lags by up to a relay period, so a re-seed can hand out units that Redis
-// had already reserved. That is the lag window's oversell; nothing here
-// simulates it.
+// reconciler (reconcile.go) runs every ReconcilePeriod: it applies MySQL's
+// decisions to Redis reservations that missed them, resolves orphan Redis
+// reservations through an order-row barrier, and repairs a lasting
+// difference between Redis and the MySQL projection (row + unapplied events)
+// with a guarded delta — never by overwriting Redis with a lagging row.
 package outbox
 
 import (
@@ -52,8 +52,10 @@ type Strategy struct {
 	lag  *hdrhistogram.Histogram // relay lag, µs; guarded by mu
 
 	relayMu sync.Mutex // one relay pass at a time
+	rec     reconciler
 
-	bgErrors, relayed, backlogMax, reseeds, compensations, deferred atomic.Int64
+	bgErrors, relayed, backlogMax, compensations, deferred   atomic.Int64
+	repairs, decisionsApplied, orphansReleased, undoFailures atomic.Int64
 }
 
 var _ inventory.Strategy = (*Strategy)(nil)
@@ -79,7 +81,8 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 }
 
 // Reserve runs the Lua Try, then writes the order and its event in one
-// local transaction; if that fails the Redis reservation is released.
+// local transaction. If that write fails, its outcome is settled before
+// Redis is touched (see undo).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	fresh, err := s.rs.Try(ctx, r)
 	if err != nil || !fresh {
@@ -94,16 +97,37 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	if err == nil {
 		return nil
 	}
-	// Compensate: give the unit back in Redis (owner-checked, so harmless
-	// if a racing cancel already did).
-	s.compensations.Add(1)
+	return s.undo(r, err)
+}
+
+// undo handles a reserve whose MySQL write returned err. It runs on its own
+// context with its own timeout: the caller's may already have expired, and
+// an undo cut short would leave the unit held in Redis with no order behind
+// it. A failed write is not proof that nothing committed (a lost commit
+// answer), so undo first settles the order through the barrier — which
+// refuses the order for good unless its row committed — and gives the unit
+// back in Redis only if the order is final. A committed reserve is a
+// success. If the barrier cannot run either, Redis is left as it is and the
+// reconciler resolves the orphan later.
+func (s *Strategy) undo(r inventory.Reservation, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpTimeout)
+	defer cancel()
 	ref := inventory.OrderRef{OrderID: r.OrderID, SKU: r.SKU}
-	if _, cerr := s.rs.Finish(ctx, ref, inventory.StateCancelled, false); cerr != nil {
-		return errors.Join(fmt.Errorf("reserve %s: %w", r.OrderID, err), cerr)
+	st, berr := s.barrier(ctx, ref)
+	switch {
+	case berr != nil:
+		s.undoFailures.Add(1)
+		return fmt.Errorf("reserve %s: %w (%v; undo: %v)", r.OrderID, inventory.ErrOutcomeUnknown, err, berr)
+	case st == inventory.StateReserved || st == inventory.StateConfirmed:
+		return nil // the write committed after all
+	}
+	s.compensations.Add(1)
+	if _, cerr := s.rs.Finish(ctx, ref, st, false); cerr != nil {
+		s.deferred.Add(1) // the reconciler applies MySQL's decision later
 	}
 	if sqlstore.IsDuplicate(err) {
 		// A cancel got there first and left its marker.
-		return sqlstore.ReserveRepeat(ctx, s.db, r.OrderID)
+		return fmt.Errorf("reserve %s: order is %s: %w", r.OrderID, st, inventory.ErrAlreadyFinal)
 	}
 	return fmt.Errorf("reserve %s: %w", r.OrderID, err)
 }
@@ -139,10 +163,15 @@ func insertEvent(ctx context.Context, tx *sql.Tx, orderID, sku string, qty int64
 	return nil
 }
 
-// applyToRedis brings Redis in line after a committed MySQL transition.
+// applyToRedis brings Redis in line after a committed MySQL transition. It
+// runs on its own context and timeout: the caller's ending (an operation
+// timeout, the background loop stopping) must not cut the second store's
+// write once the first has committed.
 func (s *Strategy) applyToRedis(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState, marker bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
 	if _, err := s.rs.Finish(ctx, ref, to, marker); err != nil {
-		s.deferred.Add(1) // Settle applies MySQL's decision later
+		s.deferred.Add(1) // the reconciler applies MySQL's decision later
 	}
 }
 
@@ -156,7 +185,7 @@ func (s *Strategy) Run(ctx context.Context) error {
 	}{
 		{s.cfg.SweepPeriod, func(ctx context.Context) error { _, err := s.orders.ExpireDue(ctx); return err }},
 		{s.cfg.OutboxPeriod, func(ctx context.Context) error { _, err := s.relay(ctx); return err }},
-		{s.cfg.ReconcilePeriod, s.reconcile},
+		{s.cfg.ReconcilePeriod, func(ctx context.Context) error { _, err := s.reconcile(ctx, false); return err }},
 	} {
 		wg.Add(1)
 		go func() {
@@ -277,40 +306,33 @@ func applyEvents(ctx context.Context, tx *sql.Tx, batch []event) error {
 	return err
 }
 
-// reconcile re-seeds a SKU's Redis stock from its MySQL row when they differ.
-func (s *Strategy) reconcile(ctx context.Context) error {
-	for _, sku := range s.skus.List() {
-		var m inventory.Stock
-		if err := s.db.QueryRowContext(ctx, "SELECT total, available, occupied, sold FROM inventory WHERE sku=?", sku).
-			Scan(&m.Total, &m.Available, &m.Occupied, &m.Sold); err != nil {
-			return fmt.Errorf("reconcile %s: %w", sku, err)
-		}
-		key := inventory.RedisStockKey(sku)
-		h, err := s.rs.R.HGetAll(ctx, key).Result()
-		if err != nil {
-			return fmt.Errorf("reconcile %s: %w", sku, err)
-		}
-		if h["total"] == strconv.FormatInt(m.Total, 10) && h["available"] == strconv.FormatInt(m.Available, 10) &&
-			h["occupied"] == strconv.FormatInt(m.Occupied, 10) && h["sold"] == strconv.FormatInt(m.Sold, 10) {
-			continue
-		}
-		if err := s.rs.R.HSet(ctx, key, "total", m.Total, "available", m.Available, "occupied", m.Occupied, "sold", m.Sold).Err(); err != nil {
-			return fmt.Errorf("reconcile %s: %w", sku, err)
-		}
-		s.reseeds.Add(1)
-	}
-	return nil
-}
-
-// Settle expires due reservations, drains the outbox, and applies MySQL's
-// decisions to any Redis reservation left behind. It does not reconcile:
-// the audit sees the drift the run left.
+// Settle expires due reservations, runs a reconciler pass that applies
+// MySQL's decisions to Redis and resolves orphans at once (no reserve is in
+// flight), and drains the outbox. A stock difference is repaired only once
+// it has lasted: if one is pending, Settle waits out the operation timeout
+// and runs a second pass. Not to be run concurrently with load if a prompt
+// answer matters: orphans are then refused through the barrier.
 func (s *Strategy) Settle(ctx context.Context) error {
 	if _, err := s.orders.ExpireDue(ctx); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
-	if _, err := s.rs.ApplyDecisions(ctx, s.db, s.skus.List()); err != nil {
+	rep, err := s.reconcile(ctx, true)
+	if err != nil {
 		return fmt.Errorf("settle: %w", err)
+	}
+	if rep.Pending > 0 {
+		// A difference is waiting to prove it lasts: with no load left,
+		// look again once the operation timeout has passed.
+		t := time.NewTimer(s.cfg.OpTimeout + time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("settle: %w", ctx.Err())
+		case <-t.C:
+		}
+		if _, err := s.reconcile(ctx, true); err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
 	}
 	for {
 		n, err := s.relay(ctx)
@@ -331,8 +353,8 @@ func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
 // Close has nothing to release.
 func (s *Strategy) Close() error { return nil }
 
-// Counters reports relay lag (ms), backlog, re-seeds, compensations and
-// background errors.
+// Counters reports relay lag (ms), backlog, compensations, the
+// reconciler's repairs and background errors. Safe for concurrent use.
 func (s *Strategy) Counters() map[string]float64 {
 	s.mu.Lock()
 	p50 := float64(s.lag.ValueAtQuantile(50)) / 1000
@@ -344,8 +366,11 @@ func (s *Strategy) Counters() map[string]float64 {
 		"outbox_lag_p50_ms":    p50,
 		"outbox_lag_p99_ms":    p99,
 		"outbox_backlog_max":   float64(s.backlogMax.Load()),
-		"outbox_reseeds":       float64(s.reseeds.Load()),
 		"outbox_compensations": float64(s.compensations.Load()),
 		"outbox_deferred":      float64(s.deferred.Load()),
+		"outbox_undo_failures": float64(s.undoFailures.Load()),
+		"reconcile_repairs":    float64(s.repairs.Load()),
+		"reconcile_decisions":  float64(s.decisionsApplied.Load()),
+		"reconcile_orphans":    float64(s.orphansReleased.Load()),
 	}
 }

@@ -7,10 +7,10 @@ package registry
 var coreLines = map[string]int{
 	"strategies/cas":                 98,
 	"strategies/conditional":         38,
-	"strategies/internal/redisstock": 214,
+	"strategies/internal/redisstock": 424,
 	"strategies/internal/sqlstore":   329,
-	"strategies/luatcc":              193,
+	"strategies/luatcc":              231,
 	"strategies/naive":               124,
-	"strategies/outbox":              275,
+	"strategies/outbox":              586,
 	"strategies/rowlock":             58,
 }

@@ -30,8 +30,12 @@ type Entry struct {
 	// Safe is false for naive: it is exempt from the safety cases and must
 	// instead show the anomaly.
 	Safe bool
-	// UsesRedis says whether the strategy needs a Redis server.
+	// UsesRedis says whether the strategy needs a Redis server (and keeps
+	// stock there, which the auditor then checks).
 	UsesRedis bool
+	// RedisReservations says the strategy keeps reservations only in Redis
+	// until they are decided (the auditor's RedisReservations).
+	RedisReservations bool
 	// Ceiling names the calibration probe that bounds the strategy's
 	// reserve: the store operation its reserve is shaped like.
 	Ceiling string
@@ -51,7 +55,7 @@ var All = []Entry{
 	{Name: "rowlock", Dirs: []string{"strategies/rowlock", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(rowlock.New)},
 	{Name: "cas", Dirs: []string{"strategies/cas", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrapErr(cas.New)},
 	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(conditional.New)},
-	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
+	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
 	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(outbox.New)},
 	{Name: "naive", Dirs: []string{"strategies/naive"}, Safe: false, Ceiling: CeilingMySQLUpdate, New: wrap(naive.New)},
 }

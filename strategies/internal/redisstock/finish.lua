@@ -18,11 +18,17 @@ if not st then
 end
 if st ~= 'reserved' then return st end
 local q = tonumber(redis.call('HGET', KEYS[2], 'qty'))
-redis.call('HINCRBY', KEYS[1], 'occupied', -q)
-if to == 'confirmed' then
-  redis.call('HINCRBY', KEYS[1], 'sold', q)
-else
-  redis.call('HINCRBY', KEYS[1], 'available', q)
+-- Without a stock hash (Redis lost it) only the reservation moves: a reload
+-- rebuilds the hash from MySQL and the reservations still live, and a
+-- partial hash made here would stop that reload.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'occupied', -q)
+  if to == 'confirmed' then
+    redis.call('HINCRBY', KEYS[1], 'sold', q)
+  else
+    redis.call('HINCRBY', KEYS[1], 'available', q)
+  end
+  redis.call('HINCRBY', KEYS[1], 'ver', 1)
 end
 redis.call('HSET', KEYS[2], 'state', to)
 redis.call('PEXPIRE', KEYS[2], ARGV[3])

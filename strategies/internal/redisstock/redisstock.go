@@ -25,9 +25,21 @@ var tryLua string
 //go:embed finish.lua
 var finishLua string
 
+//go:embed snapshot.lua
+var snapshotLua string
+
+//go:embed adjust.lua
+var adjustLua string
+
+//go:embed restock.lua
+var restockLua string
+
 var (
-	tryScript    = redis.NewScript(tryLua)
-	finishScript = redis.NewScript(finishLua)
+	tryScript      = redis.NewScript(tryLua)
+	finishScript   = redis.NewScript(finishLua)
+	snapshotScript = redis.NewScript(snapshotLua)
+	adjustScript   = redis.NewScript(adjustLua)
+	restockScript  = redis.NewScript(restockLua)
 )
 
 // Store runs the scripts on one Redis. Safe for concurrent use.
@@ -61,32 +73,124 @@ func (c *Catalog) List() []string {
 	return c.skus
 }
 
-// LoadFromMySQL copies every inventory row of MySQL into the Redis stock
-// hashes and returns the SKUs.
+// LoadFromMySQL gives every SKU of MySQL's inventory table a Redis stock
+// hash if it has none, and returns the SKUs. A hash that exists is live
+// data (a restart on running stores) and is never touched. A missing hash
+// (first start, or Redis lost its data) is rebuilt so that it cannot sell
+// a unit twice: total from MySQL; sold from MySQL's confirmed orders;
+// occupied from every reservation still held anywhere — live in Redis or
+// reserved in MySQL; available is the rest. It is created atomically only
+// if still absent, so a reload racing another one (or a replica's) is
+// harmless. Safe to call concurrently with load: a Try meanwhile fails
+// (no hash) rather than sell from a half-built one.
 func (s Store) LoadFromMySQL(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT sku, total, available, occupied, sold FROM inventory")
+	skus, err := ListSKUs(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("load redis: %w", err)
 	}
-	defer rows.Close()
-	var skus []string
-	pipe := s.R.Pipeline()
-	for rows.Next() {
-		var st inventory.Stock
-		if err := rows.Scan(&st.SKU, &st.Total, &st.Available, &st.Occupied, &st.Sold); err != nil {
-			return nil, fmt.Errorf("load redis: %w", err)
+	for _, sku := range skus {
+		if _, err := s.Reload(ctx, db, sku); err != nil {
+			return nil, err
 		}
-		skus = append(skus, st.SKU)
-		pipe.HSet(ctx, inventory.RedisStockKey(st.SKU), "total", st.Total, "available", st.Available, "occupied", st.Occupied, "sold", st.Sold)
-		pipe.SAdd(ctx, inventory.RedisSKUSet, st.SKU)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load redis: %w", err)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("load redis: %w", err)
 	}
 	return skus, nil
+}
+
+// ListSKUs lists the SKUs of MySQL's inventory table, the system of record.
+func ListSKUs(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT sku FROM inventory ORDER BY sku")
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer rows.Close()
+	var skus []string
+	for rows.Next() {
+		var sku string
+		if err := rows.Scan(&sku); err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+		skus = append(skus, sku)
+	}
+	return skus, rows.Err()
+}
+
+// Reload builds sku's stock hash as LoadFromMySQL describes, if it has
+// none. created is false when there was one (nothing changed).
+func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool, err error) {
+	n, err := s.R.Exists(ctx, inventory.RedisStockKey(sku)).Result()
+	if err != nil || n == 1 {
+		return false, wrapLoad(sku, err)
+	}
+	held := map[string]int64{}
+	ids, err := s.Due(ctx, sku, time.Time{}, 0)
+	if err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	for _, id := range ids {
+		res, err := s.Get(ctx, inventory.OrderRef{OrderID: id, SKU: sku})
+		if errors.Is(err, ErrNoReservation) {
+			continue
+		}
+		if err != nil {
+			return false, wrapLoad(sku, err)
+		}
+		if res.State == inventory.StateReserved {
+			held[id] = res.Qty
+		}
+	}
+	var st inventory.Stock
+	var version int64
+	if err := db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&st.Total, &version); err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT order_id, qty, state FROM orders WHERE sku=? AND state IN ('reserved','confirmed')", sku)
+	if err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	for rows.Next() {
+		var id string
+		var q int64
+		var state inventory.OrderState
+		if err := rows.Scan(&id, &q, &state); err != nil {
+			rows.Close()
+			return false, wrapLoad(sku, err)
+		}
+		if state == inventory.StateConfirmed {
+			st.Sold += q
+			delete(held, id) // decided: MySQL's word wins
+		} else {
+			held[id] = q
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	for _, q := range held {
+		st.Occupied += q
+	}
+	st.Available = st.Total - st.Sold - st.Occupied
+	if st.Available < 0 {
+		return false, fmt.Errorf("load redis %s: MySQL total %d < sold %d + held %d: not loading a hash that sells nothing right",
+			sku, st.Total, st.Sold, st.Occupied)
+	}
+	ok, err := s.Adjust(ctx, sku, Snapshot{Missing: true}, st, version)
+	if err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	if ok {
+		if err := s.R.SAdd(ctx, inventory.RedisSKUSet, sku).Err(); err != nil {
+			return true, wrapLoad(sku, err)
+		}
+	}
+	return ok, nil
+}
+
+func wrapLoad(sku string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("load redis %s: %w", sku, err)
 }
 
 func keys(sku, id string) []string {
@@ -180,19 +284,50 @@ func (s Store) Due(ctx context.Context, sku string, now time.Time, limit int64) 
 }
 
 // Restock adds qty to a SKU's total and available, in MySQL first and then
-// in Redis, so that Redis never promises units MySQL does not have.
+// in Redis, so that Redis never promises units MySQL does not have. The
+// MySQL update bumps the row's version; Redis records the version it
+// includes, so the Redis write applies once even if it lands after a
+// reconciler already took the units from MySQL. A Redis write that fails
+// leaves Redis short (never over), for the reconciler to repair.
 func (s Store) Restock(ctx context.Context, db *sql.DB, sku string, qty int64) error {
-	if _, err := db.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+? WHERE sku=?", qty, qty, sku); err != nil {
+	var version int64
+	err := sqlstoreTx(ctx, db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+?, version=version+1 WHERE sku=?", qty, qty, sku); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, "SELECT version FROM inventory WHERE sku=?", sku).Scan(&version)
+	})
+	if err != nil {
 		return fmt.Errorf("restock %s: %w", sku, err)
 	}
-	pipe := s.R.TxPipeline()
-	pipe.HIncrBy(ctx, inventory.RedisStockKey(sku), "total", qty)
-	pipe.HIncrBy(ctx, inventory.RedisStockKey(sku), "available", qty)
-	_, err := pipe.Exec(ctx)
+	_, err = s.applyRestock(ctx, sku, qty, version)
+	return err
+}
+
+// applyRestock is Restock's Redis write: qty units as MySQL restock number
+// version. applied is false when the hash already counts that restock.
+func (s Store) applyRestock(ctx context.Context, sku string, qty, version int64) (applied bool, err error) {
+	n, err := restockScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), restockKey(sku)}, qty, version).Int()
 	if err != nil {
-		return fmt.Errorf("redis restock: %w", err)
+		return false, fmt.Errorf("redis restock %s: %w", sku, err)
 	}
-	return nil
+	if n == -3 {
+		return false, fmt.Errorf("redis restock %s: no stock hash", sku)
+	}
+	return n == 1, nil
+}
+
+// sqlstoreTx runs fn in one transaction (a short one: no retry loop).
+func sqlstoreTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // ApplyDecisions brings every live Redis reservation of the SKUs in line
@@ -224,4 +359,80 @@ func (s Store) ApplyDecisions(ctx context.Context, db *sql.DB, skus []string) (i
 		}
 	}
 	return n, nil
+}
+
+// Snapshot is one SKU's Redis side read atomically: the stock hash (Missing
+// when there is none), its version — bumped by every script and restock that
+// changes it — and the live reservations still in state reserved.
+type Snapshot struct {
+	Missing bool
+	Stock   inventory.Stock
+	Ver     string
+	// RV is the MySQL inventory version whose restocks the hash includes.
+	RV   int64
+	Live map[string]int64 // order id → qty
+}
+
+// Snapshot reads sku's stock hash and live reservations in one script, so
+// they are one instant of Redis. Read-only; safe to call concurrently.
+func (s Store) Snapshot(ctx context.Context, sku string) (Snapshot, error) {
+	v, err := snapshotScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku)},
+		inventory.RedisReservationKey(sku, "")).Slice()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("redis snapshot %s: %w", sku, err)
+	}
+	out := Snapshot{Stock: inventory.Stock{SKU: sku}}
+	if n, _ := v[0].(int64); n == 0 {
+		out.Missing = true
+		return out, nil
+	}
+	num := func(x any) int64 {
+		str, _ := x.(string)
+		n, _ := strconv.ParseInt(str, 10, 64)
+		return n
+	}
+	out.Stock.Total, out.Stock.Available, out.Stock.Occupied, out.Stock.Sold = num(v[1]), num(v[2]), num(v[3]), num(v[4])
+	out.Ver, _ = v[5].(string)
+	out.RV = num(v[6])
+	out.Live = make(map[string]int64, (len(v)-7)/2)
+	for i := 7; i+1 < len(v); i += 2 {
+		id, _ := v[i].(string)
+		out.Live[id] = num(v[i+1])
+	}
+	return out, nil
+}
+
+// Adjust adds delta (total, available, occupied, sold) to sku's stock hash
+// only if the hash is still exactly as observed in snap (same version and
+// values); when snap saw no hash, it creates one holding delta's values only
+// if there is still none. rv, when not negative, is recorded as the MySQL
+// inventory version the repaired hash includes (see Restock). It reports whether it changed anything: false
+// means a write raced the observation and nothing was done. Safe to call
+// concurrently and from several replicas: at most one of several repairs
+// computed from one observation applies.
+func (s Store) Adjust(ctx context.Context, sku string, snap Snapshot, delta inventory.Stock, rv int64) (bool, error) {
+	ver := snap.Ver
+	if snap.Missing {
+		ver = ""
+	} else if ver == "" {
+		ver = "0"
+	}
+	o := snap.Stock
+	n, err := adjustScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), restockKey(sku)}, ver,
+		delta.Total, delta.Available, delta.Occupied, delta.Sold, o.Total, o.Available, o.Occupied, o.Sold, rvArg(rv)).Int()
+	if err != nil {
+		return false, fmt.Errorf("redis adjust %s: %w", sku, err)
+	}
+	return n == 1, nil
+}
+
+// restockKey is the set of restock versions a SKU's hash has applied above
+// its floor (same hash tag as the stock hash).
+func restockKey(sku string) string { return inventory.RedisPrefix + "restocks:{" + sku + "}" }
+
+func rvArg(rv int64) string {
+	if rv < 0 {
+		return ""
+	}
+	return strconv.FormatInt(rv, 10)
 }

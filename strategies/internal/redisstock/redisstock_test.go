@@ -76,3 +76,102 @@ func TestFinishOwnerCheck(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestRestockAppliesOnce runs restocks' Redis writes and reconciler repairs
+// in the orders a busy system produces: each restock's units are counted
+// exactly once, whichever lands first.
+func TestRestockAppliesOnce(t *testing.T) {
+	type step struct {
+		restock int64 // apply the Redis write of MySQL restock number restock (5 units)
+		repair  int64 // or: a repair that takes every restock up to this version from MySQL
+		units   int64 // units the repair adds (the restocks it took)
+	}
+	cases := []struct {
+		name      string
+		steps     []step
+		wantTotal int64
+	}{
+		{"in order", []step{{restock: 1}, {restock: 2}}, 20},
+		{"out of order", []step{{restock: 2}, {restock: 1}}, 20},
+		{"repeated", []step{{restock: 1}, {restock: 1}}, 15},
+		// The reconciler took restock 1 from MySQL; its Redis write lands late.
+		{"late after a repair", []step{{repair: 1, units: 5}, {restock: 1}}, 15},
+		// The repair took 1 and 2; 3 is newer than the repair and still counts.
+		{"newer than the repair", []step{{restock: 2}, {repair: 2, units: 5}, {restock: 1}, {restock: 3}}, 25},
+	}
+	ctx := context.Background()
+	s := Store{R: env.Redis}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			env.Redis.HSet(ctx, inventory.RedisStockKey("S"), "total", 10, "available", 10, "occupied", 0, "sold", 0)
+			for _, st := range c.steps {
+				if st.restock > 0 {
+					if _, err := s.applyRestock(ctx, "S", 5, st.restock); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				snap, err := s.Snapshot(ctx, "S")
+				if err != nil {
+					t.Fatal(err)
+				}
+				ok, err := s.Adjust(ctx, "S", snap, inventory.Stock{Total: st.units, Available: st.units}, st.repair)
+				if err != nil || !ok {
+					t.Fatalf("repair: %v %v", ok, err)
+				}
+			}
+			snap, err := s.Snapshot(ctx, "S")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Stock.Total != c.wantTotal || snap.Stock.Available != c.wantTotal {
+				t.Fatalf("stock %+v, want total and available %d", snap.Stock, c.wantTotal)
+			}
+		})
+	}
+}
+
+// TestAdjustGuard: a repair computed from an observation applies only while
+// the hash is as observed.
+func TestAdjustGuard(t *testing.T) {
+	ctx := context.Background()
+	s := Store{R: env.Redis}
+	cases := []struct {
+		name   string
+		change func(t *testing.T) // between the observation and the repair
+		want   bool
+	}{
+		{"unchanged", func(t *testing.T) {}, true},
+		{"a reserve in between", func(t *testing.T) {
+			if _, err := s.Try(ctx, inventory.Reservation{OrderID: "o", SKU: "S", Qty: 1, Deadline: time.Now().Add(time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a raw write in between", func(t *testing.T) {
+			env.Redis.HIncrBy(ctx, inventory.RedisStockKey("S"), "available", 1)
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			env.Redis.HSet(ctx, inventory.RedisStockKey("S"), "total", 10, "available", 10, "occupied", 0, "sold", 0)
+			snap, err := s.Snapshot(ctx, "S")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.change(t)
+			ok, err := s.Adjust(ctx, "S", snap, inventory.Stock{Total: 1, Available: 1}, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != c.want {
+				t.Fatalf("applied %v, want %v", ok, c.want)
+			}
+		})
+	}
+}

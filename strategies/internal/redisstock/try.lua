@@ -1,5 +1,5 @@
 -- Try: reserve ARGV[1] units for order ARGV[3] until deadline ARGV[2] (Unix ms).
--- KEYS[1] stock hash, KEYS[2] reservation hash, KEYS[3] live set.
+-- KEYS[1] stock hash (its 'ver' counts every change, for the reconcilers), KEYS[2] reservation hash, KEYS[3] live set.
 -- Returns 1 reserved now, 2 already reserved or confirmed (idempotent repeat),
 -- 0 out of stock, -2 order already cancelled or expired (anti-hanging),
 -- -3 unknown SKU.
@@ -14,6 +14,7 @@ local q = tonumber(ARGV[1])
 if avail < q then return 0 end
 redis.call('HINCRBY', KEYS[1], 'available', -q)
 redis.call('HINCRBY', KEYS[1], 'occupied', q)
+redis.call('HINCRBY', KEYS[1], 'ver', 1)
 redis.call('HSET', KEYS[2], 'qty', q, 'state', 'reserved', 'deadline', ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 return 1

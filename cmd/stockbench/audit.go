@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers"
+)
+
+// cmdAudit is the periodic reconciliation job (对账) as a command: it grades
+// any MySQL (and Redis) in the stockbench schema with the run's auditor,
+// prints the verdict, and exits 1 when it finds an anomaly.
+func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(int, error) int) int {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	var dsn, addr, ledger, acksFile string
+	var redisRes, asJSON bool
+	var grace time.Duration
+	fs.StringVar(&dsn, "mysql-dsn", "", "MySQL DSN of the database to audit (or STOCKBENCH_MYSQL_DSN)")
+	fs.StringVar(&addr, "redis-addr", "", "Redis host:port holding the stock hashes (or STOCKBENCH_REDIS_ADDR); none: MySQL only")
+	fs.BoolVar(&redisRes, "redis-reservations", false, "reservations live only in Redis until decided (lua-tcc); default: MySQL holds an order for each")
+	fs.StringVar(&ledger, "ledger", "", "stock put in per SKU, SKU=N,… (default: the MySQL total is the ledger)")
+	fs.StringVar(&acksFile, "acks", "", "JSON file of acknowledgements clients got: [{\"order_id\":…,\"sku\":…,\"state\":\"reserved|confirmed|cancelled|refused\"}]")
+	fs.DurationVar(&grace, "stale-grace", time.Minute, "a live Redis reservation this long past its deadline is stale (negative: no check)")
+	fs.BoolVar(&asJSON, "json", false, "print the audit as JSON")
+	if code, done := parseFlags(fs, args, stdout, fail); done {
+		return code
+	}
+	if dsn == "" {
+		dsn = os.Getenv("STOCKBENCH_MYSQL_DSN")
+	}
+	if addr == "" {
+		addr = os.Getenv("STOCKBENCH_REDIS_ADDR")
+	}
+	if dsn == "" {
+		return fail(exitUsage, errors.New("audit needs --mysql-dsn (or STOCKBENCH_MYSQL_DSN)"))
+	}
+	if redisRes && addr == "" {
+		return fail(exitUsage, errors.New("--redis-reservations needs --redis-addr"))
+	}
+	a := inventory.Auditor{RedisReservations: redisRes}
+	if ledger != "" {
+		l, err := parseLedger(ledger)
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		a.Ledger = l
+	}
+	var acks []inventory.Ack
+	if acksFile != "" {
+		b, err := os.ReadFile(acksFile)
+		if err != nil {
+			return fail(exitUsage, fmt.Errorf("--acks: %w", err))
+		}
+		if err := json.Unmarshal(b, &acks); err != nil {
+			return fail(exitUsage, fmt.Errorf("--acks %s: %w", acksFile, err))
+		}
+	}
+	if grace >= 0 {
+		a.StaleBefore = time.Now().Add(-grace)
+	}
+	ep := servers.Endpoints{MySQLDSN: servers.WithDriverParams(dsn), RedisAddr: addr}
+	conns, err := servers.Open(ep, 4)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	defer conns.Close()
+	a.DB = conns.DB
+	if addr != "" {
+		a.Redis = conns.Redis
+	}
+	if err := conns.DB.PingContext(ctx); err != nil {
+		return fail(exitUsage, fmt.Errorf("mysql %s does not answer: %w", ep.Redacted(), err))
+	}
+	if a.Redis != nil {
+		if err := conns.Redis.Ping(ctx).Err(); err != nil {
+			return fail(exitUsage, fmt.Errorf("redis %s does not answer: %w", addr, err))
+		}
+	}
+	res, err := a.Audit(ctx, acks)
+	if err != nil {
+		return fail(exitFailed, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fail(exitFailed, err)
+		}
+	} else {
+		printAudit(stdout, ep.Redacted(), addr, res)
+	}
+	if res.Anomalies > 0 {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// parseLedger reads SKU=N,….
+func parseLedger(s string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || k == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("--ledger: %q is not SKU=N", part)
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+// printAudit writes the verdict: every anomaly figure by its results.json
+// name, a line per SKU, then the violations found.
+func printAudit(w io.Writer, mysql, redisAddr string, a inventory.Audit) {
+	where := "mysql " + mysql
+	if redisAddr != "" {
+		where += ", redis " + redisAddr
+	}
+	fmt.Fprintf(w, "audit of %s: %d SKUs, %d confirmed units\n", where, len(a.SKUs), a.ConfirmedUnits)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, f := range []struct {
+		name string
+		n    int64
+	}{
+		{"anomalies", a.Anomalies},
+		{"oversold_units", a.OversoldUnits},
+		{"phantom_units", a.PhantomUnits},
+		{"leaked_units", a.LeakedUnits},
+		{"invariant_violations", int64(a.InvariantViolations)},
+		{"missing_redis_stock", int64(a.MissingRedisStock)},
+		{"drift_units", a.DriftUnits},
+		{"orphan_reservations", int64(a.OrphanReservations)},
+		{"stale_reservations", int64(a.StaleReservations)},
+		{"lost_acks", int64(a.LostAcks)},
+		{"reserve_ack_violations", int64(a.ReserveAckViolations)},
+		{"cancel_ack_violations", int64(a.CancelAckViolations)},
+		{"refused_after_reserve", int64(a.RefusedAfterReserve)},
+	} {
+		fmt.Fprintf(tw, "  %s\t%d\n", f.name, f.n)
+	}
+	tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sku\tledger\ttotal\tavailable\toccupied\tsold\tconfirmed\treserved\tredis a/o/s\tdrift\t")
+	for _, s := range a.SKUs {
+		r := "-"
+		if s.Redis != nil {
+			r = fmt.Sprintf("%d/%d/%d", s.Redis.Available, s.Redis.Occupied, s.Redis.Sold)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", s.SKU, s.Ledger, s.Total, s.Available, s.Occupied, s.Sold,
+			s.ConfirmedUnits, s.ReservedUnits, r, s.DriftUnits)
+	}
+	tw.Flush()
+	if len(a.Violations) > 0 {
+		fmt.Fprintln(w, "found:")
+		for _, v := range a.Violations {
+			fmt.Fprintln(w, "- "+v)
+		}
+	}
+	if a.Anomalies == 0 {
+		fmt.Fprintln(w, "no anomaly")
+	}
+}

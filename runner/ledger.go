@@ -1,0 +1,92 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/stockbench/stockbench/inventory"
+)
+
+// ledger stands between the driver and the strategy and keeps the harness's
+// own account of the run, which the auditor grades the stores against: the
+// stock put in per SKU (initial + every restock that succeeded) and every
+// acknowledgement a client got. It never changes what the strategy does or
+// returns. Safe for concurrent use.
+type ledger struct {
+	inventory.Strategy
+	mu       sync.Mutex
+	stock    map[string]int64
+	acks     []inventory.Ack
+	reserved map[string]bool // orders whose reserve was acknowledged
+}
+
+func newLedger(s inventory.Strategy, initial []inventory.Stock) *ledger {
+	l := &ledger{Strategy: s, stock: map[string]int64{}, reserved: map[string]bool{}}
+	for _, st := range initial {
+		l.stock[st.SKU] += st.Total
+	}
+	return l
+}
+
+// Reserve records a reserve acknowledgement.
+func (l *ledger) Reserve(ctx context.Context, r inventory.Reservation) error {
+	err := l.Strategy.Reserve(ctx, r)
+	if err == nil {
+		l.mu.Lock()
+		l.reserved[r.OrderID] = true
+		l.acks = append(l.acks, inventory.Ack{OrderID: r.OrderID, SKU: r.SKU, State: inventory.StateReserved})
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// Confirm records a confirm acknowledgement, or a refusal for lack of
+// stock after an acknowledged reserve.
+func (l *ledger) Confirm(ctx context.Context, o inventory.OrderRef) error {
+	err := l.Strategy.Confirm(ctx, o)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err == nil:
+		l.acks = append(l.acks, inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.StateConfirmed})
+	case errors.Is(err, inventory.ErrOutOfStock) && l.reserved[o.OrderID]:
+		l.acks = append(l.acks, inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.AckRefused})
+	}
+	return err
+}
+
+// Cancel records a cancel acknowledgement.
+func (l *ledger) Cancel(ctx context.Context, o inventory.OrderRef) error {
+	err := l.Strategy.Cancel(ctx, o)
+	if err == nil {
+		l.mu.Lock()
+		l.acks = append(l.acks, inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.StateCancelled})
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// Restock adds a successful restock to the stock put in. A restock that
+// failed is not counted: if it took effect anyway, the audit shows the
+// units as phantom, which is what they are to the harness.
+func (l *ledger) Restock(ctx context.Context, sku string, qty int64) error {
+	err := l.Strategy.Restock(ctx, sku, qty)
+	if err == nil {
+		l.mu.Lock()
+		l.stock[sku] += qty
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// snapshot returns copies of the stock ledger and the acks.
+func (l *ledger) snapshot() (map[string]int64, []inventory.Ack) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	stock := make(map[string]int64, len(l.stock))
+	for k, v := range l.stock {
+		stock[k] = v
+	}
+	return stock, append([]inventory.Ack(nil), l.acks...)
+}
