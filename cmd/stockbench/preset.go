@@ -31,6 +31,10 @@ var presets = map[string][][2]string{
 	},
 }
 
+// sustainedOnly are the preset keys that apply to the sustained scenario
+// only (options refuses them otherwise).
+var sustainedOnly = map[string]bool{"duration": true, "warmup": true}
+
 // presetNames lists the presets, sorted.
 func presetNames() []string {
 	var out []string
@@ -52,6 +56,9 @@ func applyPreset(fs *flag.FlagSet, name string) error {
 	for _, kv := range p {
 		if set[kv[0]] {
 			continue
+		}
+		if sustainedOnly[kv[0]] && !strings.Contains(fs.Lookup("scenario").Value.String(), "sustained") {
+			continue // the scenarios chosen have no sustained load to shape
 		}
 		if err := fs.Set(kv[0], kv[1]); err != nil {
 			return fmt.Errorf("--preset %s: %s: %w", name, kv[0], err)
