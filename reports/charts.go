@@ -219,7 +219,7 @@ func barChart(rows []Row, title, ylabel string, val func(Run) float64, logIfSpre
 	logY := logIfSpread && lo > 0 && hi/lo > 20
 	if logY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 		p.Y.Label.Text += " — log scale"
 	}
 	base := 0.0
@@ -341,7 +341,7 @@ func spectrumChart(rows []Row, sc string) (*plot.Plot, error) {
 	p.Legend.Left = true
 	if hi/lo > 20 {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 		p.Y.Label.Text += " — log scale"
 	}
 	return p, nil

@@ -80,7 +80,8 @@ var page = template.Must(template.New("index").Funcs(template.FuncMap{
 <title>stockbench results</title>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 80em; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; }
+table { border-collapse: collapse; margin: 1em 0; font-size: .85em; }
+.wide { overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: right; }
 th:first-child, td:first-child, td.l { text-align: left; }
 th { background: #f3f3f3; }
@@ -89,6 +90,7 @@ th { background: #f3f3f3; }
 .charts figure { margin: 0; }
 .charts figure { width: calc(50% - .5em); }
 .charts svg { width: 100%; height: auto; border: 1px solid #eee; }
+td.name { white-space: nowrap; text-align: left; }
 .sw { display: inline-block; width: .8em; height: .8em; margin-right: .4em; border-radius: 2px; }
 td.art { color: #666; font-style: italic; }
 nav.toc { background: #f7f7f7; padding: .6em 1em; line-height: 1.6; }
@@ -104,10 +106,10 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <br><b>Units</b> TPS: completed reserve+confirm flows / s · latency: ms, pay delay excluded · oversell: % of confirmed units · anomalies: units or acks counted by the auditor · server CPU: % of one core</nav>
 
 <h2 id="comparison">Comparison</h2>
-<table>
+<div class="wide"><table>
 <tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr>
-{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td><span class="sw" style="{{swatch $c}}"></span>{{$c}}</td>{{else}}<td{{if eq $c "UNSAFE"}} class="bad"{{else if eq $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}{{end}}</tr>
-{{end}}</table>
+{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td class="name"><span class="sw" style="{{swatch $c}}"></span>{{$c}}</td>{{else}}<td{{if eq $c "UNSAFE"}} class="bad"{{else if eq $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}{{end}}</tr>
+{{end}}</table></div>
 <p>TPS: completed reserve+confirm flows per second of the measured phase; flows: their count (warm-up excluded). Flow P99: of the whole flow, pay delay excluded. The anomaly columns are the auditor's, from the stores, over the whole run; oversell %: oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max); every repeat is listed below. The colour beside each name is the strategy's in every chart.</p>
 
 {{if .RHead}}<h2 id="repeats">Repeats</h2>
@@ -117,11 +119,11 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{end}}</table>{{end}}
 
 {{with .Article}}<h2 id="article">Beside the article (--preset article)</h2>
-<p>Each pair is the article's published figure, then the one measured in this run (median, min–max over repeats). The article's figures are quoted, not measured here. Source: {{$.ArticleSource}}.</p>
-<table>
+<p>Each pair is the article's published figure (grey, italic), then the one measured in this run (median, min–max over repeats). The article's figures are quoted, not measured here. Source: {{$.ArticleSource}}.</p>
+<div class="wide"><table>
 <tr><th>strategy</th><th>scenario</th><th>TPS article</th><th>TPS measured</th><th>P99 ms article</th><th>P99 ms measured</th><th>oversell % article</th><th>oversell % measured</th><th>CPU % article</th><th>CPU % measured</th><th>core lines article</th><th>core lines measured</th></tr>
-{{range .}}<tr><td><span class="sw" style="{{swatch .Strategy}}"></span>{{.Strategy}}</td><td class="l">{{.Scenario}}</td><td class="art">{{.TPS}}</td><td>{{.MTPS}}</td><td class="art">{{.P99}}</td><td>{{.MP99}}</td><td class="art">{{.Over}}</td><td>{{.MOver}}</td><td class="art">{{.CPU}}</td><td>{{.MCPU}}</td><td class="art">{{.Lines}}</td><td>{{.MLines}}</td></tr>
-{{end}}</table>
+{{range .}}<tr><td class="name"><span class="sw" style="{{swatch .Strategy}}"></span>{{.Strategy}}</td><td class="l">{{.Scenario}}</td><td class="art">{{.TPS}}</td><td>{{.MTPS}}</td><td class="art">{{.P99}}</td><td>{{.MP99}}</td><td class="art">{{.Over}}</td><td>{{.MOver}}</td><td class="art">{{.CPU}}</td><td>{{.MCPU}}</td><td class="art">{{.Lines}}</td><td>{{.MLines}}</td></tr>
+{{end}}</table></div>
 <p>Setup differences:</p>
 <ul>{{range $.ArticleDiffs}}<li>{{.}}</li>{{end}}</ul>{{end}}
 

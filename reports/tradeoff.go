@@ -3,6 +3,7 @@ package reports
 import (
 	"image/color"
 	"math"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -21,7 +22,7 @@ import (
 func tradeoffChart(rows []Row, sc string, ref []ArticleFigure) (*plot.Plot, error) {
 	p := newPlot("Throughput vs P99 — "+sc, "completed flows / s (TPS)", "flow P99 (ms) — log scale")
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = logTicks{}
 	p.Legend.Top, p.Legend.Left = true, false
 	lo, hi, xmin, xmax := math.Inf(1), 0.0, math.Inf(1), 0.0
 	any, unsafe, repeats := false, false, false
@@ -105,7 +106,7 @@ func tradeoffChart(rows []Row, sc string, ref []ArticleFigure) (*plot.Plot, erro
 	if unsafe {
 		p.Legend.Add("red ring, hollow: audit found anomalies", legendGlyph(AnomalyColor, Marker{Shape: ShapeCircle, Hollow: true}))
 	}
-	if len(ref) > 0 {
+	if slices.ContainsFunc(ref, func(f ArticleFigure) bool { return f.HasLoad }) {
 		p.Legend.Add("× the article's published figure", legendGlyph(color.Gray{Y: 0x55}, draw.CrossGlyph{}))
 	}
 	if repeats {
@@ -116,7 +117,7 @@ func tradeoffChart(rows []Row, sc string, ref []ArticleFigure) (*plot.Plot, erro
 		// Points an order of magnitude apart (the article's, often) would
 		// crowd the slow ones into a corner: log X too.
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = logTicks{}
 		p.X.Label.Text += " — log scale"
 		p.X.Min, p.X.Max = xmin/1.5, xmax*3
 		xspan = math.Log10(p.X.Max / p.X.Min)
@@ -160,10 +161,10 @@ func addPointLabels(p *plot.Plot, labels plotter.XYLabels, colors []color.Color,
 			dx, dy vg.Length
 		}
 		cands := []place{
-			{box{x + gap, y - lineH/2, x + gap + w, y + lineH/2}, draw.XLeft, draw.YCenter, vg.Points(11), 0},
-			{box{x - gap - w, y - lineH/2, x - gap, y + lineH/2}, draw.XRight, draw.YCenter, -vg.Points(11), 0},
-			{box{x - w/2, y - gap - lineH, x + w/2, y - gap}, draw.XCenter, draw.YTop, 0, -vg.Points(11)},
-			{box{x - w/2, y + gap, x + w/2, y + gap + lineH}, draw.XCenter, draw.YBottom, 0, vg.Points(11)},
+			{box{x + gap, y - lineH/2, x + gap + w, y + lineH/2}, draw.XLeft, draw.YCenter, vg.Points(16), 0},
+			{box{x - gap - w, y - lineH/2, x - gap, y + lineH/2}, draw.XRight, draw.YCenter, -vg.Points(16), 0},
+			{box{x - w/2, y - gap - lineH, x + w/2, y - gap}, draw.XCenter, draw.YTop, 0, -vg.Points(15)},
+			{box{x - w/2, y + gap, x + w/2, y + gap + lineH}, draw.XCenter, draw.YBottom, 0, vg.Points(15)},
 		}
 		best := cands[0]
 	search:
@@ -198,6 +199,37 @@ func (plainTicks) Ticks(min, max float64) []plot.Tick {
 	for i := range ts {
 		if ts[i].Label != "" {
 			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
+// logTicks label a log axis at 1, 2 and 5 times the powers of ten when it
+// spans two decades or less (plot.LogTicks would label one tick or none),
+// else at the powers of ten.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(min, max float64) []plot.Tick {
+	if min <= 0 || max <= min {
+		return nil
+	}
+	steps := []float64{1, 2, 5}
+	if math.Log10(max/min) > 2 {
+		steps = []float64{1}
+	}
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(min)); e <= math.Ceil(math.Log10(max)); e++ {
+		for m := 1.0; m < 10; m++ {
+			v := m * math.Pow(10, e)
+			if v < min || v > max {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if slices.Contains(steps, m) {
+				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			ts = append(ts, t)
 		}
 	}
 	return ts
@@ -282,7 +314,7 @@ func articleChart(rows []Row, m articleMetric) (*plot.Plot, error) {
 		}
 		base = floor / 4
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 		p.Y.Min = base
 	}
 	const half = 0.2 // each bar's offset from the strategy's slot
