@@ -193,6 +193,7 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Tick.Label.Font.Size = vg.Points(11)
 	p.Y.Tick.Label.Font.Size = vg.Points(11)
 	p.Legend.TextStyle.Font.Size = vg.Points(11)
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
 	p.Add(plotter.NewGrid())
 	return p
 }
@@ -364,7 +365,7 @@ var timelineMetrics = []metric{
 // no run has more than one second.
 func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
 	p := newPlot(m.title+" — "+sc, "second of the measured phase", m.ylabel)
-	any := false
+	any, top := false, 0.0
 	for _, r := range rows {
 		s := r.Runs[0].Series
 		if len(s) < 2 {
@@ -373,6 +374,7 @@ func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
 		xys := make(plotter.XYs, len(s))
 		for j, pt := range s {
 			xys[j] = plotter.XY{X: float64(pt.Second), Y: m.series(pt)}
+			top = math.Max(top, xys[j].Y)
 		}
 		line, err := plotter.NewLine(xys)
 		if err != nil {
@@ -389,6 +391,7 @@ func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
 	if !any {
 		return nil, nil
 	}
+	p.Y.Min, p.Y.Max = 0, top*1.35 // headroom for the legend above the lines
 	return p, nil
 }
 
