@@ -107,7 +107,7 @@ func TestRepeatedHeadline(t *testing.T) {
 	if n := strings.Count(cmp, "<tr>"); n != 4 {
 		t.Errorf("index.html comparison has %d rows, want a header and 3", n)
 	}
-	if !strings.Contains(cmp, "867.7 (694.1–1128.0)") {
+	if !strings.Contains(cmp, `867.7<br><span class="mm">694.1–1128.0</span>`) {
 		t.Error("index.html comparison lacks rowlock's median (min–max)")
 	}
 }

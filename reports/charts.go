@@ -90,6 +90,16 @@ func buildPlots(r *Results) ([]namedPlot, error) {
 		return out, nil
 	}
 	article := IsArticlePreset(r)
+	if article {
+		// What the preset is for comes first: the article beside this run.
+		for _, m := range articleMetrics {
+			if p, err := articleChart(rows, m); p != nil || err != nil {
+				if err := add("article-"+m.name, p, err); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	for _, sc := range Scenarios(r) {
 		var rs []Row
 		for _, row := range rows {
@@ -135,15 +145,6 @@ func buildPlots(r *Results) ([]namedPlot, error) {
 		for _, m := range timelineMetrics {
 			if p, err := timelineChart(rs, sc, m); p != nil || err != nil {
 				if err := add(m.name+"-over-time-"+sc, p, err); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	if article {
-		for _, m := range articleMetrics {
-			if p, err := articleChart(rows, m); p != nil || err != nil {
-				if err := add("article-"+m.name, p, err); err != nil {
 					return nil, err
 				}
 			}

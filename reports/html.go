@@ -63,6 +63,14 @@ func WriteHTML(dir string, r *Results, charts []Chart) error {
 
 var page = template.Must(template.New("index").Funcs(template.FuncMap{
 	"f1": f1, "f2": f2, "pct": pct, "label": label,
+	// cell puts a folded "median (min–max)" on two lines, the range small.
+	"cell": func(s string) template.HTML {
+		i := strings.Index(s, " (")
+		if i < 0 || !strings.HasSuffix(s, ")") {
+			return template.HTML(template.HTMLEscapeString(s))
+		}
+		return template.HTML(template.HTMLEscapeString(s[:i]) + `<br><span class="mm">` + template.HTMLEscapeString(s[i+2:len(s)-1]) + `</span>`)
+	},
 	// swatch is the strategy's chart colour, for a key beside its name.
 	"swatch": func(strategy string) template.CSS { return template.CSS("background:" + StyleOf(strategy).Hex()) },
 	"cpu": func(run Run) string {
@@ -91,6 +99,7 @@ th { background: #f3f3f3; }
 .charts figure { width: calc(50% - .5em); }
 .charts svg { width: 100%; height: auto; border: 1px solid #eee; }
 td.name { white-space: nowrap; text-align: left; }
+.mm { font-size: .8em; color: #555; white-space: nowrap; }
 .sw { display: inline-block; width: .8em; height: .8em; margin-right: .4em; border-radius: 2px; }
 td.art { color: #666; font-style: italic; }
 nav.toc { background: #f7f7f7; padding: .6em 1em; line-height: 1.6; }
@@ -108,7 +117,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <h2 id="comparison">Comparison</h2>
 <div class="wide"><table>
 <tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr>
-{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td class="name"><span class="sw" style="{{swatch $c}}"></span>{{$c}}</td>{{else}}<td{{if eq $c "UNSAFE"}} class="bad"{{else if eq $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td class="name"><span class="sw" style="{{swatch $c}}"></span>{{$c}}</td>{{else}}<td{{if eq $c "UNSAFE"}} class="bad"{{else if eq $i 1}} class="l"{{end}}>{{cell $c}}</td>{{end}}{{end}}</tr>
 {{end}}</table></div>
 <p>TPS: completed reserve+confirm flows per second of the measured phase; flows: their count (warm-up excluded). Flow P99: of the whole flow, pay delay excluded. The anomaly columns are the auditor's, from the stores, over the whole run; oversell %: oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max); every repeat is listed below. The colour beside each name is the strategy's in every chart.</p>
 
@@ -122,7 +131,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <p>Each pair is the article's published figure (grey, italic), then the one measured in this run (median, min–max over repeats). The article's figures are quoted, not measured here. Source: {{$.ArticleSource}}.</p>
 <div class="wide"><table>
 <tr><th>strategy</th><th>scenario</th><th>TPS article</th><th>TPS measured</th><th>P99 ms article</th><th>P99 ms measured</th><th>oversell % article</th><th>oversell % measured</th><th>CPU % article</th><th>CPU % measured</th><th>core lines article</th><th>core lines measured</th></tr>
-{{range .}}<tr><td class="name"><span class="sw" style="{{swatch .Strategy}}"></span>{{.Strategy}}</td><td class="l">{{.Scenario}}</td><td class="art">{{.TPS}}</td><td>{{.MTPS}}</td><td class="art">{{.P99}}</td><td>{{.MP99}}</td><td class="art">{{.Over}}</td><td>{{.MOver}}</td><td class="art">{{.CPU}}</td><td>{{.MCPU}}</td><td class="art">{{.Lines}}</td><td>{{.MLines}}</td></tr>
+{{range .}}<tr><td class="name"><span class="sw" style="{{swatch .Strategy}}"></span>{{.Strategy}}</td><td class="l">{{.Scenario}}</td><td class="art">{{.TPS}}</td><td>{{cell .MTPS}}</td><td class="art">{{.P99}}</td><td>{{cell .MP99}}</td><td class="art">{{.Over}}</td><td>{{cell .MOver}}</td><td class="art">{{.CPU}}</td><td>{{.MCPU}}</td><td class="art">{{.Lines}}</td><td>{{.MLines}}</td></tr>
 {{end}}</table></div>
 <p>Setup differences:</p>
 <ul>{{range $.ArticleDiffs}}<li>{{.}}</li>{{end}}</ul>{{end}}

@@ -259,11 +259,20 @@ var articleMetrics = []articleMetric{
 	{name: "p99", title: "P99 latency: the article's figure beside this run's", ylabel: "P99 (ms) — log scale", log: true,
 		article:  func(f ArticleFigure) (float64, bool) { return f.P99MS, f.HasLoad },
 		measured: func(r Run) float64 { return r.LatencyMS["flow"].P99 },
-		format:   func(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }},
+		format:   short},
 	{name: "oversell", title: "Oversell: the article's figure beside this run's", ylabel: "oversell (%)",
 		article:  func(f ArticleFigure) (float64, bool) { return f.OversellPct, true },
 		measured: func(r Run) float64 { return 100 * r.Audit.OversellRate },
-		format:   func(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }},
+		format:   short},
+}
+
+// short writes a figure with three significant digits, never in
+// exponent form.
+func short(v float64) string {
+	if math.Abs(v) >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
 // articleChart draws, per strategy the article measured, two bars: this
@@ -378,6 +387,7 @@ func articleChart(rows []Row, m articleMetric) (*plot.Plot, error) {
 	l.Offset = vg.Point{Y: vg.Points(4)}
 	p.Add(l)
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4 // the outer bars' labels stay inside
 	mb, _ := plotter.NewBarChart(plotter.Values{1}, w)
 	mb.Color, mb.LineStyle.Width = color.Gray{Y: 0x77}, 0
 	ab, _ := plotter.NewBarChart(plotter.Values{1}, w)
@@ -390,7 +400,7 @@ func articleChart(rows []Row, m articleMetric) (*plot.Plot, error) {
 	case m.log:
 		p.Y.Max = hi * 4
 	default:
-		p.Y.Max = hi * 1.25
+		p.Y.Max = hi * 1.35 // room for the legend
 	}
 	return p, nil
 }
