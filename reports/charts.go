@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,8 +12,8 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Chart size: 8 × 4.5 inches, 768 × 432 pixels as PNG.
@@ -88,6 +89,17 @@ func buildPlots(r *Results) ([]namedPlot, error) {
 		}
 		return out, nil
 	}
+	article := IsArticlePreset(r)
+	if article {
+		// What the preset is for comes first: the article beside this run.
+		for _, m := range articleMetrics {
+			if p, err := articleChart(rows, m); p != nil || err != nil {
+				if err := add("article-"+m.name, p, err); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	for _, sc := range Scenarios(r) {
 		var rs []Row
 		for _, row := range rows {
@@ -95,18 +107,28 @@ func buildPlots(r *Results) ([]namedPlot, error) {
 				rs = append(rs, row)
 			}
 		}
-		p, err := barChart(rs, "Throughput by strategy — "+sc, "completed reserve+confirm flows / s",
-			func(r Row) float64 { return r.TPS }, false, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) })
+		var ref []ArticleFigure
+		if article {
+			ref = ArticleFiguresFor(sc)
+		}
+		p, err := tradeoffChart(rs, sc, ref)
+		if p != nil || err != nil {
+			if err := add("tradeoff-"+sc, p, err); err != nil {
+				return nil, err
+			}
+		}
+		p, err = barChart(rs, "Throughput by strategy — "+sc, "completed reserve+confirm flows / s",
+			func(r Run) float64 { return r.TPS }, false, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) })
 		if err := add("tps-"+sc, p, err); err != nil {
 			return nil, err
 		}
 		p, err = barChart(rs, "P99 flow latency by strategy — "+sc, "P99 of reserve + confirm (ms)",
-			func(r Row) float64 { return r.P99 }, true, func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) })
+			func(r Run) float64 { return r.LatencyMS["flow"].P99 }, true, func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) })
 		if err := add("p99-"+sc, p, err); err != nil {
 			return nil, err
 		}
 		p, err = barChart(rs, "Oversell rate by strategy — "+sc, "oversold units / confirmed units (%)",
-			func(r Row) float64 { return 100 * r.OversellRate }, false, func(v float64) string {
+			func(r Run) float64 { return 100 * r.Audit.OversellRate }, false, func(v float64) string {
 				if v == 0 {
 					return "0 (none)"
 				}
@@ -165,27 +187,41 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Legend.Top = true
+	// Sizes chosen to stay readable at 768×432 and at the HTML page's width.
+	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.X.Label.TextStyle.Font.Size = vg.Points(12)
+	p.Y.Label.TextStyle.Font.Size = vg.Points(12)
+	p.X.Tick.Label.Font.Size = vg.Points(11)
+	p.Y.Tick.Label.Font.Size = vg.Points(11)
+	p.Legend.TextStyle.Font.Size = vg.Points(11)
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
 	p.Add(plotter.NewGrid())
 	return p
 }
 
-// barChart draws one bar per row with its value written above it; a zero
-// bar still gets its label, so "none" is visible. With logIfSpread the Y axis
-// turns logarithmic when the largest value is over 20 times the smallest.
-func barChart(rows []Row, title, ylabel string, val func(Row) float64, logIfSpread bool, label func(float64) string) (*plot.Plot, error) {
+// barChart draws one bar per row, the median of its repeats, in the
+// strategy's colour, with whiskers from the smallest to the largest repeat
+// when there are several, and the value written above it; a zero bar still
+// gets its label, so "none" is visible. With logIfSpread the Y axis turns
+// logarithmic when the largest value is over 20 times the smallest.
+func barChart(rows []Row, title, ylabel string, val func(Run) float64, logIfSpread bool, label func(float64) string) (*plot.Plot, error) {
 	p := newPlot(title, "strategy", ylabel)
-	vals := make(plotter.Values, len(rows))
+	spreads := make([]Spread, len(rows))
 	names := make([]string, len(rows))
-	lo, hi := math.Inf(1), 0.0
+	lo, hi, repeats := math.Inf(1), 0.0, 0
 	for i, r := range rows {
-		vals[i] = val(r)
+		spreads[i] = spreadOf(r.Runs, val)
 		names[i] = r.Strategy
-		lo, hi = math.Min(lo, vals[i]), math.Max(hi, vals[i])
+		lo, hi = math.Min(lo, spreads[i].Min), math.Max(hi, spreads[i].Max)
+		repeats = max(repeats, len(r.Runs))
+	}
+	if repeats > 1 {
+		p.X.Label.Text = fmt.Sprintf("strategy — bar: median of %d repeats, whisker: min–max", repeats)
 	}
 	logY := logIfSpread && lo > 0 && hi/lo > 20
 	if logY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 		p.Y.Label.Text += " — log scale"
 	}
 	base := 0.0
@@ -194,43 +230,87 @@ func barChart(rows []Row, title, ylabel string, val func(Row) float64, logIfSpre
 		// as a thick stem from below the smallest value instead.
 		base = lo / 2
 		p.Y.Min = base
-		for i, v := range vals {
-			stem, err := plotter.NewLine(plotter.XYs{{X: float64(i), Y: base}, {X: float64(i), Y: v}})
+	}
+	for i, s := range spreads {
+		c := StyleOf(rows[i].Strategy).Color
+		if logY {
+			stem, err := plotter.NewLine(plotter.XYs{{X: float64(i), Y: base}, {X: float64(i), Y: s.Median}})
 			if err != nil {
 				return nil, err
 			}
-			stem.Color = plotutil.Color(0)
+			stem.Color = c
 			stem.Width = vg.Points(28)
 			p.Add(stem)
+			continue
 		}
-	} else {
-		bars, err := plotter.NewBarChart(vals, vg.Points(28))
+		bar, err := plotter.NewBarChart(plotter.Values{s.Median}, vg.Points(28))
 		if err != nil {
 			return nil, err
 		}
-		bars.Color = plotutil.Color(0)
-		bars.LineStyle.Width = 0
-		p.Add(bars)
+		bar.XMin = float64(i)
+		bar.Color = c
+		bar.LineStyle.Width = 0
+		p.Add(bar)
+	}
+	if repeats > 1 {
+		w, err := whiskers(spreads, func(i int) float64 { return float64(i) })
+		if err != nil {
+			return nil, err
+		}
+		p.Add(w)
 	}
 	p.NominalX(names...)
 	labels := plotter.XYLabels{XYs: make(plotter.XYs, len(rows)), Labels: make([]string, len(rows))}
-	for i, v := range vals {
-		labels.XYs[i] = plotter.XY{X: float64(i), Y: math.Max(v, base)}
-		labels.Labels[i] = label(v)
+	for i, s := range spreads {
+		labels.XYs[i] = plotter.XY{X: float64(i), Y: math.Max(s.Max, base)}
+		labels.Labels[i] = label(s.Median)
 	}
 	l, err := plotter.NewLabels(labels)
 	if err != nil {
 		return nil, err
 	}
-	l.Offset = vg.Point{X: -vg.Points(12), Y: vg.Points(3)}
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign = draw.XCenter
+	}
+	l.Offset = vg.Point{Y: vg.Points(4)}
 	p.Add(l)
 	if hi == 0 {
 		p.Y.Max = 1 // all zero: give the labels room
-	} else if !logY {
+	} else if logY {
+		p.Y.Max = hi * 2
+	} else {
 		p.Y.Max = hi * 1.15
 	}
 	return p, nil
 }
+
+// whiskers draws min–max bars over the medians of spreads, the i-th at x(i).
+func whiskers(spreads []Spread, x func(int) float64) (*plotter.YErrorBars, error) {
+	e := make(errXYs, len(spreads))
+	for i, s := range spreads {
+		e[i] = errXY{XY: plotter.XY{X: x(i), Y: s.Median}, Low: s.Median - s.Min, High: s.Max - s.Median}
+	}
+	w, err := plotter.NewYErrorBars(e)
+	if err != nil {
+		return nil, err
+	}
+	w.LineStyle = draw.LineStyle{Color: color.Black, Width: vg.Points(1.5)}
+	w.CapWidth = vg.Points(12)
+	return w, nil
+}
+
+// errXYs are points with an error below (Low) and above (High), for
+// gonum's error bars.
+type errXY struct {
+	plotter.XY
+	Low, High float64
+}
+type errXYs []errXY
+
+func (e errXYs) Len() int                        { return len(e) }
+func (e errXYs) XY(i int) (float64, float64)     { return e[i].X, e[i].Y }
+func (e errXYs) YError(i int) (float64, float64) { return e[i].Low, e[i].High }
+func (e errXYs) XError(i int) (float64, float64) { return e[i].Low, e[i].High }
 
 // nines maps a percentile to the "nines" axis: 50 → 0.3, 90 → 1, 99 → 2…
 func nines(q float64) float64 { return -math.Log10(1 - q/100) }
@@ -242,7 +322,7 @@ func spectrumChart(rows []Row, sc string) (*plot.Plot, error) {
 	p.X.Tick.Marker = plot.ConstantTicks{{Value: nines(50), Label: "50"}, {Value: nines(90), Label: "90"},
 		{Value: nines(99), Label: "99"}, {Value: nines(99.9), Label: "99.9"}, {Value: nines(99.99), Label: "99.99"}}
 	lo, hi, any := math.Inf(1), 0.0, false
-	for i, r := range rows {
+	for _, r := range rows {
 		sp := r.Runs[0].Spectrum
 		if len(sp) == 0 {
 			continue
@@ -252,7 +332,7 @@ func spectrumChart(rows []Row, sc string) (*plot.Plot, error) {
 			xys[j] = plotter.XY{X: nines(q.Q), Y: math.Max(q.MS, 0.001)}
 			lo, hi = math.Min(lo, xys[j].Y), math.Max(hi, xys[j].Y)
 		}
-		if err := addLinePoints(p, r.Strategy, xys, i); err != nil {
+		if err := addLinePoints(p, r.Strategy, xys); err != nil {
 			return nil, err
 		}
 		any = true
@@ -263,7 +343,7 @@ func spectrumChart(rows []Row, sc string) (*plot.Plot, error) {
 	p.Legend.Left = true
 	if hi/lo > 20 {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 		p.Y.Label.Text += " — log scale"
 	}
 	return p, nil
@@ -286,8 +366,8 @@ var timelineMetrics = []metric{
 // no run has more than one second.
 func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
 	p := newPlot(m.title+" — "+sc, "second of the measured phase", m.ylabel)
-	any := false
-	for i, r := range rows {
+	any, top := false, 0.0
+	for _, r := range rows {
 		s := r.Runs[0].Series
 		if len(s) < 2 {
 			continue
@@ -295,13 +375,15 @@ func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
 		xys := make(plotter.XYs, len(s))
 		for j, pt := range s {
 			xys[j] = plotter.XY{X: float64(pt.Second), Y: m.series(pt)}
+			top = math.Max(top, xys[j].Y)
 		}
 		line, err := plotter.NewLine(xys)
 		if err != nil {
 			return nil, err
 		}
-		line.Color = plotutil.Color(i)
-		line.Dashes = plotutil.Dashes(i)
+		st := StyleOf(r.Strategy)
+		line.Color = st.Color
+		line.Dashes = st.Dashes
 		line.Width = vg.Points(1.5)
 		p.Add(line)
 		p.Legend.Add(r.Strategy, line)
@@ -310,6 +392,7 @@ func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
 	if !any {
 		return nil, nil
 	}
+	p.Y.Min, p.Y.Max = 0, top*1.35 // headroom for the legend above the lines
 	return p, nil
 }
 
@@ -350,7 +433,7 @@ func sweepChart(sw *Sweep, rows []Row, m metric) (*plot.Plot, error) {
 		}
 	}
 	any := false
-	for i, name := range strategies {
+	for _, name := range strategies {
 		var xys plotter.XYs
 		for _, v := range sw.Values {
 			for _, r := range rows {
@@ -364,7 +447,7 @@ func sweepChart(sw *Sweep, rows []Row, m metric) (*plot.Plot, error) {
 		if len(xys) == 0 {
 			continue
 		}
-		if err := addLinePoints(p, name, xys, i); err != nil {
+		if err := addLinePoints(p, name, xys); err != nil {
 			return nil, err
 		}
 		any = true
@@ -375,15 +458,17 @@ func sweepChart(sw *Sweep, rows []Row, m metric) (*plot.Plot, error) {
 	return p, nil
 }
 
-// addLinePoints adds the i-th series of a chart as a line with markers, in
-// the i-th colour and shape, with a legend entry.
-func addLinePoints(p *plot.Plot, name string, xys plotter.XYs, i int) error {
+// addLinePoints adds a strategy's series to a chart as a line with markers,
+// in the strategy's colour, dashes and marker, with a legend entry.
+func addLinePoints(p *plot.Plot, name string, xys plotter.XYs) error {
 	line, points, err := plotter.NewLinePoints(xys)
 	if err != nil {
 		return err
 	}
-	line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
-	points.Shape = plotutil.Shape(i)
+	st := StyleOf(name)
+	line.Color, line.Dashes = st.Color, st.Dashes
+	line.Width = vg.Points(1.5)
+	points.Color, points.Shape, points.Radius = st.Color, st.Marker, vg.Points(3.5)
 	p.Add(line, points)
 	p.Legend.Add(name, line, points)
 	return nil

@@ -22,8 +22,8 @@ func HTML(r *Results, charts []Chart) ([]byte, error) {
 		return nil, err
 	}
 	type chartView struct {
-		Title string
-		SVG   template.HTML
+		ID, Title string
+		SVG       template.HTML
 	}
 	views := make([]chartView, len(charts))
 	for i, c := range charts {
@@ -31,13 +31,19 @@ func HTML(r *Results, charts []Chart) ([]byte, error) {
 		if i := strings.Index(svg, "<svg"); i >= 0 {
 			svg = svg[i:] // drop the XML prolog: the SVG goes inline
 		}
-		views[i] = chartView{Title: c.Title, SVG: template.HTML(svg)}
+		views[i] = chartView{ID: "chart-" + c.Name, Title: c.Title, SVG: template.HTML(svg)}
 	}
 	head, rows, _ := comparison(r)
+	rhead, rrows := repeatRows(r)
 	data := map[string]any{
 		"R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
 		"Recs": Recommend(r, WeightsOf(r)), "Weights": WeightsOf(r).String(),
-		"Head": head, "Rows": rows,
+		"Head": head, "Rows": rows, "RHead": rhead, "RRows": rrows,
+	}
+	if IsArticlePreset(r) {
+		data["Article"] = articleRows(r)
+		data["ArticleDiffs"] = articleDifferences(r)
+		data["ArticleSource"] = ArticleSource
 	}
 	var b bytes.Buffer
 	if err := page.Execute(&b, data); err != nil {
@@ -57,6 +63,16 @@ func WriteHTML(dir string, r *Results, charts []Chart) error {
 
 var page = template.Must(template.New("index").Funcs(template.FuncMap{
 	"f1": f1, "f2": f2, "pct": pct, "label": label,
+	// cell puts a folded "median (min–max)" on two lines, the range small.
+	"cell": func(s string) template.HTML {
+		i := strings.Index(s, " (")
+		if i < 0 || !strings.HasSuffix(s, ")") {
+			return template.HTML(template.HTMLEscapeString(s))
+		}
+		return template.HTML(template.HTMLEscapeString(s[:i]) + `<br><span class="mm">` + template.HTMLEscapeString(s[i+2:len(s)-1]) + `</span>`)
+	},
+	// swatch is the strategy's chart colour, for a key beside its name.
+	"swatch": func(strategy string) template.CSS { return template.CSS("background:" + StyleOf(strategy).Hex()) },
 	"cpu": func(run Run) string {
 		if v, ok := run.Counters["server_cpu_pct"]; ok {
 			return f1(v)
@@ -71,15 +87,22 @@ var page = template.Must(template.New("index").Funcs(template.FuncMap{
 <meta charset="utf-8">
 <title>stockbench results</title>
 <style>
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 80em; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: .85em; }
+.wide { overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: right; }
 th:first-child, td:first-child, td.l { text-align: left; }
 th { background: #f3f3f3; }
 .bad { color: #b00; font-weight: bold; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; }
 .charts figure { margin: 0; }
-.charts svg { width: 34em; height: auto; border: 1px solid #eee; }
+.charts figure { width: calc(50% - .5em); }
+.charts svg { width: 100%; height: auto; border: 1px solid #eee; }
+td.name { white-space: nowrap; text-align: left; }
+.mm { font-size: .8em; color: #555; white-space: nowrap; }
+.sw { display: inline-block; width: .8em; height: .8em; margin-right: .4em; border-radius: 2px; }
+td.art { color: #666; font-style: italic; }
+nav.toc { background: #f7f7f7; padding: .6em 1em; line-height: 1.6; }
 pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 </style>
 </head>
@@ -87,15 +110,33 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <h1>stockbench results</h1>
 {{if .R.Interrupted}}<p class="bad">Interrupted: the run was stopped early; the figures cover what was measured.</p>{{end}}
 <p>Backend {{.R.Env.Backend}} · MySQL {{.R.Env.MySQLVersion}} · Redis {{.R.Env.RedisVersion}} · {{.R.Env.Cores}} cores ({{.R.Env.CPUModel}}) · {{.R.Env.StartedAt}}</p>
+<nav class="toc"><b>Contents</b>
+<a href="#comparison">Comparison</a>{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
+<br><b>Units</b> TPS: completed reserve+confirm flows / s · latency: ms, pay delay excluded · oversell: % of confirmed units · anomalies: units or acks counted by the auditor · server CPU: % of one core</nav>
 
-<h2>Comparison</h2>
-<table>
+<h2 id="comparison">Comparison</h2>
+<div class="wide"><table>
 <tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr>
-{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if eq $c "UNSAFE"}} class="bad"{{else if eq $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>
-{{end}}</table>
-<p>TPS: completed reserve+confirm flows per second of the measured phase; flows: their count (warm-up excluded). Flow P99: of the whole flow, pay delay excluded. The anomaly columns are the auditor's, from the stores, over the whole run; oversell %: oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max).</p>
+{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td class="name"><span class="sw" style="{{swatch $c}}"></span>{{$c}}</td>{{else}}<td{{if eq $c "UNSAFE"}} class="bad"{{else if eq $i 1}} class="l"{{end}}>{{cell $c}}</td>{{end}}{{end}}</tr>
+{{end}}</table></div>
+<p>TPS: completed reserve+confirm flows per second of the measured phase; flows: their count (warm-up excluded). Flow P99: of the whole flow, pay delay excluded. The anomaly columns are the auditor's, from the stores, over the whole run; oversell %: oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max); every repeat is listed below. The colour beside each name is the strategy's in every chart.</p>
 
-{{with .Recs}}<h2>Recommendation for this workload</h2>
+{{if .RHead}}<h2 id="repeats">Repeats</h2>
+<table>
+<tr>{{range .RHead}}<th>{{.}}</th>{{end}}</tr>
+{{range .RRows}}<tr>{{range $i, $c := .}}<td{{if eq $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
+
+{{with .Article}}<h2 id="article">Beside the article (--preset article)</h2>
+<p>Each pair is the article's published figure (grey, italic), then the one measured in this run (median, min–max over repeats). The article's figures are quoted, not measured here. Source: {{$.ArticleSource}}.</p>
+<div class="wide"><table>
+<tr><th>strategy</th><th>scenario</th><th>TPS article</th><th>TPS measured</th><th>P99 ms article</th><th>P99 ms measured</th><th>oversell % article</th><th>oversell % measured</th><th>CPU % article</th><th>CPU % measured</th><th>core lines article</th><th>core lines measured</th></tr>
+{{range .}}<tr><td class="name"><span class="sw" style="{{swatch .Strategy}}"></span>{{.Strategy}}</td><td class="l">{{.Scenario}}</td><td class="art">{{.TPS}}</td><td>{{cell .MTPS}}</td><td class="art">{{.P99}}</td><td>{{cell .MP99}}</td><td class="art">{{.Over}}</td><td>{{cell .MOver}}</td><td class="art">{{.CPU}}</td><td>{{.MCPU}}</td><td class="art">{{.Lines}}</td><td>{{.MLines}}</td></tr>
+{{end}}</table></div>
+<p>Setup differences:</p>
+<ul>{{range $.ArticleDiffs}}<li>{{.}}</li>{{end}}</ul>{{end}}
+
+{{with .Recs}}<h2 id="recommendation">Recommendation for this workload</h2>
 <p>Weights: {{$.Weights}}. Scores are computed from the figures measured in this run only. Safety comes first: a strategy with any anomaly is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within each group.</p>
 <table>
 <tr><th>rank</th><th>strategy</th><th>safety</th><th>score</th><th>consistency</th><th>throughput</th><th>latency</th><th>complexity</th></tr>
@@ -103,25 +144,26 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{end}}</table>
 <ol>{{range .}}<li>{{.Reason}}</li>{{end}}</ol>{{end}}
 
-<h2>Charts</h2>
+<h2 id="charts">Charts</h2>
+<p>Each strategy has one colour and marker in every chart. Bars and points are medians over repeats; whiskers span min–max. In the trade-off chart a hollow marker in a red ring means the auditor found an anomaly.</p>
 <div class="charts">
-{{range .Charts}}<figure>{{.SVG}}<figcaption>{{.Title}}</figcaption></figure>
+{{range .Charts}}<figure id="{{.ID}}">{{.SVG}}<figcaption>{{.Title}}</figcaption></figure>
 {{end}}</div>
 
-<h2>Audit (whole run, warm-up included)</h2>
+<h2 id="audit">Audit (whole run, warm-up included)</h2>
 <table>
 <tr><th>strategy</th><th>scenario</th><th>confirmed units (whole run)</th><th>oversold units</th><th>leaked units</th><th>lost acks</th><th>cancel-ack violations</th><th>invariant violations</th><th>drift units</th></tr>
 {{range .R.Runs}}<tr><td>{{.Strategy}}</td><td class="l">{{label .}}</td><td>{{.Audit.ConfirmedUnits}}</td><td{{if gt .Audit.OversoldUnits 0}} class="bad"{{end}}>{{.Audit.OversoldUnits}}</td><td>{{.Audit.LeakedUnits}}</td><td>{{.Audit.LostAcks}}</td><td>{{.Audit.CancelAckViolations}}</td><td>{{.Audit.InvariantViolations}}</td><td>{{.Audit.DriftUnits}}</td></tr>
 {{range .Audit.Violations}}<tr><td></td><td class="l bad" colspan="8">{{.}}</td></tr>
 {{end}}{{end}}</table>
 
-<h2>Latency (ms)</h2>
+<h2 id="latency">Latency (ms)</h2>
 <table>
 <tr><th>strategy</th><th>scenario</th><th>operation</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>
 {{range $run := .R.Runs}}{{range $op := ops}}{{with p $run $op}}{{if .Count}}<tr><td>{{$run.Strategy}}</td><td class="l">{{label $run}}</td><td class="l">{{$op}}</td><td>{{.Count}}</td><td>{{f2 .P50}}</td><td>{{f2 .P90}}</td><td>{{f2 .P99}}</td><td>{{f2 .P999}}</td><td>{{f2 .Max}}</td></tr>
 {{end}}{{end}}{{end}}{{end}}</table>
 
-{{with .R.Calibration}}<h2>Calibration</h2>
+{{with .R.Calibration}}<h2 id="calibration">Calibration (ops/s)</h2>
 <table>
 <tr><th>probe (concurrency {{.Concurrency}})</th><th>ops/s</th></tr>
 <tr><td>Redis EVALSHA, reserve-shaped script, one key</td><td>{{printf "%.0f" .RedisEvalshaOps}}</td></tr>
@@ -129,9 +171,9 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <tr><td>MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row</td><td>{{printf "%.0f" .MySQLHotTxnOps}}</td></tr>
 </table>{{end}}
 
-<h2>Configuration</h2>
+<h2 id="configuration">Configuration</h2>
 <pre>{{.Config}}</pre>
-<h2>Environment</h2>
+<h2 id="environment">Environment</h2>
 <pre>{{.Env}}</pre>
 </body>
 </html>

@@ -5,7 +5,7 @@ package main
 var commandHelp = map[string]struct{ args, about, example string }{
 	"run": {"[flags]",
 		"Runs each scenario against each strategy on real MySQL/MariaDB and Redis, audits the stores,\nand writes results.json, summary.md, CSV, charts and index.html into --out.",
-		"stockbench run --strategies naive,rowlock --scenario flash --stock 100 --buyers 120 --out reports/flash\n  stockbench run --scenario sustained --rate 2000 --buyers 256 --duration 30s --repeat 3"},
+		"stockbench run --strategies naive,rowlock --scenario flash --stock 100 --buyers 120 --out reports/flash\n  stockbench run --scenario sustained --rate 2000 --buyers 256 --duration 30s --repeat 3\n  stockbench run --preset article   # the article's experiment, its published figures beside the measured ones"},
 	"sweep": {"--param NAME=V1,V2,… [run flags]",
 		"Runs the same scenarios once per value of one run flag, on one set of servers, into one\nresults.json with sweep charts. Takes every run flag.",
 		"stockbench sweep --param buyers=50,100,200,400 --scenario sustained --duration 10s --out reports/sweep"},

@@ -28,7 +28,7 @@ type runFlags struct {
 	servers                                       servers.Options
 	strategies, scenario, payDelay, casRetry, out string
 	arrival                                       string
-	skew, mix, file, weights                      string
+	skew, mix, file, weights, preset              string
 	stock                                         int64
 	buyers, skus, repeat, pool                    int
 	abandon, rate                                 float64
@@ -41,6 +41,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "f", "", "scenario file (YAML) whose keys mirror these flags; flags on the command line win")
+	fs.StringVar(&f.preset, "preset", "", "named set of flags, filling only flags not set otherwise: article (the article's experiment, reported beside its published figures)")
 	registerServerFlags(fs, &f.servers)
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
@@ -228,6 +229,11 @@ func (f *runFlags) resolve(fs *flag.FlagSet) (runner.Options, error) {
 			return runner.Options{}, err
 		}
 	}
+	if f.preset != "" {
+		if err := applyPreset(fs, f.preset); err != nil {
+			return runner.Options{}, err
+		}
+	}
 	explicit := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
 	return f.options(explicit)
@@ -260,6 +266,11 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 		return fail(exitUsage, err)
 	}
 	res.Sweep = sweep
+	if f.preset != "" {
+		// Reports of a preset run (also when re-rendered) know what it
+		// reproduces.
+		res.Config["preset"] = f.preset
+	}
 	if werr := reports.WriteAll(f.out, res); werr != nil {
 		return fail(exitFailed, werr)
 	}
@@ -298,7 +309,7 @@ func measuredOf(res *reports.Results, plans []runner.Plan) string {
 // notSweepable are run flags that choose where and how to run, not what.
 var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true, "redis-cluster": true, "mysql-cluster": true, "mysql-spread": true,
 	"mysql-image": true, "redis-image": true,
-	"quiet": true, "repeat": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
+	"quiet": true, "repeat": true, "preset": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
 
 // cmdSweep runs the same scenario once per value of one parameter, all in
 // one results.json with sweep charts.
