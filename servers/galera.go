@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/stockbench/stockbench/internal/clock"
 )
 
 // galeraProvider is the Galera library of Debian's galera-4 package.
@@ -103,7 +105,7 @@ func waitGalera(ctx context.Context, dsns []string, timeout time.Duration) error
 		if ok {
 			return nil
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
+		if !clock.Sleep(ctx, 100*time.Millisecond) {
 			return fmt.Errorf("local galera: not synced after %s: %s", timeout, last)
 		}
 	}

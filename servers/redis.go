@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockbench/stockbench/internal/clock"
 )
 
 func pingRedis(ctx context.Context, addr, password string) error {
@@ -73,7 +75,7 @@ func (l *Local) startRedisCluster(ctx context.Context, n int) (addrs []string, p
 		if ok {
 			return addrs, pids, nil
 		}
-		if !sleepCtx(wctx, 50*time.Millisecond) {
+		if !clock.Sleep(wctx, 50*time.Millisecond) {
 			return nil, nil, fmt.Errorf("local redis cluster: not ok after %s: %s", l.StartTimeout, last)
 		}
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockbench/stockbench/internal/clock"
 )
 
 // Endpoints say where the servers answer. MySQLDSN is a go-sql-driver DSN and
@@ -167,8 +169,7 @@ type Options struct {
 	// given as a comma-separated RedisAddr (its seed list).
 	RedisCluster int
 	// MySQLCluster, when > 0, asks the local provider for a Galera cluster
-	// of that many MariaDB primaries (auto then means local). An external
-	// cluster is given as several DSNs separated by spaces in MySQLDSN.
+	// of that many MariaDB primaries (auto then means local).
 	MySQLCluster int
 	// NoSpread pins a cluster's connections to its first node instead of
 	// spreading them over every node.
@@ -340,7 +341,7 @@ func Ping(ctx context.Context, ep Endpoints, wait time.Duration) error {
 		if refusedForGood(lastErr) {
 			return fmt.Errorf("mysql at %s refuses: %s", ep.Redacted(), redactErr(lastErr, ep))
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !clock.Sleep(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("mysql at %s does not answer: %s", ep.Redacted(), redactErr(lastErr, ep))
 		}
 	}
@@ -359,7 +360,7 @@ func Ping(ctx context.Context, ep Endpoints, wait time.Duration) error {
 		if refusedForGood(lastErr) {
 			return fmt.Errorf("redis at %s refuses: %s", ep.RedisRedacted(), redactErr(lastErr, ep))
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !clock.Sleep(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("redis at %s does not answer: %s", ep.RedisRedacted(), redactErr(lastErr, ep))
 		}
 	}
@@ -403,17 +404,6 @@ func redactErr(err error, ep Endpoints) string {
 		}
 	}
 	return msg
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // lookPath finds the first of names on PATH or in the sbin folders, which are

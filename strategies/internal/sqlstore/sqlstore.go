@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 )
 
@@ -100,14 +101,7 @@ func backoff(ctx context.Context, attempt int) bool {
 		return ctx.Err() == nil
 	}
 	limit := min(time.Millisecond<<min(attempt-1, 6), 50*time.Millisecond)
-	t := time.NewTimer(rand.N(limit) + 1)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return clock.Sleep(ctx, rand.N(limit)+1)
 }
 
 // Order is an order row as read under its lock.
