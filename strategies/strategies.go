@@ -30,7 +30,17 @@ type Config struct {
 	// Retain is how long Redis keeps a final reservation record, the window
 	// in which repeats and late Trys are recognised.
 	Retain time.Duration
+	// BatchMax bounds how many concurrent writes to one SKU the group
+	// commit of batched (and lua-tcc's confirm) coalesces into one
+	// transaction; 1 turns coalescing off.
+	BatchMax int
+	// BatchWait is how long a batch waits to fill before it runs; 0 adds no
+	// wait (a batch takes whoever queued while the previous one ran).
+	BatchWait time.Duration
 }
+
+// DefaultBatchMax is the largest group-commit batch unless configured.
+const DefaultBatchMax = 64
 
 // WithDefaults fills unset fields with the documented defaults.
 func (c Config) WithDefaults() Config {
@@ -51,6 +61,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Retain <= 0 {
 		c.Retain = time.Hour
+	}
+	if c.BatchMax <= 0 {
+		c.BatchMax = DefaultBatchMax
+	}
+	if c.BatchWait < 0 {
+		c.BatchWait = 0
 	}
 	return c
 }
