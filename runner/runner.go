@@ -111,7 +111,7 @@ func (o Options) Resolved() map[string]any {
 		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts,
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
 		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
-		"pool": o.pool(),
+		"pool": o.pool(), "batch_max": c.BatchMax, "batch_wait": c.BatchWait.String(),
 	}
 	if o.Weights != "" {
 		m["weights"] = o.Weights

@@ -30,11 +30,11 @@ type runFlags struct {
 	strategies, scenario, payDelay, casRetry, out string
 	skew, mix, file, weights                      string
 	stock                                         int64
-	buyers, skus, repeat, pool                    int
+	buyers, skus, repeat, pool, batchMax          int
 	abandon, rate                                 float64
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
-	calibrate                                     time.Duration
+	calibrate, batchWait                          time.Duration
 	seed                                          uint64
 	quiet, noRestock                              bool
 }
@@ -65,6 +65,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.casRetry, "cas-retry", "backoff", "cas retry policy: backoff | immediate")
 	fs.DurationVar(&f.outboxPeriod, "outbox-period", time.Second, "outbox relay poll period")
 	fs.DurationVar(&f.reconcilePeriod, "reconcile-period", time.Second, "outbox reconciler period")
+	fs.IntVar(&f.batchMax, "batch-max", strategies.DefaultBatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm); 1 turns it off")
+	fs.DurationVar(&f.batchWait, "batch-wait", 0, "group commit: how long a batch waits to fill before it runs (0: no added wait)")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", 500*time.Millisecond, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", 10*time.Second, "timeout of each operation")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
@@ -182,6 +184,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--pool must be positive")
 	case f.calibrate < 0:
 		return o, errors.New("--calibrate must not be negative")
+	case f.batchMax <= 0 || f.batchWait < 0:
+		return o, errors.New("--batch-max must be positive and --batch-wait not negative")
 	case f.out == "":
 		return o, errors.New("--out must name a directory")
 	}
@@ -198,7 +202,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
 		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
-			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod},
+			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait},
 	}, nil
 }
 
