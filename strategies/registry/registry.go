@@ -52,7 +52,7 @@ var All = []Entry{
 	{Name: "rowlock", Dirs: []string{"strategies/rowlock", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(rowlock.New)},
 	{Name: "cas", Dirs: []string{"strategies/cas", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrapErr(cas.New)},
 	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(conditional.New)},
-	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
+	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
 	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(outbox.New)},
 	{Name: "batched", Dirs: []string{"strategies/batched", "strategies/conditional", gcDir, sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(batched.New)},
 	{Name: "naive", Dirs: []string{"strategies/naive"}, Safe: false, Ceiling: CeilingMySQLUpdate, New: wrap(naive.New)},
