@@ -108,7 +108,7 @@ func (o Options) Resolved() map[string]any {
 	m := map[string]any{
 		"strategies": names, "scenarios": o.Scenarios, "stock": o.Stock, "buyers": o.Buyers,
 		"ttl": o.TTL.String(), "seed": o.Seed, "repeat": max(1, o.Repeat),
-		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts,
+		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts, "cas_max_wait": c.CASMaxWait.String(),
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
 		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
 		"pool": o.pool(), "batch_max": c.BatchMax, "batch_wait": c.BatchWait.String(),

@@ -23,6 +23,10 @@ type Config struct {
 	CASRetry string
 	// CASMaxAttempts bounds the optimistic attempts of one reserve.
 	CASMaxAttempts int
+	// CASMaxWait, when positive, bounds the total time of one cas reserve
+	// retrying with backoff (it is always bounded by its context's
+	// deadline); past it the reserve gives up with ErrConflict.
+	CASMaxWait time.Duration
 	// OutboxPeriod is how often the outbox relay polls the message table.
 	OutboxPeriod time.Duration
 	// ReconcilePeriod is how often the outbox reconciler re-seeds Redis from MySQL.

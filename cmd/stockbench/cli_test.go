@@ -187,6 +187,7 @@ func TestBadInput(t *testing.T) {
 		{name: "zero pool", args: []string{"run", "--pool", "0"}, want: "--pool"},
 		{name: "negative pool", args: []string{"run", "--pool", "-8"}, want: "--pool"},
 		{name: "zero batch max", args: []string{"run", "--batch-max", "0"}, want: "--batch-max"},
+		{name: "negative cas max wait", args: []string{"run", "--cas-max-wait", "-1s"}, want: "--cas-max-wait"},
 		{name: "negative batch wait", args: []string{"run", "--batch-wait", "-1ms"}, want: "--batch-wait"},
 		{name: "calibrate bad concurrency", args: []string{"calibrate", "--concurrency", "0"}, want: "--concurrency"},
 		{name: "compare bad threshold", args: []string{"compare", "--max-tps-drop", "lots", "a", "b"}, want: "percentage"},

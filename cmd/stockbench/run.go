@@ -34,7 +34,7 @@ type runFlags struct {
 	abandon, rate                                 float64
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
-	calibrate, batchWait                          time.Duration
+	calibrate, batchWait, casMaxWait              time.Duration
 	seed                                          uint64
 	quiet, noRestock                              bool
 }
@@ -63,6 +63,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice")
 	fs.StringVar(&f.out, "out", "reports/latest", "directory for results.json and summary.md")
 	fs.StringVar(&f.casRetry, "cas-retry", "backoff", "cas retry policy: backoff | immediate")
+	fs.DurationVar(&f.casMaxWait, "cas-max-wait", 0, "cas backoff: total time budget of one reserve (0: --op-timeout); past it the reserve gives up as a conflict")
 	fs.DurationVar(&f.outboxPeriod, "outbox-period", time.Second, "outbox relay poll period")
 	fs.DurationVar(&f.reconcilePeriod, "reconcile-period", time.Second, "outbox reconciler period")
 	fs.IntVar(&f.batchMax, "batch-max", strategies.DefaultBatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm); 1 turns it off")
@@ -184,6 +185,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--pool must be positive")
 	case f.calibrate < 0:
 		return o, errors.New("--calibrate must not be negative")
+	case f.casMaxWait < 0:
+		return o, errors.New("--cas-max-wait must not be negative")
 	case f.batchMax <= 0 || f.batchWait < 0:
 		return o, errors.New("--batch-max must be positive and --batch-wait not negative")
 	case f.out == "":
@@ -202,7 +205,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
 		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
-			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait},
+			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
+			CASMaxWait: f.casMaxWait},
 	}, nil
 }
 

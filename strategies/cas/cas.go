@@ -1,7 +1,18 @@
 // Package cas is the optimistic strategy: read the inventory row's version,
 // then UPDATE … WHERE version=? AND available>=?; when another writer got in
 // first the update matches no row and the reserve retries, a bounded number
-// of times, immediately or after an exponential backoff with full jitter.
+// of times, immediately or after a fair backoff.
+//
+// The backoff is fair: each wait is drawn with equal jitter (half fixed,
+// half random) from a bound that doubles per attempt up to a small cap, so a
+// buyer that has missed many times retries as often as a fresh one instead
+// of sleeping ever longer while newcomers win (the starvation an uncapped
+// exponential backoff shows as a P99 that grows through the run). Each
+// reserve also has a total time budget — its context's deadline (the
+// operation timeout), or CASMaxWait when that is set and shorter — and
+// CASMaxAttempts: when the next wait would end past the budget, the reserve
+// gives up with ErrConflict (nothing changed; the client may try again)
+// instead of running into a timeout whose outcome the client cannot tell.
 package cas
 
 import (
@@ -24,12 +35,22 @@ const (
 	RetryImmediate = "immediate"
 )
 
-// Backoff bounds: the first retry waits up to backoffBase, doubling per
-// attempt up to backoffMax (full jitter: a uniform wait in [0, bound)).
+// Backoff bounds: the first retry waits about backoffBase, the bound
+// doubling per attempt up to backoffMax.
 const (
-	backoffBase = 2 * time.Millisecond
-	backoffMax  = 250 * time.Millisecond
+	backoffBase = time.Millisecond
+	backoffMax  = 16 * time.Millisecond
 )
+
+// backoff is the wait before retry number attempt (1 for the first retry),
+// with equal jitter: a uniform draw from [bound/2, bound). rnd draws from
+// [0, n). giveUp is true when that wait would end past the budget left
+// (budget ≤ 0 means none left).
+func backoff(attempt int, left time.Duration, rnd func(n time.Duration) time.Duration) (wait time.Duration, giveUp bool) {
+	bound := min(backoffBase<<min(attempt-1, 16), backoffMax)
+	wait = bound/2 + rnd(bound/2)
+	return wait, wait >= left
+}
 
 // Strategy implements inventory.Strategy with compare-and-set on a version
 // column. Safe for concurrent use.
@@ -60,6 +81,10 @@ var errMiss = errors.New("cas miss")
 // Reserve reads (available, version) without a lock and tries the versioned
 // update together with the order row; a miss rolls back and retries.
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	giveUpAt, bounded := ctx.Deadline()
+	if s.Cfg.CASMaxWait > 0 && (!bounded || time.Now().Add(s.Cfg.CASMaxWait).Before(giveUpAt)) {
+		giveUpAt, bounded = time.Now().Add(s.Cfg.CASMaxWait), true
+	}
 	for attempt := 1; ; attempt++ {
 		var avail, ver int64
 		err := s.DB.QueryRowContext(ctx, "SELECT available, version FROM inventory WHERE sku=?", r.SKU).Scan(&avail, &ver)
@@ -102,17 +127,27 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 			s.giveups.Add(1)
 			return fmt.Errorf("reserve %s after %d attempts: %w", r.OrderID, attempt, inventory.ErrConflict)
 		}
-		s.retries.Add(1)
 		if s.Cfg.CASRetry == RetryBackoff {
-			bound := min(backoffBase<<min(attempt-1, 16), backoffMax)
-			t := time.NewTimer(rand.N(bound))
+			left := time.Duration(1<<63 - 1)
+			if bounded {
+				left = time.Until(giveUpAt)
+			}
+			wait, giveUp := backoff(attempt, left, rand.N[time.Duration])
+			if giveUp {
+				s.giveups.Add(1)
+				return fmt.Errorf("reserve %s: gave up after %d attempts, out of time: %w", r.OrderID, attempt, inventory.ErrConflict)
+			}
+			s.retries.Add(1)
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return ctx.Err()
 			case <-t.C:
 			}
+			continue
 		}
+		s.retries.Add(1)
 	}
 }
 
