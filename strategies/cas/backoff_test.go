@@ -5,33 +5,53 @@ import (
 	"time"
 )
 
-// TestBackoff checks the fair backoff: equal jitter within [bound/2, bound),
-// a bound that doubles to a small cap whatever the attempt number (no buyer
-// sleeps ever longer), and a give-up once the wait would pass the budget.
+// TestBackoff checks the fair backoff: a draw from the shared window divided
+// by the buyer's age (older buyers wait less, never more), and a give-up once
+// the wait would end past the budget.
 func TestBackoff(t *testing.T) {
-	lowest := func(n time.Duration) time.Duration { return 0 }
 	highest := func(n time.Duration) time.Duration { return n - 1 }
 	cases := []struct {
 		name       string
 		attempt    int
+		window     time.Duration
 		left       time.Duration
-		rnd        func(time.Duration) time.Duration
 		want       time.Duration
 		wantGiveUp bool
 	}{
-		{"first retry, lowest draw", 1, time.Second, lowest, backoffBase / 2, false},
-		{"first retry, highest draw", 1, time.Second, highest, backoffBase - 1, false},
-		{"bound doubles", 3, time.Second, lowest, 2 * backoffBase, false},
-		{"capped at attempt 10", 10, time.Second, highest, backoffMax - 1, false},
-		{"capped at attempt 10000: no starvation", 10000, time.Second, lowest, backoffMax / 2, false},
-		{"budget nearly spent: give up", 5, backoffMax / 4, lowest, backoffMax / 2, true},
-		{"no budget left: give up", 1, 0, lowest, backoffBase / 2, true},
+		{"first retry draws from the whole window", 1, 80 * time.Millisecond, time.Second, 80*time.Millisecond - 1, false},
+		{"an older buyer draws from a smaller part", 4, 80 * time.Millisecond, time.Second, 20*time.Millisecond - 1, false},
+		{"age stops at 8: no buyer waits for nothing", 1000, 80 * time.Millisecond, time.Second, 10*time.Millisecond - 1, false},
+		{"budget nearly spent: give up", 1, 80 * time.Millisecond, 10 * time.Millisecond, 80*time.Millisecond - 1, true},
+		{"no budget left: give up", 8, 80 * time.Millisecond, 0, 10*time.Millisecond - 1, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, giveUp := backoff(c.attempt, c.left, c.rnd)
+			got, giveUp := backoff(c.attempt, c.window, c.left, highest)
 			if got != c.want || giveUp != c.wantGiveUp {
-				t.Fatalf("backoff(%d, %s) = %s, %v; want %s, %v", c.attempt, c.left, got, giveUp, c.want, c.wantGiveUp)
+				t.Fatalf("backoff(%d, %s, %s) = %s, %v; want %s, %v", c.attempt, c.window, c.left, got, giveUp, c.want, c.wantGiveUp)
+			}
+		})
+	}
+}
+
+// TestNextWindow checks the shared window: it grows on misses, shrinks on
+// successes, and stays within its bounds.
+func TestNextWindow(t *testing.T) {
+	cases := []struct {
+		name string
+		w    time.Duration
+		hit  bool
+		want time.Duration
+	}{
+		{"a miss grows it", 100 * time.Millisecond, false, 110 * time.Millisecond},
+		{"a success shrinks it", 100 * time.Millisecond, true, 95 * time.Millisecond},
+		{"never below the floor", windowMin, true, windowMin},
+		{"never above the cap", windowMax, false, windowMax},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := nextWindow(c.w, c.hit); got != c.want {
+				t.Fatalf("nextWindow(%s, %v) = %s, want %s", c.w, c.hit, got, c.want)
 			}
 		})
 	}
