@@ -103,6 +103,12 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{end}}</table>
 <ol>{{range .}}<li>{{.Reason}}</li>{{end}}</ol>{{end}}
 
+{{with .R.Curve}}<h2>Latency vs load: highest rate under P99 ≤ {{printf "%.0f" .SLOP99MS}} ms</h2>
+<table>
+<tr><th>strategy</th><th>highest rate held (arrivals/s)</th><th>stopped at</th><th>why</th></tr>
+{{range .Strategies}}<tr><td>{{.Strategy}}</td><td>{{printf "%.0f" .MaxRate}}</td><td>{{if .StoppedAt}}{{printf "%.0f" .StoppedAt}}{{else}}—{{end}}</td><td class="l">{{.Why}}</td></tr>
+{{end}}</table>{{end}}
+
 <h2>Charts</h2>
 <div class="charts">
 {{range .Charts}}<figure>{{.SVG}}<figcaption>{{.Title}}</figcaption></figure>

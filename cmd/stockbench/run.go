@@ -37,6 +37,10 @@ type runFlags struct {
 	calibrate, batchWait, casMaxWait              time.Duration
 	seed                                          uint64
 	quiet, noRestock                              bool
+	// post, when set, completes the results before they are written, and
+	// after prints more below the table (stockbench curve).
+	post  func(*reports.Results)
+	after func(io.Writer, *reports.Results)
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -264,10 +268,16 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 		return fail(exitUsage, err)
 	}
 	res.Sweep = sweep
+	if f.post != nil {
+		f.post(res)
+	}
 	if werr := reports.WriteAll(f.out, res); werr != nil {
 		return fail(exitFailed, werr)
 	}
 	reports.Table(stdout, res)
+	if f.after != nil {
+		f.after(stdout, res)
+	}
 	fmt.Fprintf(stdout, "\nreport: %s and %s\n", filepath.Join(f.out, "summary.md"), filepath.Join(f.out, "index.html"))
 	switch {
 	case err != nil:
