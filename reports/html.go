@@ -144,6 +144,12 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{end}}</table>
 <ol>{{range .}}<li>{{.Reason}}</li>{{end}}</ol>{{end}}
 
+{{with .R.Curve}}<h2>Latency vs load: highest rate under P99 ≤ {{printf "%.0f" .SLOP99MS}} ms</h2>
+<table>
+<tr><th>strategy</th><th>highest rate held (arrivals/s)</th><th>stopped at</th><th>why</th></tr>
+{{range .Strategies}}<tr><td>{{.Strategy}}</td><td>{{printf "%.0f" .MaxRate}}</td><td>{{if .StoppedAt}}{{printf "%.0f" .StoppedAt}}{{else}}—{{end}}</td><td class="l">{{.Why}}</td></tr>
+{{end}}</table>{{end}}
+
 <h2 id="charts">Charts</h2>
 <p>Each strategy has one colour and marker in every chart. Bars and points are medians over repeats; whiskers span min–max. In the trade-off chart a hollow marker in a red ring means the auditor found an anomaly.</p>
 <div class="charts">

@@ -33,6 +33,9 @@ type Results struct {
 	Calibration *Calibration `json:"calibration,omitempty"`
 	// Sweep is present for `stockbench sweep`: the parameter and its values.
 	Sweep *Sweep `json:"sweep,omitempty"`
+	// Curve is present for `stockbench curve`: the highest rate each
+	// strategy held under the latency SLO.
+	Curve *Curve `json:"curve,omitempty"`
 	// Aggregates are present when each strategy ran more than once (--repeat).
 	Aggregates []Aggregate `json:"aggregates,omitempty"`
 	// Interrupted is true when the run was stopped (Ctrl-C) before it ended;
@@ -241,6 +244,11 @@ func Render(dir string, r *Results) error {
 	charts, err := WriteCharts(dir, r)
 	if err != nil {
 		return err
+	}
+	if c, err := writeCurveChart(dir, r); err != nil {
+		return err
+	} else if c != nil {
+		charts = append([]Chart{*c}, charts...)
 	}
 	return WriteHTML(dir, r, charts)
 }

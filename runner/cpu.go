@@ -192,3 +192,15 @@ func procTicks(pid int) (int64, bool) {
 	}
 	return u + st, true
 }
+
+// harnessPerKFlows is the harness's own CPU time per thousand completed
+// flows, in milliseconds, from its CPU % of one core over the measured
+// window: what the load generator costs per unit of work it drives. ok is
+// false without a CPU figure or without flows.
+func harnessPerKFlows(pct float64, window time.Duration, flows int64) (ms float64, ok bool) {
+	if pct <= 0 || flows <= 0 || window <= 0 {
+		return 0, false
+	}
+	cpuMS := pct / 100 * float64(window) / float64(time.Millisecond)
+	return cpuMS / float64(flows) * 1000, true
+}

@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"math"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // TestResolvedGrid: a sweep's config records every value of the swept
@@ -29,6 +31,32 @@ func TestResolvedGrid(t *testing.T) {
 			}
 			if m["stock"] != int64(10) {
 				t.Fatalf("a setting shared by every plan changed: stock = %#v", m["stock"])
+			}
+		})
+	}
+}
+
+// TestHarnessPerKFlows: the harness's CPU per thousand flows, and no figure
+// without CPU or flows.
+func TestHarnessPerKFlows(t *testing.T) {
+	cases := []struct {
+		name   string
+		pct    float64
+		window time.Duration
+		flows  int64
+		want   float64
+		ok     bool
+	}{
+		// Half a core for 10 s is 5000 ms of CPU; over 10 000 flows, 500 ms per 1k.
+		{"half a core", 50, 10 * time.Second, 10000, 500, true},
+		{"no cpu figure", 0, 10 * time.Second, 10000, 0, false},
+		{"no flows", 50, 10 * time.Second, 0, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := harnessPerKFlows(c.pct, c.window, c.flows)
+			if ok != c.ok || math.Abs(got-c.want) > 1e-9 {
+				t.Fatalf("got %v, %v; want %v, %v", got, ok, c.want, c.ok)
 			}
 		})
 	}

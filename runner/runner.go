@@ -73,6 +73,10 @@ type Options struct {
 	// Progress, when set, receives a live status line every second
 	// (meant for a terminal: the line is redrawn with \r).
 	Progress io.Writer
+	// Enough, when set, is asked after each run; when it says true, that
+	// strategy is not run in the later plans (stockbench curve stops a
+	// strategy at the first rate past its latency bound).
+	Enough func(reports.Run) bool
 }
 
 // Journeys builds the fixed journeys of the flash and race scenarios.
@@ -110,10 +114,10 @@ func (o Options) Resolved() map[string]any {
 	m := map[string]any{
 		"strategies": names, "scenarios": o.Scenarios, "stock": o.Stock, "buyers": o.Buyers,
 		"ttl": o.TTL.String(), "seed": o.Seed, "repeat": max(1, o.Repeat),
-		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts,
+		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts, "cas_max_wait": c.CASMaxWait.String(),
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
 		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
-		"pool": o.pool(),
+		"pool": o.pool(), "batch_max": c.BatchMax, "batch_wait": c.BatchWait.String(),
 	}
 	if o.Weights != "" {
 		m["weights"] = o.Weights
@@ -203,11 +207,15 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 		res.Calibration = &cal
 	}
 	cpu := newCPUSampler(ep)
+	enough := map[string]bool{}
 	for _, pl := range plans {
 		for _, sc := range pl.Scenarios {
 			o := pl.Options
 			o.Scenario = sc
 			for _, e := range o.Strategies {
+				if enough[e.Name] {
+					continue
+				}
 				for rep := 1; rep <= max(1, o.Repeat) && ctx.Err() == nil; rep++ {
 					what := e.Name + " on " + sc
 					if pl.Param != "" {
@@ -233,6 +241,9 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 					run.Param, run.Value = pl.Param, pl.Value
 					run.CeilingPct = ceilingPct(run, e, res.Calibration)
 					res.Runs = append(res.Runs, run)
+					if o.Enough != nil && o.Enough(run) {
+						enough[e.Name] = true
+					}
 					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold", e.Name, run.TPS,
 						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits)
 				}
@@ -393,6 +404,9 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	}
 	for k, v := range cpuPct {
 		run.Counters[k] = v
+	}
+	if v, ok := harnessPerKFlows(cpuPct["harness_cpu_pct"], window, total.flows); ok {
+		run.Counters["harness_cpu_ms_per_1k_flows"] = v
 	}
 	for k, v := range d.counters() {
 		run.Counters[k] = v

@@ -304,6 +304,76 @@ var cases = []struct {
 			t.Fatalf("%d orders expired, want 3 (audit %+v)", expired, a)
 		}
 	}},
+	{"concurrent finishes each get their own outcome", false, func(t *testing.T, e registry.Entry) {
+		// Many confirms and cancels at once, with repeats, races and unknown
+		// orders among them: a strategy that shares work between concurrent
+		// calls must still give each call the outcome of its own order.
+		const n = 60
+		f := newFixture(t, e, n, strategies.Config{})
+		for i := 0; i < n; i++ {
+			wantErr(t, "reserve", f.reserve(fmt.Sprintf("c-%d", i)), nil)
+		}
+		type call struct {
+			id      string
+			confirm bool
+			want    error // nil, or a sentinel; raceOK: either nil or ErrAlreadyFinal
+			raceOK  bool
+		}
+		var calls []call
+		for i := 0; i < n; i++ {
+			id := fmt.Sprintf("c-%d", i)
+			switch i % 4 {
+			case 0: // confirm, twice
+				calls = append(calls, call{id: id, confirm: true}, call{id: id, confirm: true})
+			case 1: // cancel, twice
+				calls = append(calls, call{id: id}, call{id: id})
+			case 2: // confirm and cancel race: exactly one wins
+				calls = append(calls, call{id: id, confirm: true, raceOK: true}, call{id: id, raceOK: true})
+			case 3:
+				calls = append(calls, call{id: id, confirm: true}, call{id: "unknown-" + id, confirm: true, want: inventory.ErrUnknownOrder})
+			}
+		}
+		errs := make([]error, len(calls))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, c := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if c.confirm {
+					errs[i] = f.confirm(c.id)
+				} else {
+					errs[i] = f.cancel(c.id)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		var confirmed int64
+		for i, c := range calls {
+			if c.raceOK {
+				continue
+			}
+			wantErr(t, fmt.Sprintf("call %d (%s, confirm=%v)", i, c.id, c.confirm), errs[i], c.want)
+		}
+		for i := 0; i < len(calls); i += 2 {
+			a := calls[i]
+			switch {
+			case a.raceOK:
+				if (errs[i] == nil) == (errs[i+1] == nil) {
+					t.Fatalf("%s: confirm %v, cancel %v: want exactly one winner", a.id, errs[i], errs[i+1])
+				}
+				if errs[i] == nil {
+					confirmed++
+				}
+			case a.confirm: // a confirm, repeated or beside an unknown order
+				confirmed++
+			}
+		}
+		_, s := f.stock()
+		wantStock(t, s, n-confirmed, confirmed)
+	}},
 	{"200 buyers on 100 units", true, func(t *testing.T, e registry.Entry) {
 		f := newFixture(t, e, 100, strategies.Config{})
 		var ok, out atomic.Int64

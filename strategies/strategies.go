@@ -23,6 +23,10 @@ type Config struct {
 	CASRetry string
 	// CASMaxAttempts bounds the optimistic attempts of one reserve.
 	CASMaxAttempts int
+	// CASMaxWait, when positive, bounds the total time of one cas reserve
+	// retrying with backoff (it is always bounded by its context's
+	// deadline); past it the reserve gives up with ErrConflict.
+	CASMaxWait time.Duration
 	// OutboxPeriod is how often the outbox relay polls the message table.
 	OutboxPeriod time.Duration
 	// ReconcilePeriod is how often the outbox reconciler compares Redis with
@@ -36,7 +40,17 @@ type Config struct {
 	// Retain is how long Redis keeps a final reservation record, the window
 	// in which repeats and late Trys are recognised.
 	Retain time.Duration
+	// BatchMax bounds how many concurrent writes to one SKU the group
+	// commit of batched (and lua-tcc's confirm) coalesces into one
+	// transaction; 1 turns coalescing off.
+	BatchMax int
+	// BatchWait is how long a batch waits to fill before it runs; 0 adds no
+	// wait (a batch takes whoever queued while the previous one ran).
+	BatchWait time.Duration
 }
+
+// DefaultBatchMax is the largest group-commit batch unless configured.
+const DefaultBatchMax = 64
 
 // WithDefaults fills unset fields with the documented defaults.
 func (c Config) WithDefaults() Config {
@@ -60,6 +74,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Retain <= 0 {
 		c.Retain = time.Hour
+	}
+	if c.BatchMax <= 0 {
+		c.BatchMax = DefaultBatchMax
+	}
+	if c.BatchWait < 0 {
+		c.BatchWait = 0
 	}
 	return c
 }

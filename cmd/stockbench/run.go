@@ -30,13 +30,17 @@ type runFlags struct {
 	arrival                                       string
 	skew, mix, file, weights, preset              string
 	stock                                         int64
-	buyers, skus, repeat, pool                    int
+	buyers, skus, repeat, pool, batchMax          int
 	abandon, rate                                 float64
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
-	calibrate                                     time.Duration
+	calibrate, batchWait, casMaxWait              time.Duration
 	seed                                          uint64
 	quiet, noRestock                              bool
+	// post, when set, completes the results before they are written, and
+	// after prints more below the table (stockbench curve).
+	post  func(*reports.Results)
+	after func(io.Writer, *reports.Results)
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -65,8 +69,11 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice")
 	fs.StringVar(&f.out, "out", "reports/latest", "directory for results.json and summary.md")
 	fs.StringVar(&f.casRetry, "cas-retry", "backoff", "cas retry policy: backoff | immediate")
+	fs.DurationVar(&f.casMaxWait, "cas-max-wait", 0, "cas backoff: total time budget of one reserve (0: --op-timeout); past it the reserve gives up as a conflict")
 	fs.DurationVar(&f.outboxPeriod, "outbox-period", time.Second, "outbox relay poll period")
 	fs.DurationVar(&f.reconcilePeriod, "reconcile-period", time.Second, "outbox reconciler period")
+	fs.IntVar(&f.batchMax, "batch-max", strategies.DefaultBatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm); 1 turns it off")
+	fs.DurationVar(&f.batchWait, "batch-wait", 0, "group commit: how long a batch waits to fill before it runs (0: no added wait)")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", 500*time.Millisecond, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", 10*time.Second, "timeout of each operation")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
@@ -188,6 +195,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--pool must be positive")
 	case f.calibrate < 0:
 		return o, errors.New("--calibrate must not be negative")
+	case f.casMaxWait < 0:
+		return o, errors.New("--cas-max-wait must not be negative")
+	case f.batchMax <= 0 || f.batchWait < 0:
+		return o, errors.New("--batch-max must be positive and --batch-wait not negative")
 	case f.out == "":
 		return o, errors.New("--out must name a directory")
 	}
@@ -204,7 +215,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
 		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
-			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod},
+			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
+			CASMaxWait: f.casMaxWait},
 	}, nil
 }
 
@@ -271,10 +283,16 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 		// reproduces.
 		res.Config["preset"] = f.preset
 	}
+	if f.post != nil {
+		f.post(res)
+	}
 	if werr := reports.WriteAll(f.out, res); werr != nil {
 		return fail(exitFailed, werr)
 	}
 	reports.Table(stdout, res)
+	if f.after != nil {
+		f.after(stdout, res)
+	}
 	fmt.Fprintf(stdout, "\nreport: %s and %s\n", filepath.Join(f.out, "summary.md"), filepath.Join(f.out, "index.html"))
 	switch {
 	case err != nil:

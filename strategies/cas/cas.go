@@ -1,7 +1,21 @@
 // Package cas is the optimistic strategy: read the inventory row's version,
 // then UPDATE … WHERE version=? AND available>=?; when another writer got in
 // first the update matches no row and the reserve retries, a bounded number
-// of times, immediately or after an exponential backoff with full jitter.
+// of times, immediately or after a fair backoff.
+//
+// The backoff is fair. An uncapped per-buyer exponential backoff lets a
+// buyer that has missed often sleep ever longer while fresh buyers win —
+// starvation, seen as a P99 that grows through the run. Here the backoff
+// window is shared by every buyer of the strategy and adapts to contention
+// (it grows a little on each miss and shrinks a little on each success, so
+// it settles where few attempts collide), and a buyer's wait is drawn from
+// that window divided by its age (attempts so far, up to 8): an old buyer
+// retries sooner than a new one instead of later. Each reserve has a total
+// time budget — its context's deadline (the operation timeout), or
+// CASMaxWait when that is set and shorter — and CASMaxAttempts: when the
+// next wait would end past the budget, the reserve gives up with
+// ErrConflict (nothing changed; the client may try again) instead of
+// running into a timeout whose outcome the client cannot tell.
 package cas
 
 import (
@@ -24,18 +38,54 @@ const (
 	RetryImmediate = "immediate"
 )
 
-// Backoff bounds: the first retry waits up to backoffBase, doubling per
-// attempt up to backoffMax (full jitter: a uniform wait in [0, bound)).
+// Bounds of the shared backoff window, and its steps: ×missGrow on a miss,
+// ×hitShrink on a success (settling near one miss per two successes).
 const (
-	backoffBase = 2 * time.Millisecond
-	backoffMax  = 250 * time.Millisecond
+	windowMin = time.Millisecond
+	windowMax = time.Second
+	missGrow  = 1.1
+	hitShrink = 0.95
+	maxAge    = 8
 )
+
+// backoff is the wait before retry number attempt (1 for the first retry)
+// given the shared window: a uniform draw (rnd draws from [0, n)) from the
+// window divided by the buyer's age, so older buyers go first. giveUp is
+// true when that wait would end past the budget left.
+func backoff(attempt int, window, left time.Duration, rnd func(n time.Duration) time.Duration) (wait time.Duration, giveUp bool) {
+	bound := max(window/time.Duration(min(max(attempt, 1), maxAge)), 1)
+	wait = rnd(bound)
+	return wait, wait >= left
+}
+
+// nextWindow is the shared window after a miss (hit false) or a success.
+func nextWindow(w time.Duration, hit bool) time.Duration {
+	f := missGrow
+	if hit {
+		f = hitShrink
+	}
+	return min(max(time.Duration(float64(w)*f), windowMin), windowMax)
+}
+
+// window is the shared backoff window; safe for concurrent use (a lost
+// update between racing buyers only nudges it less).
+type window struct{ ns atomic.Int64 }
+
+func (w *window) get() time.Duration {
+	if d := time.Duration(w.ns.Load()); d > 0 {
+		return d
+	}
+	return windowMin
+}
+
+func (w *window) step(hit bool) { w.ns.Store(int64(nextWindow(w.get(), hit))) }
 
 // Strategy implements inventory.Strategy with compare-and-set on a version
 // column. Safe for concurrent use.
 type Strategy struct {
 	sqlstore.Base
 	retries, successes, giveups atomic.Int64
+	window                      window
 }
 
 var _ inventory.Strategy = (*Strategy)(nil)
@@ -60,6 +110,10 @@ var errMiss = errors.New("cas miss")
 // Reserve reads (available, version) without a lock and tries the versioned
 // update together with the order row; a miss rolls back and retries.
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	giveUpAt, bounded := ctx.Deadline()
+	if s.Cfg.CASMaxWait > 0 && (!bounded || time.Now().Add(s.Cfg.CASMaxWait).Before(giveUpAt)) {
+		giveUpAt, bounded = time.Now().Add(s.Cfg.CASMaxWait), true
+	}
 	for attempt := 1; ; attempt++ {
 		var avail, ver int64
 		err := s.DB.QueryRowContext(ctx, "SELECT available, version FROM inventory WHERE sku=?", r.SKU).Scan(&avail, &ver)
@@ -92,6 +146,7 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		switch {
 		case err == nil:
 			s.successes.Add(1)
+			s.window.step(true)
 			return nil
 		case sqlstore.IsDuplicate(err):
 			return sqlstore.ReserveRepeat(ctx, s.DB, r.OrderID)
@@ -102,26 +157,39 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 			s.giveups.Add(1)
 			return fmt.Errorf("reserve %s after %d attempts: %w", r.OrderID, attempt, inventory.ErrConflict)
 		}
-		s.retries.Add(1)
 		if s.Cfg.CASRetry == RetryBackoff {
-			bound := min(backoffBase<<min(attempt-1, 16), backoffMax)
-			t := time.NewTimer(rand.N(bound))
+			left := time.Duration(1<<63 - 1)
+			if bounded {
+				left = time.Until(giveUpAt)
+			}
+			s.window.step(false)
+			wait, giveUp := backoff(attempt, s.window.get(), left, rand.N[time.Duration])
+			if giveUp {
+				s.giveups.Add(1)
+				return fmt.Errorf("reserve %s: gave up after %d attempts, out of time: %w", r.OrderID, attempt, inventory.ErrConflict)
+			}
+			s.retries.Add(1)
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return ctx.Err()
 			case <-t.C:
 			}
+			continue
 		}
+		s.retries.Add(1)
 	}
 }
 
-// Counters adds cas_retries, cas_successes, cas_giveups and
-// cas_retries_per_success to the background error count.
+// Counters adds cas_retries, cas_successes, cas_giveups,
+// cas_retries_per_success and cas_backoff_window_ms (its value at the end)
+// to the background error count.
 func (s *Strategy) Counters() map[string]float64 {
 	c := s.Base.Counters()
 	r, ok, g := s.retries.Load(), s.successes.Load(), s.giveups.Load()
 	c["cas_retries"], c["cas_successes"], c["cas_giveups"] = float64(r), float64(ok), float64(g)
+	c["cas_backoff_window_ms"] = float64(s.window.get()) / float64(time.Millisecond)
 	if ok > 0 {
 		c["cas_retries_per_success"] = float64(r) / float64(ok)
 	}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
 	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
@@ -48,6 +49,7 @@ type Strategy struct {
 	skus redisstock.Catalog
 
 	bgErrors, deferred, recovered, expired, reloads atomic.Int64
+	confirms                                        *groupcommit.Group[*confirmItem]
 }
 
 var _ inventory.Strategy = (*Strategy)(nil)
@@ -58,7 +60,7 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("lua-tcc needs redis")
 	}
-	return &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg}, nil
+	return &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg, confirms: confirmGroup(cfg)}, nil
 }
 
 // Name is "lua-tcc".
@@ -96,7 +98,7 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 	if !time.Now().Before(res.Deadline) {
 		want = inventory.StateExpired
 	}
-	got, err := s.decide(ctx, ref, res, want)
+	got, err := s.decideConfirm(ctx, ref, res, want)
 	if err != nil {
 		return err
 	}
@@ -304,11 +306,11 @@ func (s *Strategy) Close() error { return nil }
 // Counters reports background errors, deferred Redis confirms, recovered
 // and expired reservations.
 func (s *Strategy) Counters() map[string]float64 {
-	return map[string]float64{
+	return s.withBatchCounters(map[string]float64{
 		"background_errors":  float64(s.bgErrors.Load()),
 		"tcc_deferred_redis": float64(s.deferred.Load()),
 		"tcc_recovered":      float64(s.recovered.Load()),
 		"tcc_expired":        float64(s.expired.Load()),
 		"tcc_reloads":        float64(s.reloads.Load()),
-	}
+	})
 }

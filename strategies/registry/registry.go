@@ -4,7 +4,7 @@
 // runs against it.
 package registry
 
-//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/internal/sqlstore strategies/internal/redisstock
+//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/batched strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/batched"
 	"github.com/stockbench/stockbench/strategies/cas"
 	"github.com/stockbench/stockbench/strategies/conditional"
 	"github.com/stockbench/stockbench/strategies/luatcc"
@@ -55,8 +56,9 @@ var All = []Entry{
 	{Name: "rowlock", Dirs: []string{"strategies/rowlock", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(rowlock.New)},
 	{Name: "cas", Dirs: []string{"strategies/cas", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrapErr(cas.New)},
 	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(conditional.New)},
-	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
+	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
 	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(outbox.New)},
+	{Name: "batched", Dirs: []string{"strategies/batched", "strategies/conditional", gcDir, sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(batched.New)},
 	{Name: "naive", Dirs: []string{"strategies/naive"}, Safe: false, Ceiling: CeilingMySQLUpdate, New: wrap(naive.New)},
 }
 
@@ -70,6 +72,7 @@ const (
 const (
 	sqlDir   = "strategies/internal/sqlstore"
 	redisDir = "strategies/internal/redisstock"
+	gcDir    = "strategies/internal/groupcommit"
 )
 
 // CoreLines is the size of the strategy's code: the non-blank, non-comment

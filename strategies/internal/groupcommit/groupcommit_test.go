@@ -1,0 +1,253 @@
+package groupcommit
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers/servertest"
+	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
+)
+
+var env servertest.Env
+
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
+
+const sku = "GC-1"
+
+// item is one reservation: an order row plus qty units off the SKU.
+type item struct {
+	id  string
+	qty int64
+}
+
+// store runs items against the real inventory and orders tables, and
+// records the batches it saw.
+type store struct {
+	gate  chan struct{} // the item "first" waits here before its transaction
+	mu    sync.Mutex
+	sizes []int // sizes of the calls to Batch and One, in order
+}
+
+func (s *store) seen(n int) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, n)
+	s.mu.Unlock()
+}
+
+func (s *store) apply(ctx context.Context, items []item) error {
+	var sum int64
+	rs := make([]inventory.Reservation, len(items))
+	for i, it := range items {
+		sum += it.qty
+		rs[i] = inventory.Reservation{OrderID: it.id, SKU: sku, Qty: it.qty}
+	}
+	return sqlstore.InTx(ctx, env.DB, func(tx *sql.Tx) (error, error) {
+		if err := sqlstore.InsertOrders(ctx, tx, rs, inventory.StateReserved); err != nil {
+			return nil, err
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?", sum, sum, sku, sum)
+		if err != nil {
+			return nil, err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil, inventory.ErrOutOfStock
+		}
+		return nil, nil
+	})
+}
+
+func (s *store) group(max int, wait time.Duration) *Group[item] {
+	return &Group[item]{Max: max, Wait: wait,
+		Batch: func(ctx context.Context, key string, items []item) ([]error, error) {
+			s.seen(len(items))
+			if err := s.apply(ctx, items); err != nil {
+				return nil, err
+			}
+			return make([]error, len(items)), nil
+		},
+		One: func(ctx context.Context, key string, it item) error {
+			if it.id == "first" {
+				<-s.gate
+			}
+			s.seen(1)
+			return s.apply(ctx, []item{it})
+		},
+	}
+}
+
+// pending is how many calls of key wait in the queue.
+func (g *Group[T]) pending(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if q := g.keys[key]; q != nil {
+		return len(q.pending)
+	}
+	return 0
+}
+
+func TestGroup(t *testing.T) {
+	cases := []struct {
+		name string
+		max  int
+		wait time.Duration
+		// gated: a first call runs alone and holds its transaction open
+		// until `queued` more calls wait behind it.
+		gated bool
+		// queued items o0…oN-1; dup makes item i reuse an existing order id
+		// (its insert fails, failing the batch it is in); cancel makes item
+		// i's context end while it is queued.
+		queued      int
+		dup, cancel int
+		wantSizes   []int // batch sizes, in order (1 = a call run alone)
+		wantErr     map[int]error
+		wantMoved   int64 // units moved off the SKU
+	}{
+		// Calls that queue behind a running batch share the next one.
+		{name: "queued calls share one batch", max: 64, gated: true, queued: 10, dup: -1, cancel: -1,
+			wantSizes: []int{1, 10}, wantMoved: 11},
+		// Max bounds a batch; the rest follow in later batches.
+		{name: "max bounds the batch", max: 4, gated: true, queued: 10, dup: -1, cancel: -1,
+			wantSizes: []int{1, 4, 4, 2}, wantMoved: 11},
+		// A batch that fails as a whole is retried item by item: only the
+		// bad item gets an error, the others succeed.
+		{name: "failed batch retried one by one", max: 64, gated: true, queued: 5, dup: 2, cancel: -1,
+			wantSizes: []int{1, 5, 1, 1, 1, 1, 1}, wantErr: map[int]error{2: errDup}, wantMoved: 5},
+		// Max 1 turns coalescing off: every call runs alone.
+		{name: "max 1 is off", max: 1, queued: 3, dup: -1, cancel: -1,
+			wantSizes: []int{1, 1, 1}, wantMoved: 3},
+		// A call whose context ends while queued is not run, and says so.
+		{name: "cancelled while queued is not run", max: 64, gated: true, queued: 4, dup: -1, cancel: 1,
+			wantSizes: []int{1, 3}, wantErr: map[int]error{1: context.Canceled}, wantMoved: 4},
+		// With a wait, the leader holds the batch until it is full (the
+		// wait is an hour: the test ends only if "full" cuts it short).
+		{name: "wait ends when the batch is full", max: 3, wait: time.Hour, queued: 3, dup: -1, cancel: -1,
+			wantSizes: []int{3}, wantMoved: 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.LoadStock(ctx, env.DB, []inventory.Stock{{SKU: sku, Total: 100, Available: 100}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := sqlstore.InsertOrder(ctx, env.DB, inventory.Reservation{OrderID: "existing", SKU: sku}, inventory.StateCancelled); err != nil {
+				t.Fatal(err)
+			}
+			s := &store{gate: make(chan struct{})}
+			g := s.group(c.max, c.wait)
+			var wg sync.WaitGroup
+			var firstErr error
+			if c.gated {
+				wg.Add(1)
+				go func() { defer wg.Done(); firstErr = g.Do(ctx, sku, item{"first", 1}) }()
+				waitFor(t, func() bool { return g.running(sku) && g.pending(sku) == 0 })
+			}
+			errs := make([]error, c.queued)
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			for i := 0; i < c.queued; i++ {
+				it := item{fmt.Sprintf("o%d", i), 1}
+				if i == c.dup {
+					it.id = "existing"
+				}
+				callCtx := ctx
+				if i == c.cancel {
+					callCtx = cctx
+				}
+				// One at a time, so that arrival order is i.
+				before := g.pending(sku)
+				wg.Add(1)
+				go func() { defer wg.Done(); errs[i] = g.Do(callCtx, sku, it) }()
+				if c.gated {
+					waitFor(t, func() bool { return g.pending(sku) == before+1 })
+				}
+			}
+			if c.cancel >= 0 {
+				cancel()
+				waitFor(t, func() bool { return g.pending(sku) == c.queued-1 })
+			}
+			close(s.gate)
+			wg.Wait()
+			if firstErr != nil {
+				t.Fatalf("first call: %v", firstErr)
+			}
+			for i, err := range errs {
+				want := c.wantErr[i]
+				if want == nil && err != nil || want != nil && !errors.Is(err, want) && !(want == errDup && sqlstore.IsDuplicate(err)) {
+					t.Errorf("call %d: got %v, want %v", i, err, want)
+				}
+			}
+			if !slices.Equal(s.sizes, c.wantSizes) {
+				t.Errorf("batches %v, want %v", s.sizes, c.wantSizes)
+			}
+			var avail int64
+			if err := env.DB.QueryRow("SELECT available FROM inventory WHERE sku=?", sku).Scan(&avail); err != nil {
+				t.Fatal(err)
+			}
+			if moved := 100 - avail; moved != c.wantMoved {
+				t.Errorf("moved %d units, want %d", moved, c.wantMoved)
+			}
+			ran := c.queued
+			if c.gated {
+				ran++
+			}
+			if c.cancel >= 0 {
+				ran--
+			}
+			if st := g.Stats(); st.Items != int64(ran) {
+				t.Errorf("stats: %d calls in batches, want %d (%+v)", st.Items, ran, st)
+			}
+		})
+	}
+}
+
+// errDup stands for a duplicate-key error from the server.
+var errDup = errors.New("duplicate order id")
+
+// running reports whether a batch of key is under way.
+func (g *Group[T]) running(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.keys[key]
+	return q != nil && q.running
+}
+
+// waitFor waits for an event the test cannot be told of directly (a call
+// has queued), yielding the processor between looks; it gives up after a
+// minute, which only a hung Group reaches.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("event did not happen")
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestStats checks the size quantiles on a known distribution.
+func TestStats(t *testing.T) {
+	g := &Group[int]{}
+	for _, n := range []int{1, 2, 2, 3, 10} {
+		g.record(n, false)
+	}
+	g.record(4, true)
+	got := g.Stats()
+	want := Stats{Batches: 6, Items: 22, Min: 1, Median: 2, P90: 4, Max: 10, Fallbacks: 1}
+	if got != want {
+		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+}
