@@ -199,7 +199,10 @@ func (l *Local) runMySQL(ctx context.Context, dir string, mariadb bool, port int
 	args := []string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"), "--tmpdir=" + filepath.Join(dir, "tmp"),
 		"--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mysql.sock"), "--bind-address=127.0.0.1", user,
 		"--skip-name-resolve", "--log-error=" + logFile, "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
-		"--max-connections=2000", "--innodb-buffer-pool-size=256M"}
+		"--max-connections=2000", "--innodb-buffer-pool-size=256M",
+		// As in the docker image (Debian's defaults) and MySQL 8.0: the same
+		// settings on every backend.
+		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"}
 	if !mariadb {
 		args = append(args, "--skip-log-bin", "--mysqlx=OFF")
 	}
