@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/scenarios"
 )
@@ -60,7 +61,7 @@ func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder
 			if !rec.to.IsZero() && time.Now().Add(ph.Think).After(rec.to) {
 				return
 			}
-			if !sleep(ctx, ph.Think) {
+			if !clock.Sleep(ctx, ph.Think) {
 				return
 			}
 		}
@@ -155,17 +156,6 @@ func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op) o
 	return opResult{op: op, err: err, start: t0, lat: time.Since(t0)}
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 func (d *driver) sustainedParams() scenarios.SustainedParams {
 	return scenarios.SustainedParams{SKUs: d.o.SKUs, Skew: d.o.Skew, Mix: d.o.Mix, PayDelay: d.o.SustainedPayDelay, Seed: d.o.Seed}
 }
@@ -237,7 +227,7 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, ti
 	interval := time.Duration(float64(time.Second) / d.o.Rate)
 	for i := 0; ; i++ {
 		at := t0.Add(time.Duration(i) * interval)
-		if !at.Before(to) || !sleep(ctx, time.Until(at)) {
+		if !at.Before(to) || !clock.Sleep(ctx, time.Until(at)) {
 			break
 		}
 		select {
