@@ -49,8 +49,14 @@ type Env struct {
 	// DockerNetwork is how the docker backend reached its containers:
 	// "host" (loopback, no proxy) or "published" (ports through the engine).
 	DockerNetwork string `json:"docker_network,omitempty"`
-	MySQLVersion  string `json:"mysql_version"`
-	RedisVersion  string `json:"redis_version"`
+	// RedisClusterNodes and MySQLClusterNodes count a cluster's nodes (absent
+	// for one server); MySQLSpread says whether the pools spread their
+	// connections over the MySQL nodes.
+	RedisClusterNodes int    `json:"redis_cluster_nodes,omitempty"`
+	MySQLClusterNodes int    `json:"mysql_cluster_nodes,omitempty"`
+	MySQLSpread       bool   `json:"mysql_spread,omitempty"`
+	MySQLVersion      string `json:"mysql_version"`
+	RedisVersion      string `json:"redis_version"`
 	// Durability settings as reported by the servers.
 	InnodbFlushLogAtTrxCommit string `json:"innodb_flush_log_at_trx_commit"`
 	SyncBinlog                string `json:"sync_binlog"`

@@ -135,7 +135,7 @@ func Table(w io.Writer, r *Results) {
 func safetyNote(r *Results) string {
 	for _, row := range Rows(r) {
 		if row.Unsafe() {
-			return "UNSAFE: the auditor found oversold, leaked or drifted units, lost or contradicted acks, or broken invariants; such a strategy ranks after every clean one."
+			return "UNSAFE: the auditor found oversold, leaked, phantom or drifted units, lost or contradicted acks, a paid buyer refused, orphan or stale reservations, or broken invariants; such a strategy ranks after every clean one."
 		}
 	}
 	return ""
@@ -177,7 +177,7 @@ func Summary(r *Results) string {
 	b.WriteString(articleMarkdown(r))
 
 	if recs := Recommend(r, WeightsOf(r)); len(recs) > 0 {
-		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (oversold, leaked or drifted units, a lost or contradicted ack, a broken invariant) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", WeightsOf(r))
+		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (oversold, leaked, phantom or drifted units, a lost or contradicted ack, a paid buyer refused, an orphan or stale reservation, a broken invariant) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", WeightsOf(r))
 		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
 			safety := "ok"
@@ -210,11 +210,19 @@ func Summary(r *Results) string {
 		}
 	}
 
-	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units | oversold units | leaked units | lost acks | cancel-ack violations | invariant violations | drift units |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	// One column per anomaly class: the section the headline's "other
+	// anomalies" points to.
+	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units |")
+	for _, c := range AnomalyClasses {
+		b.WriteString(" " + c.Name + " |")
+	}
+	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(AnomalyClasses)) + "\n")
 	for _, run := range r.Runs {
-		a := run.Audit
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), a.ConfirmedUnits, a.OversoldUnits,
-			a.LeakedUnits, a.LostAcks, a.CancelAckViolations, a.InvariantViolations, a.DriftUnits)
+		fmt.Fprintf(&b, "| %s | %s | %d |", run.Strategy, label(run), run.Audit.ConfirmedUnits)
+		for _, c := range AnomalyClasses {
+			fmt.Fprintf(&b, " %d |", c.Of(run.Audit))
+		}
+		b.WriteString("\n")
 	}
 	for _, run := range r.Runs {
 		if len(run.Audit.Violations) > 0 {

@@ -374,10 +374,12 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	if err != nil {
 		return run, err
 	}
+	// What settle repaired compares like with like: the node-agreement check
+	// below runs only after settle, so it stays out of the difference.
+	run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, inventory.Repaired(endOfLoad, audit)
 	if err := checkNodes(sctx, conns, &audit); err != nil {
 		return run, err
 	}
-	run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, inventory.Repaired(endOfLoad, audit)
 
 	run.DurationSec = window.Seconds()
 	run.Flows = total.flows

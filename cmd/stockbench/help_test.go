@@ -26,6 +26,8 @@ func TestHelp(t *testing.T) {
 		{"calibrate", "[flags]"},          // flags only
 		{"report", "DIR"},                 // the results directory
 		{"compare", "OLD.json NEW.json"},  // two files
+		{"curve", "--slo p99=50ms"},       // rates and the SLO
+		{"audit", "--mysql-dsn DSN"},      // the stores to grade
 		{"down", "stockbench down"},       // nothing
 		{"version", "stockbench version"}, // nothing
 	}
@@ -91,7 +93,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, cmd := range []string{"run", "sweep", "calibrate", "compare"} {
+	for _, cmd := range []string{"run", "sweep", "curve", "calibrate", "compare", "audit"} {
 		var out bytes.Buffer
 		if code := Main(context.Background(), []string{cmd, "-h"}, &out, &out); code != exitOK {
 			t.Fatalf("%s -h: exit %d", cmd, code)

@@ -48,10 +48,7 @@ func (s *Strategy) decideConfirm(ctx context.Context, ref inventory.OrderRef, re
 		return "", err
 	}
 	if !it.finished {
-		if _, err := s.rs.Finish(ctx, ref, it.got, false); err != nil {
-			// The decision is durable in MySQL; recovery brings Redis in line.
-			s.deferred.Add(1)
-		}
+		s.finishRedis(ctx, ref, it.got, false)
 	}
 	return it.got, nil
 }

@@ -173,15 +173,19 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 	case err != nil:
 		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
 	}
-	// The decision is durable: bring Redis in line on a context of its own,
-	// so the caller's ending cannot cut this write off.
+	s.finishRedis(ctx, ref, got, got == inventory.StateCancelled)
+	return got, nil
+}
+
+// finishRedis brings Redis in line with a decision already durable in MySQL,
+// on a context of its own, so the caller's ending cannot cut this write off.
+// A failure is left to recovery (and counted).
+func (s *Strategy) finishRedis(ctx context.Context, ref inventory.OrderRef, got inventory.OrderState, release bool) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	if _, err := s.rs.Finish(rctx, ref, got, got == inventory.StateCancelled); err != nil {
-		// The decision is durable in MySQL; recovery brings Redis in line.
+	if _, err := s.rs.Finish(rctx, ref, got, release); err != nil {
 		s.deferred.Add(1)
 	}
-	return got, nil
 }
 
 // Run is the recovery loop: every SweepPeriod it reloads a lost stock hash,
