@@ -11,7 +11,7 @@ var coreLines = map[string]int{
 	"strategies/internal/groupcommit": 243,
 	"strategies/internal/redisstock":  424,
 	"strategies/internal/sqlstore":    355,
-	"strategies/luatcc":               316,
+	"strategies/luatcc":               317,
 	"strategies/naive":                124,
 	"strategies/outbox":               586,
 	"strategies/rowlock":              58,
