@@ -265,15 +265,9 @@ func barChart(rows []Row, title, ylabel string, val func(Run) float64, logIfSpre
 		labels.XYs[i] = plotter.XY{X: float64(i), Y: math.Max(s.Max, base)}
 		labels.Labels[i] = label(s.Median)
 	}
-	l, err := plotter.NewLabels(labels)
-	if err != nil {
+	if err := addBarLabels(p, labels); err != nil {
 		return nil, err
 	}
-	for i := range l.TextStyle {
-		l.TextStyle[i].XAlign = draw.XCenter
-	}
-	l.Offset = vg.Point{Y: vg.Points(4)}
-	p.Add(l)
 	if hi == 0 {
 		p.Y.Max = 1 // all zero: give the labels room
 	} else if logY {
@@ -471,5 +465,19 @@ func addLinePoints(p *plot.Plot, name string, xys plotter.XYs) error {
 	points.Color, points.Shape, points.Radius = st.Color, st.Marker, vg.Points(3.5)
 	p.Add(line, points)
 	p.Legend.Add(name, line, points)
+	return nil
+}
+
+// addBarLabels writes value labels centred just above their bars.
+func addBarLabels(p *plot.Plot, labels plotter.XYLabels) error {
+	l, err := plotter.NewLabels(labels)
+	if err != nil {
+		return err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign = draw.XCenter
+	}
+	l.Offset = vg.Point{Y: vg.Points(4)}
+	p.Add(l)
 	return nil
 }

@@ -377,15 +377,9 @@ func articleChart(rows []Row, m articleMetric) (*plot.Plot, error) {
 		}
 		p.Add(wk)
 	}
-	l, err := plotter.NewLabels(labels)
-	if err != nil {
+	if err := addBarLabels(p, labels); err != nil {
 		return nil, err
 	}
-	for i := range l.TextStyle {
-		l.TextStyle[i].XAlign = draw.XCenter
-	}
-	l.Offset = vg.Point{Y: vg.Points(4)}
-	p.Add(l)
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4 // the outer bars' labels stay inside
 	mb, _ := plotter.NewBarChart(plotter.Values{1}, w)
