@@ -449,16 +449,7 @@ func TestScenarioFile(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Config map[string]any `json:"config"`
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := struct{ Config map[string]any }{readConfig(t, dir)}
 	if sc, _ := res.Config["scenarios"].([]any); len(sc) != 1 || sc[0] != "sustained" {
 		t.Errorf("config scenarios = %v", res.Config["scenarios"])
 	}
@@ -510,4 +501,20 @@ func TestSweepAndCompare(t *testing.T) {
 	if !strings.Contains(errb.String(), "regressed") {
 		t.Fatalf("stderr %q", errb.String())
 	}
+}
+
+// readConfig reads the config block of DIR/results.json.
+func readConfig(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res.Config
 }

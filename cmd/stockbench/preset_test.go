@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,16 +21,7 @@ func TestPresetArticle(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Config map[string]any `json:"config"`
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := struct{ Config map[string]any }{readConfig(t, dir)}
 	for k, v := range map[string]any{"preset": "article", "stock": 100.0, "buyers": 120.0, "pay_delay": "5ms-20ms"} {
 		if res.Config[k] != v {
 			t.Errorf("config %s = %v, want %v", k, res.Config[k], v)
