@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/waitfor"
 	"github.com/stockbench/stockbench/inventory"
 )
 
@@ -97,8 +98,7 @@ func TestRunLockOfADeadRun(t *testing.T) {
 	// Wait for the events themselves: the server dropping the connection's
 	// lock, and the key expiring.
 	name := inventory.LockName(dbName(t))
-	deadline := time.Now().Add(time.Minute)
-	for {
+	waitfor.Until(t, "the lock of a dead run is still held", func() bool {
 		var free sql.NullInt64
 		if err := env.DB.QueryRowContext(ctx, "SELECT IS_FREE_LOCK(?)", name).Scan(&free); err != nil {
 			t.Fatal(err)
@@ -107,14 +107,8 @@ func TestRunLockOfADeadRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if free.Int64 == 1 && n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lock of a dead run still held (mysql free=%v, redis key exists=%d)", free.Int64, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return free.Int64 == 1 && n == 0
+	})
 	l, err := inventory.AcquireRunLock(ctx, lockDB(t), env.Redis, "host b pid 2 started now", 30*time.Second)
 	if err != nil {
 		t.Fatalf("after the holder died: %v", err)

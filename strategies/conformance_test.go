@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/waitfor"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers/servertest"
 	"github.com/stockbench/stockbench/strategies"
@@ -278,19 +279,13 @@ var cases = []struct {
 		wantErr(t, "sold out", f.reserve("other"), inventory.ErrOutOfStock)
 		// Wait for the event (the sweepers expired all three orders), not
 		// for a guessed time: a busy machine may run the sweepers late.
-		for waited := time.Duration(0); ; waited += 20 * time.Millisecond {
+		waitfor.Until(t, "the sweepers did not expire all 3 reservations", func() bool {
 			var n int
 			if err := env.DB.QueryRow("SELECT COUNT(*) FROM orders WHERE state='expired'").Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if n >= 3 {
-				break
-			}
-			if waited > 2*time.Minute {
-				t.Fatalf("after %s only %d of 3 reservations expired", waited, n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return n >= 3
+		})
 		wantErr(t, "pay after expiry", f.confirm("exp-0"), inventory.ErrAlreadyFinal)
 		cancel()
 		wg.Wait()

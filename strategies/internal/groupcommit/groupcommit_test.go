@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/waitfor"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers/servertest"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
@@ -151,7 +151,7 @@ func TestGroup(t *testing.T) {
 			if c.gated {
 				wg.Add(1)
 				go func() { defer wg.Done(); firstErr = g.Do(ctx, sku, item{"first", 1}) }()
-				waitFor(t, func() bool { return g.running(sku) && g.pending(sku) == 0 })
+				waitfor.Until(t, "the batch did not reach the expected state", func() bool { return g.running(sku) && g.pending(sku) == 0 })
 			}
 			errs := make([]error, c.queued)
 			cctx, cancel := context.WithCancel(ctx)
@@ -170,12 +170,12 @@ func TestGroup(t *testing.T) {
 				wg.Add(1)
 				go func() { defer wg.Done(); errs[i] = g.Do(callCtx, sku, it) }()
 				if c.gated {
-					waitFor(t, func() bool { return g.pending(sku) == before+1 })
+					waitfor.Until(t, "the batch did not reach the expected state", func() bool { return g.pending(sku) == before+1 })
 				}
 			}
 			if c.cancel >= 0 {
 				cancel()
-				waitFor(t, func() bool { return g.pending(sku) == c.queued-1 })
+				waitfor.Until(t, "the batch did not reach the expected state", func() bool { return g.pending(sku) == c.queued-1 })
 			}
 			close(s.gate)
 			wg.Wait()
@@ -221,21 +221,6 @@ func (g *Group[T]) running(key string) bool {
 	defer g.mu.Unlock()
 	q := g.keys[key]
 	return q != nil && q.running
-}
-
-// waitFor waits for an event the test cannot be told of directly (a call
-// has queued), yielding the processor between looks; it gives up after a
-// minute, which only a hung Group reaches.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("event did not happen")
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestStats checks the size quantiles on a known distribution.
