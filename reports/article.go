@@ -3,6 +3,8 @@ package reports
 import (
 	"fmt"
 	"strings"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // ArticlePreset is the name `stockbench run --preset article` records in
@@ -68,7 +70,7 @@ func ArticleFiguresFor(scenario string) []ArticleFigure {
 }
 
 // IsArticlePreset reports whether r was run with --preset article.
-func IsArticlePreset(r *Results) bool {
+func IsArticlePreset(r *results.Results) bool {
 	s, _ := r.Config["preset"].(string)
 	return s == ArticlePreset
 }
@@ -83,9 +85,9 @@ type articleRow struct {
 
 // articleRows pairs each of the article's figures with the row of r that
 // ran the same strategy on the matching scenario (median over repeats).
-func articleRows(r *Results) []articleRow {
+func articleRows(r *results.Results) []articleRow {
 	var out []articleRow
-	rows := Rows(r)
+	rows := results.Rows(r)
 	for _, f := range ArticleFigures {
 		ar := articleRow{Strategy: f.Strategy, Scenario: f.Scenario, Scheme: f.Scheme,
 			TPS: "–", P99: "–", CPU: "–", Lines: "–", Over: trimFloat(f.OversellPct),
@@ -99,12 +101,12 @@ func articleRows(r *Results) []articleRow {
 				continue
 			}
 			runs := row.Runs
-			ar.MTPS = fold(runs, func(r Run) float64 { return r.TPS }, f1)
-			ar.MP99 = fold(runs, func(r Run) float64 { return r.LatencyMS["flow"].P99 }, f2)
-			ar.MOver = fold(runs, func(r Run) float64 { return r.Audit.OversellRate }, pct)
+			ar.MTPS = fold(runs, func(r results.Run) float64 { return r.TPS }, f1)
+			ar.MP99 = fold(runs, func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }, f2)
+			ar.MOver = fold(runs, func(r results.Run) float64 { return r.Audit.OversellRate }, pct)
 			ar.MCPU = "n/a"
 			if row.HasCPU {
-				ar.MCPU = fold(runs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }, f1) + " (of one core)"
+				ar.MCPU = fold(runs, func(r results.Run) float64 { return r.Counters["server_cpu_pct"] }, f1) + " (of one core)"
 			}
 			ar.MLines = fmt.Sprint(row.CoreLines)
 		}
@@ -117,7 +119,7 @@ func trimFloat(x float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", x
 
 // articleDifferences lists how this run's setup differs from the article's,
 // from what results.json recorded.
-func articleDifferences(r *Results) []string {
+func articleDifferences(r *results.Results) []string {
 	e := r.Env
 	dur, _ := r.Config["duration"].(string)
 	buyers := fmt.Sprint(r.Config["buyers"])
@@ -135,7 +137,7 @@ func articleDifferences(r *Results) []string {
 
 // articleMarkdown renders the side-by-side section of summary.md, or "" when
 // r is not an article preset run.
-func articleMarkdown(r *Results) string {
+func articleMarkdown(r *results.Results) string {
 	if !IsArticlePreset(r) {
 		return ""
 	}

@@ -5,10 +5,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // presetResults is the fixture as a --preset article run.
-func presetResults(t *testing.T) *Results {
+func presetResults(t *testing.T) *results.Results {
 	t.Helper()
 	r := fixtureResults(t)
 	r.Config["preset"] = ArticlePreset
@@ -21,7 +23,7 @@ func presetResults(t *testing.T) *Results {
 func TestArticleBeside(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		r      *Results
+		r      *results.Results
 		preset bool
 	}{
 		{"preset article", presetResults(t), true},
@@ -115,7 +117,7 @@ func TestRepeatedHeadline(t *testing.T) {
 // TestHTMLContents: every table-of-contents link of index.html leads to a
 // section of the page, and the units are stated.
 func TestHTMLContents(t *testing.T) {
-	for _, r := range []*Results{fixtureResults(t), presetResults(t), repeated(t, "naive", "rowlock")} {
+	for _, r := range []*results.Results{fixtureResults(t), presetResults(t), repeated(t, "naive", "rowlock")} {
 		charts, err := Charts(r)
 		if err != nil {
 			t.Fatal(err)

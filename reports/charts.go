@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/stockbench/stockbench/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -34,7 +35,7 @@ type Chart struct {
 // oversell and the latency spectrum by strategy, TPS and P99 over time when
 // there is a series, and for a sweep one line per strategy against the swept
 // parameter (TPS, P99, oversell, CAS retries).
-func Charts(r *Results) ([]Chart, error) {
+func Charts(r *results.Results) ([]Chart, error) {
 	plots, err := buildPlots(r)
 	if err != nil {
 		return nil, err
@@ -67,8 +68,8 @@ func render(np namedPlot, format string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func buildPlots(r *Results) ([]namedPlot, error) {
-	rows := Rows(r)
+func buildPlots(r *results.Results) ([]namedPlot, error) {
+	rows := results.Rows(r)
 	var out []namedPlot
 	add := func(name string, p *plot.Plot, err error) error {
 		if err != nil {
@@ -100,8 +101,8 @@ func buildPlots(r *Results) ([]namedPlot, error) {
 			}
 		}
 	}
-	for _, sc := range Scenarios(r) {
-		var rs []Row
+	for _, sc := range results.Scenarios(r) {
+		var rs []results.Row
 		for _, row := range rows {
 			if row.Scenario == sc {
 				rs = append(rs, row)
@@ -118,17 +119,17 @@ func buildPlots(r *Results) ([]namedPlot, error) {
 			}
 		}
 		p, err = barChart(rs, "Throughput by strategy — "+sc, "completed reserve+confirm flows / s",
-			func(r Run) float64 { return r.TPS }, false, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) })
+			func(r results.Run) float64 { return r.TPS }, false, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) })
 		if err := add("tps-"+sc, p, err); err != nil {
 			return nil, err
 		}
 		p, err = barChart(rs, "P99 flow latency by strategy — "+sc, "P99 of reserve + confirm (ms)",
-			func(r Run) float64 { return r.LatencyMS["flow"].P99 }, true, func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) })
+			func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }, true, func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) })
 		if err := add("p99-"+sc, p, err); err != nil {
 			return nil, err
 		}
 		p, err = barChart(rs, "Oversell rate by strategy — "+sc, "oversold units / confirmed units (%)",
-			func(r Run) float64 { return 100 * r.Audit.OversellRate }, false, func(v float64) string {
+			func(r results.Run) float64 { return 100 * r.Audit.OversellRate }, false, func(v float64) string {
 				if v == 0 {
 					return "0 (none)"
 				}
@@ -155,7 +156,7 @@ func buildPlots(r *Results) ([]namedPlot, error) {
 
 // WriteCharts renders the charts into dir/charts as PNG and SVG and returns
 // them.
-func WriteCharts(dir string, r *Results) ([]Chart, error) {
+func WriteCharts(dir string, r *results.Results) ([]Chart, error) {
 	plots, err := buildPlots(r)
 	if err != nil {
 		return nil, err
@@ -170,7 +171,7 @@ func WriteCharts(dir string, r *Results) ([]Chart, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := writeAtomic(filepath.Join(dir, "charts", np.name+"."+format), b); err != nil {
+			if err := results.WriteFileAtomic(filepath.Join(dir, "charts", np.name+"."+format), b); err != nil {
 				return nil, err
 			}
 			if format == "svg" {
@@ -204,13 +205,13 @@ func newPlot(title, x, y string) *plot.Plot {
 // when there are several, and the value written above it; a zero bar still
 // gets its label, so "none" is visible. With logIfSpread the Y axis turns
 // logarithmic when the largest value is over 20 times the smallest.
-func barChart(rows []Row, title, ylabel string, val func(Run) float64, logIfSpread bool, label func(float64) string) (*plot.Plot, error) {
+func barChart(rows []results.Row, title, ylabel string, val func(results.Run) float64, logIfSpread bool, label func(float64) string) (*plot.Plot, error) {
 	p := newPlot(title, "strategy", ylabel)
-	spreads := make([]Spread, len(rows))
+	spreads := make([]results.Spread, len(rows))
 	names := make([]string, len(rows))
 	lo, hi, repeats := math.Inf(1), 0.0, 0
 	for i, r := range rows {
-		spreads[i] = spreadOf(r.Runs, val)
+		spreads[i] = results.SpreadOf(r.Runs, val)
 		names[i] = r.Strategy
 		lo, hi = math.Min(lo, spreads[i].Min), math.Max(hi, spreads[i].Max)
 		repeats = max(repeats, len(r.Runs))
@@ -279,7 +280,7 @@ func barChart(rows []Row, title, ylabel string, val func(Run) float64, logIfSpre
 }
 
 // whiskers draws min–max bars over the medians of spreads, the i-th at x(i).
-func whiskers(spreads []Spread, x func(int) float64) (*plotter.YErrorBars, error) {
+func whiskers(spreads []results.Spread, x func(int) float64) (*plotter.YErrorBars, error) {
 	e := make(errXYs, len(spreads))
 	for i, s := range spreads {
 		e[i] = errXY{XY: plotter.XY{X: x(i), Y: s.Median}, Low: s.Median - s.Min, High: s.Max - s.Median}
@@ -311,7 +312,7 @@ func nines(q float64) float64 { return -math.Log10(1 - q/100) }
 
 // spectrumChart draws flow latency against percentile on a nines scale,
 // one line per strategy.
-func spectrumChart(rows []Row, sc string) (*plot.Plot, error) {
+func spectrumChart(rows []results.Row, sc string) (*plot.Plot, error) {
 	p := newPlot("Flow latency spectrum — "+sc, "percentile", "flow latency (ms)")
 	p.X.Tick.Marker = plot.ConstantTicks{{Value: nines(50), Label: "50"}, {Value: nines(90), Label: "90"},
 		{Value: nines(99), Label: "99"}, {Value: nines(99.9), Label: "99.9"}, {Value: nines(99.99), Label: "99.99"}}
@@ -345,20 +346,20 @@ func spectrumChart(rows []Row, sc string) (*plot.Plot, error) {
 
 type metric struct {
 	name, title, ylabel string
-	series              func(SeriesPoint) float64
-	row                 func(Row) (float64, bool)
+	series              func(results.SeriesPoint) float64
+	row                 func(results.Row) (float64, bool)
 }
 
 var timelineMetrics = []metric{
 	{name: "tps", title: "Throughput over time", ylabel: "flows / s",
-		series: func(p SeriesPoint) float64 { return float64(p.Flows) }},
+		series: func(p results.SeriesPoint) float64 { return float64(p.Flows) }},
 	{name: "p99", title: "P99 flow latency over time", ylabel: "P99 of that second (ms)",
-		series: func(p SeriesPoint) float64 { return p.FlowP99MS }},
+		series: func(p results.SeriesPoint) float64 { return p.FlowP99MS }},
 }
 
 // timelineChart draws a per-second metric, one line per strategy; nil when
 // no run has more than one second.
-func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
+func timelineChart(rows []results.Row, sc string, m metric) (*plot.Plot, error) {
 	p := newPlot(m.title+" — "+sc, "second of the measured phase", m.ylabel)
 	any, top := false, 0.0
 	for _, r := range rows {
@@ -391,16 +392,16 @@ func timelineChart(rows []Row, sc string, m metric) (*plot.Plot, error) {
 }
 
 var sweepMetrics = []metric{
-	{name: "tps", title: "Throughput", ylabel: "flows / s", row: func(r Row) (float64, bool) { return r.TPS, true }},
-	{name: "p99", title: "P99 flow latency", ylabel: "ms", row: func(r Row) (float64, bool) { return r.P99, true }},
-	{name: "oversell", title: "Oversell rate", ylabel: "%", row: func(r Row) (float64, bool) { return 100 * r.OversellRate, true }},
+	{name: "tps", title: "Throughput", ylabel: "flows / s", row: func(r results.Row) (float64, bool) { return r.TPS, true }},
+	{name: "p99", title: "P99 flow latency", ylabel: "ms", row: func(r results.Row) (float64, bool) { return r.P99, true }},
+	{name: "oversell", title: "Oversell rate", ylabel: "%", row: func(r results.Row) (float64, bool) { return 100 * r.OversellRate, true }},
 	{name: "cas-retries", title: "CAS retries per success", ylabel: "retries / success",
-		row: func(r Row) (float64, bool) { return r.CASRetries, r.HasCASRetries }},
+		row: func(r results.Row) (float64, bool) { return r.CASRetries, r.HasCASRetries }},
 }
 
 // sweepChart draws one line per strategy against the swept parameter. The
 // values sit at their numeric position when they are numbers, else evenly.
-func sweepChart(sw *Sweep, rows []Row, m metric) (*plot.Plot, error) {
+func sweepChart(sw *results.Sweep, rows []results.Row, m metric) (*plot.Plot, error) {
 	p := newPlot(m.title+" vs "+sw.Param, sw.Param, m.ylabel)
 	xs := make(map[string]float64, len(sw.Values))
 	numeric := true

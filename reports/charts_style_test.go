@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/results"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -17,10 +18,10 @@ import (
 // repeated builds a 3-repeat results value from the fixture's sustained
 // runs of the named strategies, in that order: each repeat scales TPS and
 // P99, so the spread is known.
-func repeated(t *testing.T, names ...string) *Results {
+func repeated(t *testing.T, names ...string) *results.Results {
 	t.Helper()
 	src := fixtureResults(t)
-	out := &Results{Format: Format, Config: src.Config, Env: src.Env}
+	out := &results.Results{Format: results.Format, Config: src.Config, Env: src.Env}
 	for _, name := range names {
 		for i, f := range []float64{0.8, 1, 1.3} {
 			for _, run := range src.Runs {
@@ -29,7 +30,7 @@ func repeated(t *testing.T, names ...string) *Results {
 				}
 				run.Repeat = i + 1
 				run.TPS *= f
-				lat := map[string]Percentiles{}
+				lat := map[string]results.Percentiles{}
 				for k, v := range run.LatencyMS {
 					v.P99 *= f
 					lat[k] = v
@@ -44,7 +45,7 @@ func repeated(t *testing.T, names ...string) *Results {
 
 // chartPNG renders the named chart of r as PNG, decodes it, and returns it
 // with the functions that map data coordinates to its pixels.
-func chartPNG(t *testing.T, r *Results, name string) (image.Image, func(x, y float64) image.Point) {
+func chartPNG(t *testing.T, r *results.Results, name string) (image.Image, func(x, y float64) image.Point) {
 	t.Helper()
 	plots, err := buildPlots(r)
 	if err != nil {
@@ -91,14 +92,14 @@ func TestSameStrategySameColour(t *testing.T) {
 	few := repeated(t, "naive", "outbox", "rowlock") // naive first: an index-keyed palette would give it rowlock's colour
 	seen := map[string]color.RGBA{}
 	for _, c := range []struct {
-		r     *Results
+		r     *results.Results
 		chart string
 	}{{all, "tps-flash"}, {few, "tps-sustained"}, {all, "oversell-sustained"}} {
 		img, at := chartPNG(t, c.r, c.chart)
 		for i, row := range rowsOf(c.r, strings.TrimPrefix(strings.TrimPrefix(c.chart, "tps-"), "oversell-")) {
-			v := spreadOf(row.Runs, func(r Run) float64 { return r.TPS }).Median
+			v := results.SpreadOf(row.Runs, func(r results.Run) float64 { return r.TPS }).Median
 			if strings.HasPrefix(c.chart, "oversell-") {
-				v = 100 * spreadOf(row.Runs, func(r Run) float64 { return r.Audit.OversellRate }).Median
+				v = 100 * results.SpreadOf(row.Runs, func(r results.Run) float64 { return r.Audit.OversellRate }).Median
 				if v == 0 {
 					continue // no bar to read
 				}
@@ -124,9 +125,9 @@ func TestSameStrategySameColour(t *testing.T) {
 	}
 }
 
-func rowsOf(r *Results, scenario string) []Row {
-	var out []Row
-	for _, row := range Rows(r) {
+func rowsOf(r *results.Results, scenario string) []results.Row {
+	var out []results.Row
+	for _, row := range results.Rows(r) {
 		if row.Scenario == scenario {
 			out = append(out, row)
 		}
@@ -140,18 +141,18 @@ func rowsOf(r *Results, scenario string) []Row {
 func TestWhiskers(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		r     *Results
+		r     *results.Results
 		chart string
-		val   func(Run) float64
+		val   func(results.Run) float64
 		want  bool
 	}{
-		{"repeated TPS", repeated(t, "naive", "rowlock"), "tps-sustained", func(r Run) float64 { return r.TPS }, true},
-		{"repeated P99", repeated(t, "naive", "rowlock"), "p99-sustained", func(r Run) float64 { return r.LatencyMS["flow"].P99 }, true},
-		{"single TPS", fixtureResults(t), "tps-sustained", func(r Run) float64 { return r.TPS }, false},
+		{"repeated TPS", repeated(t, "naive", "rowlock"), "tps-sustained", func(r results.Run) float64 { return r.TPS }, true},
+		{"repeated P99", repeated(t, "naive", "rowlock"), "p99-sustained", func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }, true},
+		{"single TPS", fixtureResults(t), "tps-sustained", func(r results.Run) float64 { return r.TPS }, false},
 	} {
 		img, at := chartPNG(t, c.r, c.chart)
 		for i, row := range rowsOf(c.r, "sustained") {
-			s := spreadOf(row.Runs, c.val)
+			s := results.SpreadOf(row.Runs, c.val)
 			top := s.Median * 1.15 // a single run: just above its bar
 			if s.Max > s.Median {
 				top = (s.Median + s.Max) / 2

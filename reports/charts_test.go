@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // TestWriteCharts renders every chart of a real run's results and checks
 // that each exists as PNG and SVG of the expected size and is not blank.
 func TestWriteCharts(t *testing.T) {
-	r, err := ReadJSON("testdata/results.json")
+	r, err := results.ReadJSON("testdata/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}

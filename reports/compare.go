@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // Thresholds bound how much worse NEW may be than OLD, in percent.
@@ -16,8 +18,8 @@ type Thresholds struct {
 // (all three equal for a single run).
 type Verdict struct {
 	Strategy, Scenario, Param, Value string
-	OldTPS, NewTPS                   Spread
-	OldP99, NewP99                   Spread
+	OldTPS, NewTPS                   results.Spread
+	OldP99, NewP99                   results.Spread
 	// TPSChangePct and P99ChangePct compare the medians.
 	TPSChangePct, P99ChangePct float64
 	// Problems are regressions: any one fails the gate.
@@ -38,18 +40,18 @@ type Verdict struct {
 //     th.MaxP99RisePct, that is also beyond the spread of the repeats: NEW's
 //     best repeat worse than OLD's worst. With one run per file the spread
 //     is the single value, so only the threshold decides.
-func Compare(old, new *Results, th Thresholds) []Verdict {
+func Compare(old, new *results.Results, th Thresholds) []Verdict {
 	type key struct{ strategy, scenario, value string }
-	newRows := map[key]Row{}
-	for _, r := range Rows(new) {
+	newRows := map[key]results.Row{}
+	for _, r := range results.Rows(new) {
 		newRows[key{r.Strategy, r.Scenario, r.Value}] = r
 	}
-	tps := func(r Run) float64 { return r.TPS }
-	p99 := func(r Run) float64 { return r.LatencyMS["flow"].P99 }
+	tps := func(r results.Run) float64 { return r.TPS }
+	p99 := func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }
 	var out []Verdict
-	for _, o := range Rows(old) {
+	for _, o := range results.Rows(old) {
 		v := Verdict{Strategy: o.Strategy, Scenario: o.Scenario, Param: o.Param, Value: o.Value,
-			OldTPS: spreadOf(o.Runs, tps), OldP99: spreadOf(o.Runs, p99)}
+			OldTPS: results.SpreadOf(o.Runs, tps), OldP99: results.SpreadOf(o.Runs, p99)}
 		n, ok := newRows[key{o.Strategy, o.Scenario, o.Value}]
 		if !ok {
 			v.Missing = true
@@ -57,7 +59,7 @@ func Compare(old, new *Results, th Thresholds) []Verdict {
 			out = append(out, v)
 			continue
 		}
-		v.NewTPS, v.NewP99 = spreadOf(n.Runs, tps), spreadOf(n.Runs, p99)
+		v.NewTPS, v.NewP99 = results.SpreadOf(n.Runs, tps), results.SpreadOf(n.Runs, p99)
 		spread := len(o.Runs) > 1 || len(n.Runs) > 1
 		if v.OldTPS.Median > 0 {
 			v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
@@ -87,7 +89,7 @@ func Compare(old, new *Results, th Thresholds) []Verdict {
 				}
 			}
 		}
-		for _, c := range AnomalyClasses {
+		for _, c := range results.AnomalyClasses {
 			was, now := worst(o.Runs, c), worst(n.Runs, c)
 			switch {
 			case now > was && was == 0:
@@ -102,7 +104,7 @@ func Compare(old, new *Results, th Thresholds) []Verdict {
 }
 
 // worst is the largest count of anomaly class c over runs.
-func worst(runs []Run, c AnomalyClass) int64 {
+func worst(runs []results.Run, c results.AnomalyClass) int64 {
 	var n int64
 	for _, r := range runs {
 		n = max(n, c.Of(r.Audit))
@@ -160,7 +162,7 @@ func CompareTable(w io.Writer, vs []Verdict) int {
 }
 
 // spreadCell formats a spread as its median, with min–max when they differ.
-func spreadCell(s Spread, format func(float64) string) string {
+func spreadCell(s results.Spread, format func(float64) string) string {
 	if s.Min == s.Max {
 		return format(s.Median)
 	}

@@ -3,6 +3,8 @@ package reports
 import (
 	"strings"
 	"testing"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // TestCompare: a file against itself passes; each constructed regression
@@ -14,40 +16,44 @@ func TestCompare(t *testing.T) {
 	// outbox in sustained (with drift).
 	cases := []struct {
 		name   string
-		mutate func(r *Results)
+		mutate func(r *results.Results)
 		want   string // substring of every expected problem; "" = none
 		n      int    // how many problems (1 when want is set and n is 0)
 	}{
 		// The same file: nothing to report.
-		{"identical", func(r *Results) {}, "", 0},
+		{"identical", func(r *results.Results) {}, "", 0},
 		// A drop inside the 10 % threshold.
-		{"small TPS drop within limit", func(r *Results) { r.Runs[0].TPS *= 0.95 }, "", 0},
+		{"small TPS drop within limit", func(r *results.Results) { r.Runs[0].TPS *= 0.95 }, "", 0},
 		// A drop past the threshold, single runs: the threshold decides.
-		{"TPS drop", func(r *Results) { r.Runs[0].TPS *= 0.8 }, "TPS dropped", 0},
+		{"TPS drop", func(r *results.Results) { r.Runs[0].TPS *= 0.8 }, "TPS dropped", 0},
 		// A P99 rise past the threshold.
-		{"P99 rise", func(r *Results) { p := r.Runs[1].LatencyMS["flow"]; p.P99 *= 1.5; r.Runs[1].LatencyMS["flow"] = p }, "P99 rose", 0},
+		{"P99 rise", func(r *results.Results) {
+			p := r.Runs[1].LatencyMS["flow"]
+			p.P99 *= 1.5
+			r.Runs[1].LatencyMS["flow"] = p
+		}, "P99 rose", 0},
 		// A clean strategy oversells.
-		{"oversell appears", func(r *Results) { r.Runs[0].Audit.OversoldUnits = 3 }, "oversold units, none before", 0},
+		{"oversell appears", func(r *results.Results) { r.Runs[0].Audit.OversoldUnits = 3 }, "oversold units, none before", 0},
 		// An unsafe strategy gets worse: outbox 1678 → 4000 oversold.
-		{"oversell grows", func(r *Results) { r.Runs[10].Audit.OversoldUnits = 4000 }, "oversold units rose from 1678 to 4000", 0},
+		{"oversell grows", func(r *results.Results) { r.Runs[10].Audit.OversoldUnits = 4000 }, "oversold units rose from 1678 to 4000", 0},
 		// Fewer anomalies are no regression.
-		{"oversell shrinks", func(r *Results) { r.Runs[5].Audit.OversoldUnits = 10 }, "", 0},
+		{"oversell shrinks", func(r *results.Results) { r.Runs[5].Audit.OversoldUnits = 10 }, "", 0},
 		// Leaked units appear.
-		{"leak appears", func(r *Results) { r.Runs[3].Audit.LeakedUnits = 4 }, "leaked units", 0},
+		{"leak appears", func(r *results.Results) { r.Runs[3].Audit.LeakedUnits = 4 }, "leaked units", 0},
 		// Drift appears in a clean strategy.
-		{"drift appears", func(r *Results) { r.Runs[9].Audit.DriftUnits = 7 }, "drift units", 0},
+		{"drift appears", func(r *results.Results) { r.Runs[9].Audit.DriftUnits = 7 }, "drift units", 0},
 		// Drift grows in an unsafe one.
-		{"drift grows", func(r *Results) { r.Runs[10].Audit.DriftUnits = 471 }, "drift units rose", 0},
+		{"drift grows", func(r *results.Results) { r.Runs[10].Audit.DriftUnits = 471 }, "drift units rose", 0},
 		// A confirm ack the orders table contradicts.
-		{"lost ack appears", func(r *Results) { r.Runs[2].Audit.LostAcks = 1 }, "lost acks", 0},
+		{"lost ack appears", func(r *results.Results) { r.Runs[2].Audit.LostAcks = 1 }, "lost acks", 0},
 		// A cancel ack for an order that ended confirmed.
-		{"cancel-ack violation appears", func(r *Results) { r.Runs[2].Audit.CancelAckViolations = 1 }, "cancel-ack violations", 0},
+		{"cancel-ack violation appears", func(r *results.Results) { r.Runs[2].Audit.CancelAckViolations = 1 }, "cancel-ack violations", 0},
 		// A broken invariant.
-		{"violation appears", func(r *Results) { r.Runs[3].Audit.InvariantViolations = 2 }, "invariant", 0},
+		{"violation appears", func(r *results.Results) { r.Runs[3].Audit.InvariantViolations = 2 }, "invariant", 0},
 		// A strategy absent from NEW.
-		{"strategy missing", func(r *Results) { r.Runs = r.Runs[1:] }, "missing from NEW", 0},
+		{"strategy missing", func(r *results.Results) { r.Runs = r.Runs[1:] }, "missing from NEW", 0},
 		// A whole scenario absent from NEW: each of its six rows.
-		{"scenario missing", func(r *Results) { r.Runs = r.Runs[:6] }, "missing from NEW", 6},
+		{"scenario missing", func(r *results.Results) { r.Runs = r.Runs[:6] }, "missing from NEW", 6},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,7 +67,7 @@ func TestCompare(t *testing.T) {
 
 // checkCompare runs Compare and CompareTable and checks the problems: none
 // when want is empty, else n (at least 1) that all contain want.
-func checkCompare(t *testing.T, old, cur *Results, th Thresholds, want string, n int) {
+func checkCompare(t *testing.T, old, cur *results.Results, th Thresholds, want string, n int) {
 	t.Helper()
 	if want != "" && n == 0 {
 		n = 1
@@ -88,14 +94,14 @@ func checkCompare(t *testing.T, old, cur *Results, th Thresholds, want string, n
 
 // withRepeats replaces each run of r by one repeat per factor, its TPS
 // multiplied and its flow P99 divided by the factor.
-func withRepeats(r *Results, factors ...float64) *Results {
-	var runs []Run
+func withRepeats(r *results.Results, factors ...float64) *results.Results {
+	var runs []results.Run
 	for _, run := range r.Runs {
 		for i, f := range factors {
 			x := run
 			x.Repeat = i + 1
 			x.TPS *= f
-			x.LatencyMS = map[string]Percentiles{}
+			x.LatencyMS = map[string]results.Percentiles{}
 			for k, p := range run.LatencyMS {
 				x.LatencyMS[k] = p
 			}

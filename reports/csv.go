@@ -5,10 +5,12 @@ import (
 	"encoding/csv"
 	"path/filepath"
 	"strconv"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // SummaryCSV renders one line per run: the headline figures.
-func SummaryCSV(r *Results) []byte {
+func SummaryCSV(r *results.Results) []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	w.Write([]string{"strategy", "scenario", "param", "value", "repeat", "duration_sec", "tps", "attempts_per_sec",
@@ -33,7 +35,7 @@ func SummaryCSV(r *Results) []byte {
 }
 
 // SeriesCSV renders the per-second time series of every run.
-func SeriesCSV(r *Results) []byte {
+func SeriesCSV(r *results.Results) []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	w.Write([]string{"strategy", "scenario", "value", "repeat", "second", "flows", "attempts", "errors", "flow_p99_ms"})
@@ -51,9 +53,9 @@ func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 func itoa(x int64) string  { return strconv.FormatInt(x, 10) }
 
 // WriteCSV writes summary.csv and series.csv into dir.
-func WriteCSV(dir string, r *Results) error {
-	if err := writeAtomic(filepath.Join(dir, "summary.csv"), SummaryCSV(r)); err != nil {
+func WriteCSV(dir string, r *results.Results) error {
+	if err := results.WriteFileAtomic(filepath.Join(dir, "summary.csv"), SummaryCSV(r)); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, "series.csv"), SeriesCSV(r))
+	return results.WriteFileAtomic(filepath.Join(dir, "series.csv"), SeriesCSV(r))
 }

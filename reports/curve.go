@@ -7,61 +7,15 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/stockbench/stockbench/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
 
-// Curve is the outcome of `stockbench curve`: each strategy driven open loop
-// at increasing arrival rates until its flow P99 passed the SLO or errors
-// appeared. The runs themselves are in Results.Runs with param "rate".
-type Curve struct {
-	// SLOP99MS is the latency bound: flow P99 in milliseconds.
-	SLOP99MS float64 `json:"slo_p99_ms"`
-	// Strategies are in run order.
-	Strategies []CurvePoint `json:"strategies"`
-}
-
-// CurvePoint is one strategy's result on the curve.
-type CurvePoint struct {
-	Strategy string `json:"strategy"`
-	// MaxRate is the highest offered rate (arrivals/s) whose run held the
-	// SLO with no errors; 0 when even the lowest did not.
-	MaxRate float64 `json:"max_rate"`
-	// StoppedAt is the first rate that broke the SLO or had errors (0 when
-	// every rate held), and Why says how.
-	StoppedAt float64 `json:"stopped_at,omitempty"`
-	Why       string  `json:"why,omitempty"`
-}
-
-// CurveVerdict says whether a curve run held the SLO: "" when it did, else
-// why not (P99 past the bound, errors, dropped arrivals, no flows).
-func CurveVerdict(run Run, sloMS float64) string {
-	var errs int64
-	for _, m := range run.Counts {
-		for cls, n := range m {
-			if cls != "ok" && cls != "out_of_stock" && cls != "already_final" {
-				errs += n
-			}
-		}
-	}
-	p99 := run.LatencyMS["flow"].P99
-	switch {
-	case run.Flows == 0:
-		return "no completed flows"
-	case errs > 0:
-		return fmt.Sprintf("%d errors", errs)
-	case run.Counters["open_dropped"] > 0:
-		return fmt.Sprintf("%.0f arrivals dropped", run.Counters["open_dropped"])
-	case p99 > sloMS:
-		return fmt.Sprintf("P99 %.1f ms > %.0f ms", p99, sloMS)
-	}
-	return ""
-}
-
 // curveChart draws flow P99 against offered load, one line per strategy,
 // with the SLO as a dashed line: the hockey stick. nil without a curve.
-func curveChart(r *Results) (*namedPlotOrNil, error) {
+func curveChart(r *results.Results) (*namedPlotOrNil, error) {
 	if r.Curve == nil {
 		return nil, nil
 	}
@@ -113,7 +67,7 @@ type namedPlotOrNil struct{ namedPlot }
 
 // writeCurveChart renders the curve chart into dir/charts (PNG and SVG) and
 // returns it for the HTML page; nil when the results hold no curve.
-func writeCurveChart(dir string, r *Results) (*Chart, error) {
+func writeCurveChart(dir string, r *results.Results) (*Chart, error) {
 	np, err := curveChart(r)
 	if err != nil || np == nil {
 		return nil, err
@@ -124,7 +78,7 @@ func writeCurveChart(dir string, r *Results) (*Chart, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := writeAtomic(filepath.Join(dir, "charts", np.name+"."+format), b); err != nil {
+		if err := results.WriteFileAtomic(filepath.Join(dir, "charts", np.name+"."+format), b); err != nil {
 			return nil, err
 		}
 		if format == "svg" {

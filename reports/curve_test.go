@@ -5,19 +5,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // TestCurveVerdict: a curve step holds the SLO only with flows, no errors,
 // no dropped arrivals and P99 within the bound.
 func TestCurveVerdict(t *testing.T) {
-	run := func(p99 float64, counts map[string]map[string]int64, dropped float64) Run {
-		return Run{Flows: 10, LatencyMS: map[string]Percentiles{"flow": {P99: p99}}, Counts: counts,
+	run := func(p99 float64, counts map[string]map[string]int64, dropped float64) results.Run {
+		return results.Run{Flows: 10, LatencyMS: map[string]results.Percentiles{"flow": {P99: p99}}, Counts: counts,
 			Counters: map[string]float64{"open_dropped": dropped}}
 	}
 	ok := map[string]map[string]int64{"reserve": {"ok": 10, "out_of_stock": 3}, "confirm": {"ok": 10, "already_final": 1}}
 	cases := []struct {
 		name string
-		run  Run
+		run  results.Run
 		want string // "" holds; else a word the reason must contain
 	}{
 		{"within the bound", run(49, ok, 0), ""},
@@ -25,11 +27,11 @@ func TestCurveVerdict(t *testing.T) {
 		{"a conflict is an error", run(10, map[string]map[string]int64{"reserve": {"ok": 9, "conflict": 1}}, 0), "errors"},
 		{"a timeout is an error", run(10, map[string]map[string]int64{"confirm": {"timeout": 2}}, 0), "errors"},
 		{"dropped arrivals", run(10, ok, 3), "dropped"},
-		{"no flows", Run{}, "no completed flows"},
+		{"no flows", results.Run{}, "no completed flows"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := CurveVerdict(c.run, 50)
+			got := results.CurveVerdict(c.run, 50)
 			if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 				t.Fatalf("verdict %q, want %q", got, c.want)
 			}
@@ -40,7 +42,7 @@ func TestCurveVerdict(t *testing.T) {
 // TestCurveReport: results with a curve get the P99-vs-load chart and the
 // curve table in index.html; results without one get neither.
 func TestCurveReport(t *testing.T) {
-	r, err := ReadJSON("testdata/results.json")
+	r, err := results.ReadJSON("testdata/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +52,12 @@ func TestCurveReport(t *testing.T) {
 			r.Runs = nil
 			for _, rate := range []string{"100", "200", "400"} {
 				for _, s := range []string{"rowlock", "batched"} {
-					r.Runs = append(r.Runs, Run{Strategy: s, Scenario: "sustained", Param: "rate", Value: rate, Flows: 1,
-						LatencyMS: map[string]Percentiles{"flow": {P99: float64(len(rate) * len(s))}}})
+					r.Runs = append(r.Runs, results.Run{Strategy: s, Scenario: "sustained", Param: "rate", Value: rate, Flows: 1,
+						LatencyMS: map[string]results.Percentiles{"flow": {P99: float64(len(rate) * len(s))}}})
 				}
 			}
-			r.Sweep = &Sweep{Param: "rate", Values: []string{"100", "200", "400"}}
-			r.Curve = &Curve{SLOP99MS: 50, Strategies: []CurvePoint{{Strategy: "rowlock", MaxRate: 200, StoppedAt: 400, Why: "P99 70.0 ms > 50 ms"}, {Strategy: "batched", MaxRate: 400}}}
+			r.Sweep = &results.Sweep{Param: "rate", Values: []string{"100", "200", "400"}}
+			r.Curve = &results.Curve{SLOP99MS: 50, Strategies: []results.CurvePoint{{Strategy: "rowlock", MaxRate: 200, StoppedAt: 400, Why: "P99 70.0 ms > 50 ms"}, {Strategy: "batched", MaxRate: 400}}}
 		}
 		dir := t.TempDir()
 		if err := Render(dir, &r); err != nil {

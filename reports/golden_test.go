@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/results"
 	"golang.org/x/net/html"
 )
 
@@ -37,9 +38,9 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func fixtureResults(t *testing.T) *Results {
+func fixtureResults(t *testing.T) *results.Results {
 	t.Helper()
-	r, err := ReadJSON("testdata/results.json")
+	r, err := results.ReadJSON("testdata/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestGolden(t *testing.T) {
 	golden(t, "summary.csv", SummaryCSV(r))
 	golden(t, "series.csv", SeriesCSV(r))
 	dir := t.TempDir()
-	if err := WriteJSON(dir, r); err != nil {
+	if err := results.WriteJSON(dir, r); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))

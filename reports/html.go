@@ -7,12 +7,14 @@ import (
 	"html/template"
 	"path/filepath"
 	"strings"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // HTML renders index.html: one self-contained page (inline CSS and SVG, no
 // script, no external reference) with the charts, the tables, the audit,
 // the recommendation, the configuration and the environment.
-func HTML(r *Results, charts []Chart) ([]byte, error) {
+func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 	cfg, err := json.MarshalIndent(r.Config, "", "  ")
 	if err != nil {
 		return nil, err
@@ -53,12 +55,12 @@ func HTML(r *Results, charts []Chart) ([]byte, error) {
 }
 
 // WriteHTML writes index.html into dir.
-func WriteHTML(dir string, r *Results, charts []Chart) error {
+func WriteHTML(dir string, r *results.Results, charts []Chart) error {
 	b, err := HTML(r, charts)
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, "index.html"), b)
+	return results.WriteFileAtomic(filepath.Join(dir, "index.html"), b)
 }
 
 var page = template.Must(template.New("index").Funcs(template.FuncMap{
@@ -73,13 +75,13 @@ var page = template.Must(template.New("index").Funcs(template.FuncMap{
 	},
 	// swatch is the strategy's chart colour, for a key beside its name.
 	"swatch": func(strategy string) template.CSS { return template.CSS("background:" + StyleOf(strategy).Hex()) },
-	"cpu": func(run Run) string {
+	"cpu": func(run results.Run) string {
 		if v, ok := run.Counters["server_cpu_pct"]; ok {
 			return f1(v)
 		}
 		return "n/a"
 	},
-	"p":   func(run Run, op string) Percentiles { return run.LatencyMS[op] },
+	"p":   func(run results.Run, op string) results.Percentiles { return run.LatencyMS[op] },
 	"ops": func() []string { return []string{"reserve", "confirm", "cancel", "flow"} },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
@@ -111,7 +113,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{if .R.Interrupted}}<p class="bad">Interrupted: the run was stopped early; the figures cover what was measured.</p>{{end}}
 <p>Backend {{.R.Env.Backend}} · MySQL {{.R.Env.MySQLVersion}} · Redis {{.R.Env.RedisVersion}} · {{.R.Env.Cores}} cores ({{.R.Env.CPUModel}}) · {{.R.Env.StartedAt}}</p>
 <nav class="toc"><b>Contents</b>
-<a href="#comparison">Comparison</a>{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
+<a href="#comparison">Comparison</a>{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">results.Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
 <br><b>Units</b> TPS: completed reserve+confirm flows / s · latency: ms, pay delay excluded · oversell: % of confirmed units · anomalies: units or acks counted by the auditor · server CPU: % of one core</nav>
 
 <h2 id="comparison">Comparison</h2>
@@ -169,7 +171,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{range $run := .R.Runs}}{{range $op := ops}}{{with p $run $op}}{{if .Count}}<tr><td>{{$run.Strategy}}</td><td class="l">{{label $run}}</td><td class="l">{{$op}}</td><td>{{.Count}}</td><td>{{f2 .P50}}</td><td>{{f2 .P90}}</td><td>{{f2 .P99}}</td><td>{{f2 .P999}}</td><td>{{f2 .Max}}</td></tr>
 {{end}}{{end}}{{end}}{{end}}</table>
 
-{{with .R.Calibration}}<h2 id="calibration">Calibration (ops/s)</h2>
+{{with .R.Calibration}}<h2 id="calibration">results.Calibration (ops/s)</h2>
 <table>
 <tr><th>probe (concurrency {{.Concurrency}})</th><th>ops/s</th></tr>
 <tr><td>Redis EVALSHA, reserve-shaped script, one key</td><td>{{printf "%.0f" .RedisEvalshaOps}}</td></tr>

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // Weights weigh the four dimensions of the recommendation.
@@ -90,12 +92,12 @@ type Recommendation struct {
 // Safety comes first: a strategy with any anomaly is Unsafe and ranks after
 // every clean one; the weighted score orders strategies only within the
 // clean group and within the unsafe group.
-func Recommend(r *Results, w Weights) []Recommendation {
-	rows := Rows(r)
+func Recommend(r *results.Results, w Weights) []Recommendation {
+	rows := results.Rows(r)
 	if len(rows) == 0 || r.Sweep != nil {
 		return nil
 	}
-	scs := Scenarios(r)
+	scs := results.Scenarios(r)
 	perf := scs[len(scs)-1]
 	if slices.Contains(scs, "sustained") {
 		perf = "sustained"

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/results"
 )
 
 // headlineClasses is how many anomaly classes get a column of their own in
@@ -20,8 +21,8 @@ const headlineClasses = 6
 // so the two never disagree: one row per strategy, scenario and sweep
 // value, repeats folded into "median (min–max)". Column names follow the
 // keys of results.json. right marks the numeric columns.
-func comparison(r *Results) (head []string, rows [][]string, right []bool) {
-	rs := Rows(r)
+func comparison(r *results.Results) (head []string, rows [][]string, right []bool) {
+	rs := results.Rows(r)
 	repeats := false
 	for _, row := range rs {
 		repeats = repeats || len(row.Runs) > 1
@@ -32,7 +33,7 @@ func comparison(r *Results) (head []string, rows [][]string, right []bool) {
 	}
 	head = append(head, "TPS", "flow P99 ms", "flows")
 	head = append(head, "oversold units", "oversell %")
-	for _, c := range AnomalyClasses[1:headlineClasses] {
+	for _, c := range results.AnomalyClasses[1:headlineClasses] {
 		head = append(head, c.Name)
 	}
 	head = append(head, "other anomalies")
@@ -47,28 +48,28 @@ func comparison(r *Results) (head []string, rows [][]string, right []bool) {
 		if repeats {
 			cells = append(cells, fmt.Sprint(len(runs)))
 		}
-		count := func(f func(Run) int64) string {
-			return fold(runs, func(r Run) float64 { return float64(f(r)) }, func(x float64) string { return fmt.Sprintf("%.0f", x) })
+		count := func(f func(results.Run) int64) string {
+			return fold(runs, func(r results.Run) float64 { return float64(f(r)) }, func(x float64) string { return fmt.Sprintf("%.0f", x) })
 		}
 		cells = append(cells,
-			fold(runs, func(r Run) float64 { return r.TPS }, f1),
-			fold(runs, func(r Run) float64 { return r.LatencyMS["flow"].P99 }, f2),
-			count(func(r Run) int64 { return r.Flows }),
-			count(func(r Run) int64 { return r.Audit.OversoldUnits }),
-			fold(runs, func(r Run) float64 { return r.Audit.OversellRate }, pct))
-		for _, c := range AnomalyClasses[1:headlineClasses] {
-			cells = append(cells, count(func(r Run) int64 { return c.Of(r.Audit) }))
+			fold(runs, func(r results.Run) float64 { return r.TPS }, f1),
+			fold(runs, func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }, f2),
+			count(func(r results.Run) int64 { return r.Flows }),
+			count(func(r results.Run) int64 { return r.Audit.OversoldUnits }),
+			fold(runs, func(r results.Run) float64 { return r.Audit.OversellRate }, pct))
+		for _, c := range results.AnomalyClasses[1:headlineClasses] {
+			cells = append(cells, count(func(r results.Run) int64 { return c.Of(r.Audit) }))
 		}
-		cells = append(cells, count(func(r Run) int64 {
+		cells = append(cells, count(func(r results.Run) int64 {
 			var n int64
-			for _, c := range AnomalyClasses[headlineClasses:] {
+			for _, c := range results.AnomalyClasses[headlineClasses:] {
 				n += c.Of(r.Audit)
 			}
 			return n
 		}))
 		cpu := "n/a"
 		if row.HasCPU {
-			cpu = fold(runs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }, f1)
+			cpu = fold(runs, func(r results.Run) float64 { return r.Counters["server_cpu_pct"] }, f1)
 		}
 		safety := "ok"
 		if row.Unsafe() {
@@ -82,8 +83,8 @@ func comparison(r *Results) (head []string, rows [][]string, right []bool) {
 
 // fold formats f over the repeats: the value of a single run, or
 // "median (min–max)" when the repeats differ.
-func fold(runs []Run, f func(Run) float64, format func(float64) string) string {
-	s := spreadOf(runs, f)
+func fold(runs []results.Run, f func(results.Run) float64, format func(float64) string) string {
+	s := results.SpreadOf(runs, f)
 	if len(runs) < 2 || s.Min == s.Max {
 		return format(s.Median)
 	}
@@ -92,7 +93,7 @@ func fold(runs []Run, f func(Run) float64, format func(float64) string) string {
 
 // Table writes the headline table, aligned for a terminal: the same columns
 // as the comparison in summary.md.
-func Table(w io.Writer, r *Results) {
+func Table(w io.Writer, r *results.Results) {
 	head, rows, right := comparison(r)
 	all := append([][]string{head}, rows...)
 	widths := make([]int, len(head))
@@ -132,8 +133,8 @@ func Table(w io.Writer, r *Results) {
 }
 
 // safetyNote names the unsafe rows, or is empty when every run was clean.
-func safetyNote(r *Results) string {
-	for _, row := range Rows(r) {
+func safetyNote(r *results.Results) string {
+	for _, row := range results.Rows(r) {
 		if row.Unsafe() {
 			return "UNSAFE: the auditor found oversold, leaked, phantom or drifted units, lost or contradicted acks, a paid buyer refused, orphan or stale reservations, or broken invariants; such a strategy ranks after every clean one."
 		}
@@ -143,14 +144,14 @@ func safetyNote(r *Results) string {
 
 func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
 
-func spread(s Spread, f func(float64) string) string {
+func spread(s results.Spread, f func(float64) string) string {
 	return f(s.Min) + " / " + f(s.Median) + " / " + f(s.Max)
 }
 func f2(x float64) string  { return fmt.Sprintf("%.2f", x) }
 func pct(x float64) string { return fmt.Sprintf("%.3f", 100*x) }
 
 // Summary renders summary.md.
-func Summary(r *Results) string {
+func Summary(r *results.Results) string {
 	var b strings.Builder
 	b.WriteString("# stockbench results\n\n")
 	if r.Interrupted {
@@ -213,13 +214,13 @@ func Summary(r *Results) string {
 	// One column per anomaly class: the section the headline's "other
 	// anomalies" points to.
 	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units |")
-	for _, c := range AnomalyClasses {
+	for _, c := range results.AnomalyClasses {
 		b.WriteString(" " + c.Name + " |")
 	}
-	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(AnomalyClasses)) + "\n")
+	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(results.AnomalyClasses)) + "\n")
 	for _, run := range r.Runs {
 		fmt.Fprintf(&b, "| %s | %s | %d |", run.Strategy, label(run), run.Audit.ConfirmedUnits)
-		for _, c := range AnomalyClasses {
+		for _, c := range results.AnomalyClasses {
 			fmt.Fprintf(&b, " %d |", c.Of(run.Audit))
 		}
 		b.WriteString("\n")
@@ -284,7 +285,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // WeightsOf reads the recommendation weights recorded in the results'
 // config, or returns the defaults.
-func WeightsOf(r *Results) Weights {
+func WeightsOf(r *results.Results) Weights {
 	if s, ok := r.Config["weights"].(string); ok {
 		if w, err := ParseWeights(s); err == nil {
 			return w
@@ -294,13 +295,13 @@ func WeightsOf(r *Results) Weights {
 }
 
 // WriteSummary writes summary.md into dir.
-func WriteSummary(dir string, r *Results) error {
-	return writeAtomic(filepath.Join(dir, "summary.md"), []byte(Summary(r)))
+func WriteSummary(dir string, r *results.Results) error {
+	return results.WriteFileAtomic(filepath.Join(dir, "summary.md"), []byte(Summary(r)))
 }
 
 // label names a run's scenario, with the swept value for a sweep run and
 // its index among repeats.
-func label(run Run) string {
+func label(run results.Run) string {
 	s := run.Scenario
 	if run.Param != "" {
 		s += " " + run.Param + "=" + run.Value
@@ -312,7 +313,7 @@ func label(run Run) string {
 }
 
 // rowLabel names a row's scenario, with the swept parameter and value.
-func rowLabel(row Row) string {
+func rowLabel(row results.Row) string {
 	if row.Param != "" || row.Value != "" {
 		return row.Scenario + " " + row.Param + "=" + row.Value
 	}
@@ -321,7 +322,7 @@ func rowLabel(row Row) string {
 
 // writeTwoAudits writes, for runs graded twice, the audit at the end of load
 // and after settle side by side, and what settle repaired.
-func writeTwoAudits(b *strings.Builder, r *Results) {
+func writeTwoAudits(b *strings.Builder, r *results.Results) {
 	graded := false
 	for _, run := range r.Runs {
 		graded = graded || run.AuditEndOfLoad != nil

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/stockbench/stockbench/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/text"
@@ -19,7 +20,7 @@ import (
 // ring, with a red label, when it found any anomaly. ref adds the article's
 // published points (a cross in the strategy's colour, labelled as the
 // article's). nil when no strategy completed a flow.
-func tradeoffChart(rows []Row, sc string, ref []ArticleFigure) (*plot.Plot, error) {
+func tradeoffChart(rows []results.Row, sc string, ref []ArticleFigure) (*plot.Plot, error) {
 	p := newPlot("Throughput vs P99 — "+sc, "completed flows / s (TPS)", "flow P99 (ms) — log scale")
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = logTicks{}
@@ -37,8 +38,8 @@ func tradeoffChart(rows []Row, sc string, ref []ArticleFigure) (*plot.Plot, erro
 		return s, nil
 	}
 	for _, r := range rows {
-		tps := spreadOf(r.Runs, func(r Run) float64 { return r.TPS })
-		p99 := spreadOf(r.Runs, func(r Run) float64 { return math.Max(r.LatencyMS["flow"].P99, 0.001) })
+		tps := results.SpreadOf(r.Runs, func(r results.Run) float64 { return r.TPS })
+		p99 := results.SpreadOf(r.Runs, func(r results.Run) float64 { return math.Max(r.LatencyMS["flow"].P99, 0.001) })
 		if tps.Max <= 0 {
 			continue
 		}
@@ -247,22 +248,22 @@ type articleMetric struct {
 	name, title, ylabel string
 	log                 bool
 	article             func(ArticleFigure) (float64, bool)
-	measured            func(Run) float64
+	measured            func(results.Run) float64
 	format              func(float64) string
 }
 
 var articleMetrics = []articleMetric{
 	{name: "tps", title: "Throughput: the article's figure beside this run's", ylabel: "completed flows / s",
 		article:  func(f ArticleFigure) (float64, bool) { return f.TPS, f.HasLoad },
-		measured: func(r Run) float64 { return r.TPS },
+		measured: func(r results.Run) float64 { return r.TPS },
 		format:   func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }},
 	{name: "p99", title: "P99 latency: the article's figure beside this run's", ylabel: "P99 (ms) — log scale", log: true,
 		article:  func(f ArticleFigure) (float64, bool) { return f.P99MS, f.HasLoad },
-		measured: func(r Run) float64 { return r.LatencyMS["flow"].P99 },
+		measured: func(r results.Run) float64 { return r.LatencyMS["flow"].P99 },
 		format:   short},
 	{name: "oversell", title: "Oversell: the article's figure beside this run's", ylabel: "oversell (%)",
 		article:  func(f ArticleFigure) (float64, bool) { return f.OversellPct, true },
-		measured: func(r Run) float64 { return 100 * r.Audit.OversellRate },
+		measured: func(r results.Run) float64 { return 100 * r.Audit.OversellRate },
 		format:   short},
 }
 
@@ -279,10 +280,10 @@ func short(v float64) string {
 // run's (filled, in the strategy's colour, whiskers min–max over repeats)
 // and the article's (white with the strategy's colour as outline). nil when
 // the run has none of the article's strategies.
-func articleChart(rows []Row, m articleMetric) (*plot.Plot, error) {
+func articleChart(rows []results.Row, m articleMetric) (*plot.Plot, error) {
 	p := newPlot(m.title, "strategy (scenario)", m.ylabel)
 	var names []string
-	var measured []Spread
+	var measured []results.Spread
 	var quoted []float64
 	var styles []Style
 	for _, f := range ArticleFigures {
@@ -293,7 +294,7 @@ func articleChart(rows []Row, m articleMetric) (*plot.Plot, error) {
 		for _, r := range rows {
 			if r.Strategy == f.Strategy && r.Scenario == f.Scenario && r.Value == "" {
 				names = append(names, f.Strategy+" ("+f.Scenario+")")
-				measured = append(measured, spreadOf(r.Runs, m.measured))
+				measured = append(measured, results.SpreadOf(r.Runs, m.measured))
 				quoted = append(quoted, v)
 				styles = append(styles, StyleOf(f.Strategy))
 			}

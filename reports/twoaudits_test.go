@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/results"
 )
 
 // TestSummaryShowsBothAudits: a run graded at the end of load and after
@@ -13,9 +14,9 @@ import (
 func TestSummaryShowsBothAudits(t *testing.T) {
 	eol := inventory.Audit{Anomalies: 3, DriftUnits: 2, OrphanReservations: 1}
 	after := inventory.Audit{}
-	run := Run{Strategy: "outbox", Scenario: "sustained", Audit: after, AuditEndOfLoad: &eol,
+	run := results.Run{Strategy: "outbox", Scenario: "sustained", Audit: after, AuditEndOfLoad: &eol,
 		SettleRepaired: inventory.Repaired(eol, after)}
-	got := Summary(&Results{Runs: []Run{run}})
+	got := Summary(&results.Results{Runs: []results.Run{run}})
 	for _, want := range []string{
 		"## Audit at the end of load and after settle",
 		"| outbox | sustained | end of load | 3 | 0 | 0 | 0 | 0 | 0 | 2 | 1 | 0 | 0 |",
@@ -27,7 +28,7 @@ func TestSummaryShowsBothAudits(t *testing.T) {
 		}
 	}
 	run.AuditEndOfLoad, run.SettleRepaired = nil, nil
-	if got := Summary(&Results{Runs: []Run{run}}); strings.Contains(got, "end of load") {
+	if got := Summary(&results.Results{Runs: []results.Run{run}}); strings.Contains(got, "end of load") {
 		t.Fatalf("a run graded once shows two grades:\n%s", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies/registry"
@@ -109,7 +110,7 @@ func TestFlowAccounting(t *testing.T) {
 			}
 			// The table shows the measured window's flows, not the audit's.
 			var buf bytes.Buffer
-			reports.Table(&buf, &reports.Results{Runs: []reports.Run{run}})
+			reports.Table(&buf, &results.Results{Runs: []results.Run{run}})
 			if got := tableCell(t, buf.String(), "flows"); got != strconv.FormatInt(run.Flows, 10) {
 				t.Errorf("table shows flows %q, run has %d:\n%s", got, run.Flows, buf.String())
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockbench/stockbench/inventory"
-	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
 
@@ -34,7 +34,7 @@ const calibStock = int64(1) << 50
 // autocommit conditional UPDATE of one row, and a SELECT … FOR UPDATE +
 // UPDATE transaction on one row. It uses its own table and key and removes
 // them afterwards.
-func Calibrate(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration) (reports.Calibration, error) {
+func Calibrate(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration) (results.Calibration, error) {
 	return CalibrateProgress(ctx, ep, c, concurrency, d, nil)
 }
 
@@ -44,13 +44,13 @@ const CalibrateProbes = 3
 
 // CalibrateProgress is Calibrate that calls progress (when not nil) as each
 // probe starts and ends, with a line such as "probe 1/3: Redis EVALSHA…".
-func CalibrateProgress(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration, progress func(string)) (reports.Calibration, error) {
+func CalibrateProgress(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration, progress func(string)) (results.Calibration, error) {
 	say := func(format string, args ...any) {
 		if progress != nil {
 			progress(fmt.Sprintf(format, args...))
 		}
 	}
-	cal := reports.Calibration{Concurrency: concurrency, DurationSec: d.Seconds()}
+	cal := results.Calibration{Concurrency: concurrency, DurationSec: d.Seconds()}
 	key := inventory.RedisPrefix + "calib:{hot}"
 	if err := c.Redis.HSet(ctx, key, "available", calibStock, "occupied", 0).Err(); err != nil {
 		return cal, fmt.Errorf("calibrate redis: %w", err)

@@ -9,14 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
 
 // collectEnv asks the servers for their versions and durability settings.
 // A figure it cannot read is left empty rather than guessed.
-func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) reports.Env {
-	e := reports.Env{Backend: ep.Backend, DockerNetwork: ep.Network, RedisClusterNodes: len(ep.RedisCluster),
+func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) results.Env {
+	e := results.Env{Backend: ep.Backend, DockerNetwork: ep.Network, RedisClusterNodes: len(ep.RedisCluster),
 		MySQLClusterNodes: len(ep.MySQLCluster), MySQLSpread: ep.MySQLSpread && len(ep.MySQLCluster) > 1, Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
 		ToolVersion: ToolVersion(), CPUModel: cpuModel(), StartedAt: time.Now().UTC().Format(time.RFC3339)}
 	_ = c.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&e.MySQLVersion)

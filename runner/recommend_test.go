@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies/registry"
@@ -20,7 +21,7 @@ func TestRaceRecommendation(t *testing.T) {
 	o.Scenario, o.Scenarios, o.Buyers, o.Stock = "race", []string{"race"}, 150, 60
 	o.PayDelay = scenarios.Range{Max: 20 * time.Millisecond}
 	o.Strategy.SweepPeriod = 50 * time.Millisecond
-	res := &reports.Results{Format: reports.Format}
+	res := &results.Results{Format: results.Format}
 	for _, e := range registry.All {
 		run, err := runner.RunStrategy(context.Background(), env.Conns, e, o, nil)
 		if err != nil {

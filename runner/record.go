@@ -10,7 +10,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/stockbench/stockbench/inventory"
-	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 )
 
 // Latency histograms record microseconds from 1 µs to 5 minutes with three
@@ -142,10 +142,10 @@ func (r *recorder) merge(o *recorder) {
 }
 
 // seriesPoints turns the merged buckets into the report's time series.
-func (r *recorder) seriesPoints() []reports.SeriesPoint {
-	out := make([]reports.SeriesPoint, len(r.series))
+func (r *recorder) seriesPoints() []results.SeriesPoint {
+	out := make([]results.SeriesPoint, len(r.series))
 	for i, b := range r.series {
-		p := reports.SeriesPoint{Second: i + 1, Flows: b.flows, Attempts: b.attempts, Errors: b.errors}
+		p := results.SeriesPoint{Second: i + 1, Flows: b.flows, Attempts: b.attempts, Errors: b.errors}
 		if n := len(b.flowLat); n > 0 {
 			lat := append([]int32(nil), b.flowLat...)
 			slices.Sort(lat)
@@ -156,12 +156,12 @@ func (r *recorder) seriesPoints() []reports.SeriesPoint {
 	return out
 }
 
-func percentiles(h *hdrhistogram.Histogram) reports.Percentiles {
+func percentiles(h *hdrhistogram.Histogram) results.Percentiles {
 	if h == nil || h.TotalCount() == 0 {
-		return reports.Percentiles{}
+		return results.Percentiles{}
 	}
 	ms := func(us int64) float64 { return float64(us) / 1000 }
-	return reports.Percentiles{
+	return results.Percentiles{
 		Count: h.TotalCount(),
 		P50:   ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)), P99: ms(h.ValueAtQuantile(99)),
 		P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max()), Mean: h.Mean() / 1000,

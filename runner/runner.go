@@ -1,6 +1,6 @@
 // Package runner executes scenarios against strategies on real servers:
 // workers, start barrier, think time, pacing, warm-up, recording, settle and
-// audit. It returns a reports.Results; rendering is the reports package's job.
+// audit. It returns a results.Results; rendering is the reports package's job.
 package runner
 
 import (
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/stockbench/stockbench/inventory"
-	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/servers"
 	"github.com/stockbench/stockbench/strategies"
@@ -76,7 +76,7 @@ type Options struct {
 	// Enough, when set, is asked after each run; when it says true, that
 	// strategy is not run in the later plans (stockbench curve stops a
 	// strategy at the first rate past its latency bound).
-	Enough func(reports.Run) bool
+	Enough func(results.Run) bool
 }
 
 // Journeys builds the fixed journeys of the flash and race scenarios.
@@ -166,12 +166,12 @@ type Plan struct {
 // audited, the rest are skipped, and the results say Interrupted. The
 // returned results are nil when nothing was measured: the servers did not
 // start, or the guard refused the run (the error then wraps ErrRefused).
-func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.Results, error) {
+func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.Results, error) {
 	if len(plans) == 0 {
 		return nil, fmt.Errorf("nothing to run")
 	}
 	first := plans[0].Options
-	res := &reports.Results{Format: reports.Format, Config: resolvedGrid(plans)}
+	res := &results.Results{Format: results.Format, Config: resolvedGrid(plans)}
 	ep, err := p.Start(ctx)
 	if err != nil {
 		return nil, err
@@ -252,7 +252,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*reports.R
 	}
 	res.Interrupted = ctx.Err() != nil
 	if first.Repeat > 1 {
-		res.Aggregates = reports.Aggregates(res)
+		res.Aggregates = results.Aggregates(res)
 	}
 	return res, nil
 }
@@ -268,7 +268,7 @@ func reopen(c servers.Conns, ep servers.Endpoints, pool int) (servers.Conns, err
 
 // ceilingPct is a run's reserve attempts/s as a share of its store's
 // calibrated ceiling.
-func ceilingPct(run reports.Run, e registry.Entry, cal *reports.Calibration) float64 {
+func ceilingPct(run results.Run, e registry.Entry, cal *results.Calibration) float64 {
 	if cal == nil {
 		return 0
 	}
@@ -289,8 +289,8 @@ func ceilingPct(run reports.Run, e registry.Entry, cal *reports.Calibration) flo
 
 // RunStrategy runs the scenario once against one strategy on a freshly
 // reset schema and audits the result. cpu may be nil.
-func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o Options, cpu *cpuSampler) (reports.Run, error) {
-	run := reports.Run{Strategy: e.Name, Scenario: o.Scenario, Seed: o.Seed}
+func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o Options, cpu *cpuSampler) (results.Run, error) {
+	run := results.Run{Strategy: e.Name, Scenario: o.Scenario, Seed: o.Seed}
 	stock := o.stock()
 	if err := inventory.ResetMySQL(ctx, conns.DB); err != nil {
 		return run, err
@@ -387,13 +387,13 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 		run.TPS = float64(total.flows) / secs
 		run.AttemptsPerSec = float64(total.attempts) / secs
 	}
-	run.LatencyMS = map[string]reports.Percentiles{}
+	run.LatencyMS = map[string]results.Percentiles{}
 	for _, name := range []string{"reserve", "confirm", "cancel", "flow"} {
 		run.LatencyMS[name] = percentiles(total.hist[name])
 	}
 	if h := total.hist["flow"]; h != nil && h.TotalCount() > 0 {
-		for _, q := range reports.SpectrumQuantiles {
-			run.Spectrum = append(run.Spectrum, reports.QuantileMS{Q: q, MS: float64(h.ValueAtQuantile(q)) / 1000})
+		for _, q := range results.SpectrumQuantiles {
+			run.Spectrum = append(run.Spectrum, results.QuantileMS{Q: q, MS: float64(h.ValueAtQuantile(q)) / 1000})
 		}
 	}
 	run.Counts, run.Journeys, run.Errors, run.Audit = total.counts, total.journeys, total.errs, audit

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/servers"
 )
@@ -156,7 +157,7 @@ func cmdReport(args []string, stdout io.Writer, fail func(int, error) int) int {
 		return fail(exitUsage, errors.New("usage: stockbench report DIR"))
 	}
 	dir := fs.Arg(0)
-	res, err := reports.ReadJSON(filepath.Join(dir, "results.json"))
+	res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
 	if err != nil {
 		return fail(exitUsage, err)
 	}

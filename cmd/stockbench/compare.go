@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 )
 
 // percentFlag reads "10%" or "10" as 10 percent.
@@ -48,11 +49,11 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 	if len(files) != 2 {
 		return fail(exitUsage, errors.New("usage: stockbench compare OLD.json NEW.json [--max-tps-drop 10%] [--max-p99-rise 20%]"))
 	}
-	old, err := reports.ReadJSON(files[0])
+	old, err := results.ReadJSON(files[0])
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	cur, err := reports.ReadJSON(files[1])
+	cur, err := results.ReadJSON(files[1])
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -68,8 +69,8 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 }
 
 // hasRepeats reports whether every row of r ran more than once.
-func hasRepeats(r *reports.Results) bool {
-	rows := reports.Rows(r)
+func hasRepeats(r *results.Results) bool {
+	rows := results.Rows(r)
 	for _, row := range rows {
 		if len(row.Runs) < 2 {
 			return false

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 )
 
@@ -67,27 +67,27 @@ func cmdCurve(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 			return fail(exitUsage, err)
 		}
 		o.Repeat = 1
-		o.Enough = func(run reports.Run) bool { return reports.CurveVerdict(run, sloMS) != "" }
+		o.Enough = func(run results.Run) bool { return results.CurveVerdict(run, sloMS) != "" }
 		plans = append(plans, runner.Plan{Options: o, Param: "rate", Value: v})
 	}
-	f.post = func(res *reports.Results) {
+	f.post = func(res *results.Results) {
 		res.Curve = curveOf(res, plans[0].Options, sloMS)
 	}
-	f.after = func(w io.Writer, res *reports.Results) { printCurve(w, res.Curve) }
-	return f.execute(ctx, plans, &reports.Sweep{Param: "rate", Values: values}, stdout, stderr, fail)
+	f.after = func(w io.Writer, res *results.Results) { printCurve(w, res.Curve) }
+	return f.execute(ctx, plans, &results.Sweep{Param: "rate", Values: values}, stdout, stderr, fail)
 }
 
 // curveOf reads each strategy's highest rate under the SLO from the runs.
-func curveOf(res *reports.Results, o runner.Options, sloMS float64) *reports.Curve {
-	c := &reports.Curve{SLOP99MS: sloMS}
+func curveOf(res *results.Results, o runner.Options, sloMS float64) *results.Curve {
+	c := &results.Curve{SLOP99MS: sloMS}
 	for _, e := range o.Strategies {
-		pt := reports.CurvePoint{Strategy: e.Name}
+		pt := results.CurvePoint{Strategy: e.Name}
 		for _, run := range res.Runs {
 			if run.Strategy != e.Name || run.Param != "rate" {
 				continue
 			}
 			rate, _ := strconv.ParseFloat(run.Value, 64)
-			if why := reports.CurveVerdict(run, sloMS); why != "" {
+			if why := results.CurveVerdict(run, sloMS); why != "" {
 				if pt.StoppedAt == 0 {
 					pt.StoppedAt, pt.Why = rate, why
 				}
@@ -102,7 +102,7 @@ func curveOf(res *reports.Results, o runner.Options, sloMS float64) *reports.Cur
 	return c
 }
 
-func printCurve(w io.Writer, c *reports.Curve) {
+func printCurve(w io.Writer, c *results.Curve) {
 	if c == nil {
 		return
 	}

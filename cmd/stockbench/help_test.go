@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/strategies/registry"
 )
@@ -129,21 +129,21 @@ func TestMeasuredOf(t *testing.T) {
 	plans := []runner.Plan{{Options: runner.Options{Strategies: two, Scenarios: []string{"sustained"}, Repeat: 2, Duration: 20 * time.Second}}}
 	cases := []struct {
 		name string
-		runs []reports.Run
+		runs []results.Run
 		want string
 	}{
 		// Cut before any strategy ran.
 		{"nothing ran", nil, "0 of 4 planned run(s) finished"},
 		// Cut between runs: every run in the file finished.
-		{"between runs", []reports.Run{{Strategy: "rowlock", Scenario: "sustained", DurationSec: 20}}, "1 of 4 planned run(s) finished"},
+		{"between runs", []results.Run{{Strategy: "rowlock", Scenario: "sustained", DurationSec: 20}}, "1 of 4 planned run(s) finished"},
 		// Cut inside a run: it is not counted as finished, and its share is said.
-		{"inside a run", []reports.Run{{Strategy: "rowlock", Scenario: "sustained", DurationSec: 20},
+		{"inside a run", []results.Run{{Strategy: "rowlock", Scenario: "sustained", DurationSec: 20},
 			{Strategy: "rowlock", Scenario: "sustained", DurationSec: 4.3, Interrupted: true}},
 			"1 of 4 planned run(s) finished; rowlock on sustained cut after 4.3 s of its measured phase (of 20s planned), settled and audited"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := measuredOf(&reports.Results{Runs: c.runs, Interrupted: true}, plans); got != c.want {
+			if got := measuredOf(&results.Results{Runs: c.runs, Interrupted: true}, plans); got != c.want {
 				t.Fatalf("got %q\nwant %q", got, c.want)
 			}
 		})

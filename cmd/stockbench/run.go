@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/servers"
@@ -39,8 +40,8 @@ type runFlags struct {
 	quiet, noRestock                              bool
 	// post, when set, completes the results before they are written, and
 	// after prints more below the table (stockbench curve).
-	post  func(*reports.Results)
-	after func(io.Writer, *reports.Results)
+	post  func(*results.Results)
+	after func(io.Writer, *results.Results)
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -252,7 +253,7 @@ func (f *runFlags) resolve(fs *flag.FlagSet) (runner.Options, error) {
 }
 
 // execute runs the plans on the chosen servers and writes every output.
-func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *reports.Sweep, stdout, stderr io.Writer, fail func(int, error) int) int {
+func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *results.Sweep, stdout, stderr io.Writer, fail func(int, error) int) int {
 	for i := range plans {
 		if !f.quiet {
 			plans[i].Log = stderr
@@ -305,7 +306,7 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *repo
 
 // measuredOf says how much of an interrupted run was measured: the runs
 // finished out of those planned, and how far the cut one got.
-func measuredOf(res *reports.Results, plans []runner.Plan) string {
+func measuredOf(res *results.Results, plans []runner.Plan) string {
 	planned := 0
 	for _, pl := range plans {
 		planned += len(pl.Scenarios) * len(pl.Strategies) * max(1, pl.Repeat)
@@ -363,5 +364,5 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		}
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
-	return f.execute(ctx, plans, &reports.Sweep{Param: name, Values: values}, stdout, stderr, fail)
+	return f.execute(ctx, plans, &results.Sweep{Param: name, Values: values}, stdout, stderr, fail)
 }

@@ -1,8 +1,10 @@
-// Package reports holds the results.json model — a documented, versioned
-// public format (docs/results-format.md) — and the writers that render it:
-// the terminal table and summary.md. Recording is kept apart from rendering:
-// everything here works from a Results value read back from disk.
-package reports
+// Package results is the results.json model — a documented, versioned
+// public format (docs/results-format.md): its types, reading and writing,
+// and the derived views every renderer shares (rows of repeats folded to
+// medians, aggregates, anomaly classes, the curve verdict). It has no
+// drawing dependencies; the runner fills it and the reports package
+// renders it.
+package results
 
 import (
 	"encoding/json"
@@ -198,7 +200,7 @@ func WriteJSON(dir string, r *Results) error {
 	if err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
-	return writeAtomic(filepath.Join(dir, "results.json"), append(b, '\n'))
+	return WriteFileAtomic(filepath.Join(dir, "results.json"), append(b, '\n'))
 }
 
 // ReadJSON reads a results.json file.
@@ -219,7 +221,7 @@ func ReadJSON(path string) (*Results, error) {
 
 // writeAtomic writes via a temporary file and a rename, so an interrupted
 // write never leaves half a file.
-func writeAtomic(path string, b []byte) error {
+func WriteFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -228,33 +230,4 @@ func writeAtomic(path string, b []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-// WriteAll renders every output from r into dir: results.json,
-// summary.md, summary.csv, series.csv, charts/*.png|svg and index.html.
-func WriteAll(dir string, r *Results) error {
-	if err := WriteJSON(dir, r); err != nil {
-		return err
-	}
-	return Render(dir, r)
-}
-
-// Render re-renders everything but results.json from r into dir.
-func Render(dir string, r *Results) error {
-	if err := WriteSummary(dir, r); err != nil {
-		return err
-	}
-	if err := WriteCSV(dir, r); err != nil {
-		return err
-	}
-	charts, err := WriteCharts(dir, r)
-	if err != nil {
-		return err
-	}
-	if c, err := writeCurveChart(dir, r); err != nil {
-		return err
-	} else if c != nil {
-		charts = append([]Chart{*c}, charts...)
-	}
-	return WriteHTML(dir, r, charts)
 }

@@ -1,4 +1,4 @@
-package reports
+package results
 
 import (
 	"slices"
@@ -39,7 +39,7 @@ var AnomalyClasses = []AnomalyClass{
 }
 
 // anomalies is the sum of every anomaly class of one audit.
-func anomalies(a inventory.Audit) int64 {
+func AnomalyCount(a inventory.Audit) int64 {
 	var n int64
 	for _, c := range AnomalyClasses {
 		n += c.Of(a)
@@ -97,7 +97,7 @@ func Rows(r *Results) []Row {
 			row.CASRetries = median(runs, func(r Run) float64 { return r.Counters["cas_retries_per_success"] })
 		}
 		for _, run := range runs {
-			row.Anomalies += anomalies(run.Audit)
+			row.Anomalies += AnomalyCount(run.Audit)
 		}
 		out = append(out, row)
 	}
@@ -115,11 +115,11 @@ func Scenarios(r *Results) []string {
 	return out
 }
 
-func median(runs []Run, f func(Run) float64) float64 { return spreadOf(runs, f).Median }
+func median(runs []Run, f func(Run) float64) float64 { return SpreadOf(runs, f).Median }
 
 // spreadOf is min / median / max of f over runs (the median of an even
 // count is the mean of the middle two).
-func spreadOf(runs []Run, f func(Run) float64) Spread {
+func SpreadOf(runs []Run, f func(Run) float64) Spread {
 	xs := make([]float64, len(runs))
 	for i, r := range runs {
 		xs[i] = f(r)
@@ -144,10 +144,10 @@ func Aggregates(r *Results) []Aggregate {
 	for i, row := range rows {
 		rs := row.Runs
 		out[i] = Aggregate{Strategy: row.Strategy, Scenario: row.Scenario, Value: row.Value, Repeats: len(rs),
-			TPS:          spreadOf(rs, func(r Run) float64 { return r.TPS }),
-			FlowP99MS:    spreadOf(rs, func(r Run) float64 { return r.LatencyMS["flow"].P99 }),
-			OversellRate: spreadOf(rs, func(r Run) float64 { return r.Audit.OversellRate }),
-			ServerCPUPct: spreadOf(rs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }),
+			TPS:          SpreadOf(rs, func(r Run) float64 { return r.TPS }),
+			FlowP99MS:    SpreadOf(rs, func(r Run) float64 { return r.LatencyMS["flow"].P99 }),
+			OversellRate: SpreadOf(rs, func(r Run) float64 { return r.Audit.OversellRate }),
+			ServerCPUPct: SpreadOf(rs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }),
 		}
 	}
 	return out

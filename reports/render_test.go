@@ -1,0 +1,46 @@
+package reports
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/results"
+)
+
+func fixture() *results.Results {
+	return &results.Results{Format: results.Format, Config: map[string]any{"seed": float64(1)},
+		Env: results.Env{Backend: "local", MySQLVersion: "10.11", RedisVersion: "7.0", Cores: 2},
+		Runs: []results.Run{
+			{Strategy: "rowlock", Scenario: "flash", TPS: 170.5, LatencyMS: map[string]results.Percentiles{"flow": {Count: 100, P99: 88.1}},
+				Counts: map[string]map[string]int64{"reserve": {"ok": 100, "out_of_stock": 20}}, CoreLines: 212,
+				Audit: inventory.Audit{ConfirmedUnits: 100}},
+			{Strategy: "naive", Scenario: "flash", TPS: 230, LatencyMS: map[string]results.Percentiles{"flow": {Count: 120, P99: 25}},
+				Audit: inventory.Audit{ConfirmedUnits: 120, OversoldUnits: 20, OversellRate: 20.0 / 120, InvariantViolations: 1,
+					Violations: []string{"mysql FLASH-1: sold 100 != confirmed orders 120"}}},
+		}}
+}
+
+// TestRendering: the table and summary carry each run's headline figures.
+func TestRendering(t *testing.T) {
+	r := fixture()
+	var tb bytes.Buffer
+	Table(&tb, r)
+	md := Summary(r)
+	cases := []struct{ where, text, want string }{
+		{"table", tb.String(), "16.667"},    // naive's oversell %
+		{"table", tb.String(), "170.5"},     // rowlock TPS
+		{"table", tb.String(), "UNSAFE"},    // naive is marked
+		{"table", tb.String(), "lost acks"}, // lost acks and cancel-ack violations apart
+		{"table", tb.String(), "cancel-ack violations"},
+		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | ok |"}, // classic row
+		{"summary", md, "sold 100 != confirmed orders 120"},                                                             // violation text
+		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                                                            // outcome counts
+	}
+	for _, c := range cases {
+		if !strings.Contains(c.text, c.want) {
+			t.Errorf("%s lacks %q:\n%s", c.where, c.want, c.text)
+		}
+	}
+}
