@@ -3,12 +3,12 @@ package reports
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/stockbench/stockbench/results"
+	"github.com/stockbench/stockbench/scenarios"
 )
 
 // Weights weigh the four dimensions of the recommendation.
@@ -98,9 +98,12 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 		return nil
 	}
 	scs := results.Scenarios(r)
+	// Performance is read off the timed scenario when there is one.
 	perf := scs[len(scs)-1]
-	if slices.Contains(scs, "sustained") {
-		perf = "sustained"
+	for _, sc := range scs {
+		if scenarios.IsTimed(sc) {
+			perf = sc
+		}
 	}
 	type agg struct {
 		tps, p99, oversell float64

@@ -35,7 +35,7 @@ func TestFlowAccounting(t *testing.T) {
 		return o
 	}
 	race := flashOptions(1)
-	race.Scenario, race.Buyers, race.Stock = "race", 80, 40
+	race.Scenarios, race.Buyers, race.Stock = []string{"race"}, 80, 40
 	race.PayDelay = scenarios.Range{Max: 20 * time.Millisecond}
 	race.Strategy.SweepPeriod = 50 * time.Millisecond
 	flash := flashOptions(1)
@@ -63,7 +63,7 @@ func TestFlowAccounting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run, err := runner.RunStrategy(context.Background(), env.Conns, e, c.o, nil)
+			run, err := runner.RunStrategy(context.Background(), env.Conns, e, c.o.Scenarios[0], c.o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestFlowAccounting(t *testing.T) {
 			if a.OversoldUnits != 0 || a.LostAcks != 0 || a.CancelAckViolations != 0 || a.InvariantViolations != 0 {
 				t.Fatalf("a safe strategy broke: %+v", a)
 			}
-			if c.o.Scenario == "sustained" {
+			if c.o.Scenarios[0] == "sustained" {
 				// One confirm per journey: every confirm ack in the window is a flow.
 				if ok := run.Counts["confirm"]["ok"]; ok != run.Flows {
 					t.Errorf("confirm ok in the window %d, flows %d", ok, run.Flows)

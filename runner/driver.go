@@ -17,6 +17,7 @@ import (
 type driver struct {
 	s       inventory.Strategy
 	o       Options
+	sc      scenarios.Scenario
 	restock *restocker
 	live    *live // nil unless progress is shown
 	// open loop
@@ -28,7 +29,7 @@ func (d *driver) counters() map[string]float64 {
 	if d.restock != nil {
 		m["restocks"] = float64(d.restock.n.Load())
 	}
-	if d.o.Scenario == "sustained" && d.o.Rate > 0 {
+	if d.sc.Timed() && d.o.Rate > 0 {
 		m["open_late_starts"] = float64(d.late.Load())
 		m["open_dropped"] = float64(d.dropped.Load())
 	}
@@ -156,10 +157,6 @@ func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op) o
 	return opResult{op: op, err: err, start: t0, lat: time.Since(t0)}
 }
 
-func (d *driver) sustainedParams() scenarios.SustainedParams {
-	return scenarios.SustainedParams{SKUs: d.o.SKUs, Skew: d.o.Skew, Mix: d.o.Mix, PayDelay: d.o.SustainedPayDelay, Seed: d.o.Seed}
-}
-
 // closedLoop runs Buyers workers, each starting its next journey as soon as
 // the last ends, for Warmup + Duration; only the Duration after the warm-up
 // is measured.
@@ -174,7 +171,7 @@ func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			src := scenarios.NewSource(d.sustainedParams(), w)
+			src := d.sc.Source(d.o.Params, w)
 			for ctx.Err() == nil && time.Now().Before(to) {
 				j := src.Next(d.o.TTL)
 				if time.Now().After(from) {
@@ -223,7 +220,7 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, ti
 		}()
 	}
 	stopCPU := cpu.window(from, to)
-	src := scenarios.NewSource(d.sustainedParams(), 0)
+	src := d.sc.Source(d.o.Params, 0)
 	interval := time.Duration(float64(time.Second) / d.o.Rate)
 	for i := 0; ; i++ {
 		at := t0.Add(time.Duration(i) * interval)
@@ -269,8 +266,8 @@ type restocker struct {
 	n      atomic.Int64
 }
 
-func newRestocker(s inventory.Strategy, o Options) *restocker {
-	if o.Scenario != "sustained" || o.NoRestock {
+func newRestocker(s inventory.Strategy, sc scenarios.Scenario, o Options) *restocker {
+	if !sc.Timed() || o.NoRestock {
 		return nil
 	}
 	return &restocker{s: s, qty: o.Stock, active: map[string]chan struct{}{}}

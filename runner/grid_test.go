@@ -5,13 +5,15 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/stockbench/stockbench/scenarios"
 )
 
 // TestResolvedGrid: a sweep's config records every value of the swept
 // setting, not the first one as if it were the setting of the whole run.
 func TestResolvedGrid(t *testing.T) {
 	plan := func(buyers int) Plan {
-		return Plan{Options: Options{Scenarios: []string{"flash"}, Buyers: buyers, Stock: 10}, Param: "buyers"}
+		return Plan{Options: Options{Scenarios: []string{"flash"}, Params: scenarios.Params{Buyers: buyers, Stock: 10}}, Param: "buyers"}
 	}
 	cases := []struct {
 		name  string

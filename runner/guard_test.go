@@ -84,7 +84,7 @@ func TestPoolWaitRecorded(t *testing.T) {
 	}
 	o := flashOptions(1)
 	o.Stock, o.Buyers = 20, 40
-	run, err := runner.RunStrategy(context.Background(), conns, e, o, nil)
+	run, err := runner.RunStrategy(context.Background(), conns, e, o.Scenarios[0], o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,12 +18,12 @@ import (
 // auditor found clean may rank below one it did not.
 func TestRaceRecommendation(t *testing.T) {
 	o := flashOptions(3)
-	o.Scenario, o.Scenarios, o.Buyers, o.Stock = "race", []string{"race"}, 150, 60
+	o.Scenarios, o.Buyers, o.Stock = []string{"race"}, 150, 60
 	o.PayDelay = scenarios.Range{Max: 20 * time.Millisecond}
 	o.Strategy.SweepPeriod = 50 * time.Millisecond
 	res := &results.Results{Format: results.Format}
 	for _, e := range registry.All {
-		run, err := runner.RunStrategy(context.Background(), env.Conns, e, o, nil)
+		run, err := runner.RunStrategy(context.Background(), env.Conns, e, o.Scenarios[0], o)
 		if err != nil {
 			t.Fatalf("%s: %v", e.Name, err)
 		}

@@ -18,40 +18,14 @@ import (
 	"github.com/stockbench/stockbench/strategies/registry"
 )
 
-// Scenarios lists the accepted scenario names.
-var Scenarios = []string{"flash", "race", "sustained"}
-
 // Options are the resolved settings of a run.
 type Options struct {
 	Strategies []registry.Entry
-	// Scenarios run in order, each against every strategy. Scenario is the
-	// one under way (set by Execute; RunStrategy reads it).
+	// Scenarios are the names of the scenarios to run, in order, each
+	// against every strategy.
 	Scenarios []string
-	Scenario  string
-	// Stock is the units of the flash/race SKU, and of each sustained SKU
-	// (also the restock quantity).
-	Stock  int64
-	Buyers int
-	// Rate, when positive, drives the sustained scenario open loop at this
-	// many arrivals per second (Buyers then bounds the concurrency).
-	Rate     float64
-	PayDelay scenarios.Range
-	// Arrival spreads the flash buyers' arrival after the start barrier.
-	Arrival scenarios.Range
-	// SustainedPayDelay is the think time of the sustained scenario.
-	SustainedPayDelay scenarios.Range
-	Abandon           float64
-	TTL               time.Duration
-	// ShortTTL is the reservation lifetime of the race scenario's
-	// pay-after-expiry buyers.
-	ShortTTL time.Duration
-	Seed     uint64
-	// Sustained scenario.
-	Duration, Warmup time.Duration
-	SKUs             int
-	Skew             scenarios.Skew
-	Mix              scenarios.Mix
-	NoRestock        bool
+	// Params are the scenarios' knobs (stock, buyers, pay delay…).
+	scenarios.Params
 	// Repeat runs each strategy this many times (at least once).
 	Repeat int
 	// CalibrateDuration is how long each calibration probe runs; 0 skips
@@ -79,27 +53,12 @@ type Options struct {
 	Enough func(results.Run) bool
 }
 
-// Journeys builds the fixed journeys of the flash and race scenarios.
-func (o Options) Journeys() ([]scenarios.Journey, error) {
-	switch o.Scenario {
-	case "flash":
-		return scenarios.Flash(scenarios.FlashParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay, Arrival: o.Arrival,
-			Abandon: o.Abandon, TTL: o.TTL, Seed: o.Seed}), nil
-	case "race":
-		return scenarios.Race(scenarios.RaceParams{Stock: o.Stock, Buyers: o.Buyers, PayDelay: o.PayDelay,
-			TTL: o.TTL, ShortTTL: o.ShortTTL, Seed: o.Seed}), nil
-	}
-	return nil, fmt.Errorf("scenario %q has no fixed journeys", o.Scenario)
-}
-
-// stock is the initial stock of the scenario's catalog.
-func (o Options) stock() []inventory.Stock {
-	if o.Scenario != "sustained" {
-		return []inventory.Stock{{SKU: scenarios.FlashSKU, Total: o.Stock, Available: o.Stock}}
-	}
-	out := make([]inventory.Stock, o.SKUs)
-	for i := range out {
-		out[i] = inventory.Stock{SKU: scenarios.SKUName(i), Total: o.Stock, Available: o.Stock}
+// catalog is the initial stock of the scenario's SKUs.
+func catalog(sc scenarios.Scenario, p scenarios.Params) []inventory.Stock {
+	skus := sc.Catalog(p)
+	out := make([]inventory.Stock, len(skus))
+	for i, sku := range skus {
+		out[i] = inventory.Stock{SKU: sku, Total: p.Stock, Available: p.Stock}
 	}
 	return out
 }
@@ -122,16 +81,9 @@ func (o Options) Resolved() map[string]any {
 	if o.Weights != "" {
 		m["weights"] = o.Weights
 	}
-	for _, sc := range o.Scenarios {
-		switch sc {
-		case "flash":
-			m["abandon"], m["pay_delay"], m["arrival"] = o.Abandon, o.PayDelay.String(), o.Arrival.String()
-		case "race":
-			m["short_ttl"], m["pay_delay"] = o.ShortTTL.String(), o.PayDelay.String()
-		case "sustained":
-			m["duration"], m["warmup"], m["skus"] = o.Duration.String(), o.Warmup.String(), o.SKUs
-			m["skew"], m["mix"], m["restock"], m["rate"] = o.Skew.String(), o.Mix.String(), !o.NoRestock, o.Rate
-			m["sustained_pay_delay"] = o.SustainedPayDelay.String()
+	for _, name := range o.Scenarios {
+		if sc, err := scenarios.Lookup(name); err == nil {
+			sc.Config(o.Params, m)
 		}
 	}
 	return m
@@ -211,7 +163,6 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 	for _, pl := range plans {
 		for _, sc := range pl.Scenarios {
 			o := pl.Options
-			o.Scenario = sc
 			for _, e := range o.Strategies {
 				if enough[e.Name] {
 					continue
@@ -227,7 +178,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 						return res, err
 					}
 					conns = nc
-					run, err := RunStrategy(ctx, conns, e, o, cpu)
+					run, err := runStrategy(ctx, conns, e, sc, o, cpu)
 					if err != nil {
 						if ctx.Err() != nil {
 							break
@@ -287,11 +238,19 @@ func ceilingPct(run results.Run, e registry.Entry, cal *results.Calibration) flo
 	return 100 * run.AttemptsPerSec / c
 }
 
-// RunStrategy runs the scenario once against one strategy on a freshly
-// reset schema and audits the result. cpu may be nil.
-func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o Options, cpu *cpuSampler) (results.Run, error) {
-	run := results.Run{Strategy: e.Name, Scenario: o.Scenario, Seed: o.Seed}
-	stock := o.stock()
+// RunStrategy runs the named scenario once against one strategy on a
+// freshly reset schema and audits the result (server CPU is not sampled).
+func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, scenario string, o Options) (results.Run, error) {
+	return runStrategy(ctx, conns, e, scenario, o, nil)
+}
+
+func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, scenario string, o Options, cpu *cpuSampler) (results.Run, error) {
+	run := results.Run{Strategy: e.Name, Scenario: scenario, Seed: o.Seed}
+	sc, err := scenarios.Lookup(scenario)
+	if err != nil {
+		return run, err
+	}
+	stock := catalog(sc, o.Params)
 	if err := inventory.ResetMySQL(ctx, conns.DB); err != nil {
 		return run, err
 	}
@@ -320,7 +279,7 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	go func() { defer close(bgDone); _ = s.Run(bgCtx) }()
 
 	book := newLedger(s, stock)
-	d := &driver{s: book, o: o, restock: newRestocker(book, o)}
+	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o)}
 	if o.Progress != nil {
 		d.live = newLive()
 		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
@@ -330,14 +289,8 @@ func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, o O
 	var window time.Duration
 	poolFrom, galeraFrom := markPools(conns), markGalera(ctx, conns)
 	switch {
-	case o.Scenario != "sustained":
-		journeys, err := o.Journeys()
-		if err != nil {
-			bgStop()
-			<-bgDone
-			return run, err
-		}
-		recs, window = d.fixed(ctx, journeys, cpu)
+	case !sc.Timed():
+		recs, window = d.fixed(ctx, sc.Journeys(o.Params), cpu)
 	case o.Rate > 0:
 		recs, window = d.openLoop(ctx, cpu)
 	default:

@@ -18,9 +18,9 @@ var env servertest.Env
 func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
 
 func flashOptions(seed uint64) runner.Options {
-	return runner.Options{Scenario: "flash", Stock: 100, Buyers: 120,
+	return runner.Options{Scenarios: []string{"flash"}, Params: scenarios.Params{Stock: 100, Buyers: 120,
 		PayDelay: scenarios.Range{Min: 300 * time.Millisecond, Max: 350 * time.Millisecond},
-		TTL:      10 * time.Minute, ShortTTL: 200 * time.Millisecond, Seed: seed,
+		TTL:      10 * time.Minute, ShortTTL: 200 * time.Millisecond, Seed: seed},
 		OpTimeout: 10 * time.Second, SettleTimeout: time.Minute}
 }
 
@@ -36,7 +36,7 @@ func TestFlashAuditMatchesSQL(t *testing.T) {
 		}
 		oversold := 0
 		for seed := uint64(1); seed <= 3; seed++ {
-			run, err := runner.RunStrategy(ctx, env.Conns, e, flashOptions(seed), nil)
+			run, err := runner.RunStrategy(ctx, env.Conns, e, "flash", flashOptions(seed))
 			if err != nil {
 				t.Fatalf("%s seed %d: %v", name, seed, err)
 			}
@@ -86,7 +86,7 @@ func TestFlashAuditMatchesSQL(t *testing.T) {
 // TestRaceScenarioSafeStrategies: the race scenario breaks no safe strategy.
 func TestRaceScenarioSafeStrategies(t *testing.T) {
 	o := flashOptions(1)
-	o.Scenario, o.Buyers, o.Stock = "race", 150, 60
+	o.Scenarios, o.Buyers, o.Stock = []string{"race"}, 150, 60
 	o.PayDelay = scenarios.Range{Max: 20 * time.Millisecond}
 	o.Strategy.SweepPeriod = 50 * time.Millisecond
 	for _, e := range registry.All {
@@ -94,7 +94,7 @@ func TestRaceScenarioSafeStrategies(t *testing.T) {
 			continue
 		}
 		t.Run(e.Name, func(t *testing.T) {
-			run, err := runner.RunStrategy(context.Background(), env.Conns, e, o, nil)
+			run, err := runner.RunStrategy(context.Background(), env.Conns, e, o.Scenarios[0], o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func TestInterruptMidFlow(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	run, err := runner.RunStrategy(ctx, env.Conns, e, o, nil)
+	run, err := runner.RunStrategy(ctx, env.Conns, e, o.Scenarios[0], o)
 	if err != nil {
 		t.Fatalf("interrupted run: %v", err)
 	}

@@ -14,10 +14,10 @@ import (
 // sustainedOptions: buyers confirm, cancel and abandon; the TTL is shorter
 // than the run, so expiry happens under load.
 func sustainedOptions() runner.Options {
-	return runner.Options{Scenario: "sustained", Stock: 50, Buyers: 16, SKUs: 3,
+	return runner.Options{Scenarios: []string{"sustained"}, Params: scenarios.Params{Stock: 50, Buyers: 16, SKUs: 3,
 		Skew: scenarios.Skew{Kind: "uniform"}, Mix: scenarios.Mix{Confirm: 0.7, Cancel: 0.2, Abandon: 0.1},
 		Duration: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond, TTL: 500 * time.Millisecond,
-		Seed: 1, OpTimeout: 10 * time.Second, SettleTimeout: time.Minute,
+		Seed: 1}, OpTimeout: 10 * time.Second, SettleTimeout: time.Minute,
 		Strategy: strategies.Config{OutboxPeriod: 100 * time.Millisecond, ReconcilePeriod: 100 * time.Millisecond,
 			SweepPeriod: 100 * time.Millisecond}}
 }
@@ -43,7 +43,7 @@ func TestSustained(t *testing.T) {
 			}
 			o := sustainedOptions()
 			o.Rate = c.rate
-			run, err := runner.RunStrategy(context.Background(), env.Conns, e, o, nil)
+			run, err := runner.RunStrategy(context.Background(), env.Conns, e, o.Scenarios[0], o)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/scenarios"
 )
 
 // defaultCurveRates are the offered loads tried by `stockbench curve`.
@@ -41,7 +42,7 @@ func cmdCurve(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
-	if explicit["scenario"] && f.scenario != "sustained" {
+	if explicit["scenario"] && !scenarios.IsTimed(f.scenario) {
 		return fail(exitUsage, errors.New("curve runs the sustained scenario only"))
 	}
 	if explicit["rate"] {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies/registry"
 )
 
@@ -126,7 +127,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 // against the planned ones and says how far the cut run got.
 func TestMeasuredOf(t *testing.T) {
 	two := []registry.Entry{{Name: "rowlock"}, {Name: "cas"}}
-	plans := []runner.Plan{{Options: runner.Options{Strategies: two, Scenarios: []string{"sustained"}, Repeat: 2, Duration: 20 * time.Second}}}
+	plans := []runner.Plan{{Options: runner.Options{Strategies: two, Scenarios: []string{"sustained"}, Repeat: 2, Params: scenarios.Params{Duration: 20 * time.Second}}}}
 	cases := []struct {
 		name string
 		runs []results.Run

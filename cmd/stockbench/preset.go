@@ -3,10 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/scenarios"
 )
 
 // presets are named sets of run flags. A preset fills only the flags that
@@ -31,10 +33,6 @@ var presets = map[string][][2]string{
 	},
 }
 
-// sustainedOnly are the preset keys that apply to the sustained scenario
-// only (options refuses them otherwise).
-var sustainedOnly = map[string]bool{"duration": true, "warmup": true}
-
 // presetNames lists the presets, sorted.
 func presetNames() []string {
 	var out []string
@@ -57,8 +55,8 @@ func applyPreset(fs *flag.FlagSet, name string) error {
 		if set[kv[0]] {
 			continue
 		}
-		if sustainedOnly[kv[0]] && !strings.Contains(fs.Lookup("scenario").Value.String(), "sustained") {
-			continue // the scenarios chosen have no sustained load to shape
+		if owner := scenarios.FlagOwner(kv[0]); owner != "" && !slices.Contains(strings.Split(fs.Lookup("scenario").Value.String(), ","), owner) {
+			continue // the scenarios chosen have no such load to shape
 		}
 		if err := fs.Set(kv[0], kv[1]); err != nil {
 			return fmt.Errorf("--preset %s: %s: %w", name, kv[0], err)

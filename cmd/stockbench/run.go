@@ -50,7 +50,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	registerServerFlags(fs, &f.servers)
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
-	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(runner.Scenarios, ", "))
+	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(scenarios.Names(), ", "))
 	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
 	fs.IntVar(&f.buyers, "buyers", 120, "buyers (flash, race: released together; sustained: closed-loop workers, or the concurrency bound with --rate)")
 	fs.StringVar(&f.payDelay, "pay-delay", "200ms-500ms", "think time between reserve and confirm: a value or min-max (sustained default: 0)")
@@ -138,8 +138,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	var scens []string
 	for _, sc := range strings.Split(f.scenario, ",") {
 		sc = strings.TrimSpace(sc)
-		if !slices.Contains(runner.Scenarios, sc) {
-			return o, fmt.Errorf("--scenario %q: want one or more of %s", sc, strings.Join(runner.Scenarios, ", "))
+		if !slices.Contains(scenarios.Names(), sc) {
+			return o, fmt.Errorf("--scenario %q: want one or more of %s", sc, strings.Join(scenarios.Names(), ", "))
 		}
 		if slices.Contains(scens, sc) {
 			return o, fmt.Errorf("--scenario %q named twice", sc)
@@ -203,17 +203,15 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	case f.out == "":
 		return o, errors.New("--out must name a directory")
 	}
-	if !slices.Contains(scens, "sustained") {
-		for _, name := range []string{"duration", "warmup", "skus", "skew", "mix", "no-restock", "rate"} {
-			if explicit[name] {
-				return o, fmt.Errorf("--%s applies to the sustained scenario only", name)
-			}
+	for name := range explicit {
+		if owner := scenarios.FlagOwner(name); owner != "" && !slices.Contains(scens, owner) {
+			return o, fmt.Errorf("--%s applies to the %s scenario only", name, owner)
 		}
 	}
 	return runner.Options{
-		Strategies: entries, Scenarios: scens, Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay, Arrival: arrival, SustainedPayDelay: sustainedPay,
-		Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed, Duration: f.duration, Warmup: f.warmup,
-		SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock, Repeat: f.repeat, CalibrateDuration: f.calibrate,
+		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
+			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
+			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
 		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
@@ -317,7 +315,7 @@ func measuredOf(res *results.Results, plans []runner.Plan) string {
 		last := res.Runs[n-1]
 		finished--
 		cut = fmt.Sprintf("; %s on %s cut after %.1f s of its measured phase", last.Strategy, last.Scenario, last.DurationSec)
-		if last.Scenario == "sustained" && len(plans) > 0 {
+		if scenarios.IsTimed(last.Scenario) && len(plans) > 0 {
 			cut += fmt.Sprintf(" (of %s planned)", plans[0].Duration)
 		}
 		cut += ", settled and audited"

@@ -1,0 +1,150 @@
+package scenarios
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Params are every scenario's knobs, resolved from flags; each scenario
+// reads the ones it needs (Scenario.Flags names them for the CLI).
+type Params struct {
+	// Stock is the units of each SKU of the catalog (and the restock
+	// quantity of a timed scenario).
+	Stock  int64
+	Buyers int
+	// Rate, when positive, drives a timed scenario open loop at this many
+	// arrivals per second (Buyers then bounds the concurrency).
+	Rate     float64
+	PayDelay Range
+	// Arrival spreads the flash buyers' arrival after the start barrier.
+	Arrival Range
+	// SustainedPayDelay is the think time of the sustained scenario.
+	SustainedPayDelay Range
+	Abandon           float64
+	TTL               time.Duration
+	// ShortTTL is the reservation lifetime of the race scenario's
+	// pay-after-expiry buyers.
+	ShortTTL time.Duration
+	Seed     uint64
+	// Timed scenarios: how long, on how many SKUs, picked how, doing what.
+	Duration, Warmup time.Duration
+	SKUs             int
+	Skew             Skew
+	Mix              Mix
+	NoRestock        bool
+}
+
+// Scenario is one way buyers behave, in one of two shapes: a fixed list of
+// journeys played once from a start barrier (flash, race), or a timed
+// stream each worker draws from for Warmup + Duration (sustained). The
+// runner asks the scenario, never its name, which shape it has.
+type Scenario interface {
+	Name() string
+	// Catalog names the SKUs; each starts with Params.Stock units.
+	Catalog(p Params) []string
+	// Timed says the scenario is a stream (Source) rather than a fixed list
+	// (Journeys): it runs for a duration, may run open loop and restocks.
+	Timed() bool
+	// Journeys are the fixed journeys (nil for a timed scenario).
+	Journeys(p Params) []Journey
+	// Source is worker w's endless journey stream (nil for a fixed one).
+	Source(p Params, worker int) *Source
+	// Flags are the CLI flags only this scenario reads.
+	Flags() []string
+	// Config records the scenario's knobs into the resolved configuration.
+	Config(p Params, m map[string]any)
+}
+
+// All lists the scenarios, in the order the CLI offers them.
+var All = []Scenario{flash{}, race{}, sustained{}}
+
+// Names are the accepted scenario names.
+func Names() []string {
+	out := make([]string, len(All))
+	for i, s := range All {
+		out[i] = s.Name()
+	}
+	return out
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (Scenario, error) {
+	for _, s := range All {
+		if s.Name() == name {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown scenario %q (want %s)", name, strings.Join(Names(), ", "))
+}
+
+// IsTimed says whether the named scenario is timed (false when unknown).
+func IsTimed(name string) bool {
+	s, err := Lookup(name)
+	return err == nil && s.Timed()
+}
+
+// FlagOwner names the scenario that alone reads flag, or "" when every
+// scenario may (or none).
+func FlagOwner(flag string) string {
+	for _, s := range All {
+		if slices.Contains(s.Flags(), flag) {
+			return s.Name()
+		}
+	}
+	return ""
+}
+
+// flash and race play Journeys on the one FlashSKU.
+type flash struct{}
+
+func (flash) Name() string               { return "flash" }
+func (flash) Catalog(Params) []string    { return []string{FlashSKU} }
+func (flash) Timed() bool                { return false }
+func (flash) Source(Params, int) *Source { return nil }
+func (flash) Flags() []string            { return nil }
+func (flash) Journeys(p Params) []Journey {
+	return Flash(FlashParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, Arrival: p.Arrival, Abandon: p.Abandon, TTL: p.TTL, Seed: p.Seed})
+}
+func (flash) Config(p Params, m map[string]any) {
+	m["abandon"], m["pay_delay"], m["arrival"] = p.Abandon, p.PayDelay.String(), p.Arrival.String()
+}
+
+type race struct{}
+
+func (race) Name() string               { return "race" }
+func (race) Catalog(Params) []string    { return []string{FlashSKU} }
+func (race) Timed() bool                { return false }
+func (race) Source(Params, int) *Source { return nil }
+func (race) Flags() []string            { return nil }
+func (race) Journeys(p Params) []Journey {
+	return Race(RaceParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, TTL: p.TTL, ShortTTL: p.ShortTTL, Seed: p.Seed})
+}
+func (race) Config(p Params, m map[string]any) {
+	m["short_ttl"], m["pay_delay"] = p.ShortTTL.String(), p.PayDelay.String()
+}
+
+type sustained struct{}
+
+func (sustained) Name() string              { return "sustained" }
+func (sustained) Timed() bool               { return true }
+func (sustained) Journeys(Params) []Journey { return nil }
+func (sustained) Flags() []string {
+	return []string{"duration", "warmup", "skus", "skew", "mix", "no-restock", "rate"}
+}
+func (sustained) Catalog(p Params) []string {
+	out := make([]string, p.SKUs)
+	for i := range out {
+		out[i] = SKUName(i)
+	}
+	return out
+}
+func (sustained) Source(p Params, worker int) *Source {
+	return NewSource(SustainedParams{SKUs: p.SKUs, Skew: p.Skew, Mix: p.Mix, PayDelay: p.SustainedPayDelay, Seed: p.Seed}, worker)
+}
+func (sustained) Config(p Params, m map[string]any) {
+	m["duration"], m["warmup"], m["skus"] = p.Duration.String(), p.Warmup.String(), p.SKUs
+	m["skew"], m["mix"], m["restock"], m["rate"] = p.Skew.String(), p.Mix.String(), !p.NoRestock, p.Rate
+	m["sustained_pay_delay"] = p.SustainedPayDelay.String()
+}

@@ -1,0 +1,54 @@
+package scenarios
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestRegistry: each scenario is found by name, says its shape, and gives
+// journeys or a stream (never both) on the catalog it names.
+func TestRegistry(t *testing.T) {
+	p := Params{Stock: 5, Buyers: 4, SKUs: 3, Mix: Mix{Confirm: 1}, Seed: 1}
+	cases := []struct {
+		name    string
+		timed   bool
+		catalog []string
+		owns    string // a flag only this scenario reads, or ""
+	}{
+		{"flash", false, []string{FlashSKU}, ""},
+		{"race", false, []string{FlashSKU}, ""},
+		{"sustained", true, []string{SKUName(0), SKUName(1), SKUName(2)}, "skew"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sc, err := Lookup(c.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.Timed() != c.timed || IsTimed(c.name) != c.timed {
+				t.Fatalf("timed = %v, want %v", sc.Timed(), c.timed)
+			}
+			if got := sc.Catalog(p); !slices.Equal(got, c.catalog) {
+				t.Fatalf("catalog %v, want %v", got, c.catalog)
+			}
+			js, src := sc.Journeys(p), sc.Source(p, 0)
+			if c.timed && (js != nil || src == nil) || !c.timed && (len(js) != p.Buyers || src != nil) {
+				t.Fatalf("journeys %d, source %v", len(js), src != nil)
+			}
+			if c.owns != "" && FlagOwner(c.owns) != c.name {
+				t.Fatalf("--%s owned by %q", c.owns, FlagOwner(c.owns))
+			}
+			m := map[string]any{}
+			sc.Config(p, m)
+			if len(m) == 0 {
+				t.Fatal("records no knobs")
+			}
+		})
+	}
+	if _, err := Lookup("black-friday"); err == nil {
+		t.Fatal("unknown scenario found")
+	}
+	if FlagOwner("stock") != "" {
+		t.Fatal("--stock belongs to every scenario")
+	}
+}
