@@ -5,10 +5,10 @@ import (
 	"context"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/version"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
@@ -18,7 +18,7 @@ import (
 func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) results.Env {
 	e := results.Env{Backend: ep.Backend, DockerNetwork: ep.Network, RedisClusterNodes: len(ep.RedisCluster),
 		MySQLClusterNodes: len(ep.MySQLCluster), MySQLSpread: ep.MySQLSpread && len(ep.MySQLCluster) > 1, Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
-		ToolVersion: ToolVersion(), CPUModel: cpuModel(), StartedAt: time.Now().UTC().Format(time.RFC3339)}
+		ToolVersion: version.Tool(), CPUModel: cpuModel(), StartedAt: time.Now().UTC().Format(time.RFC3339)}
 	_ = c.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&e.MySQLVersion)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit").Scan(&e.InnodbFlushLogAtTrxCommit)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@sync_binlog").Scan(&e.SyncBinlog)
@@ -48,30 +48,4 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
-}
-
-// ToolVersion is the module version and VCS revision the binary was built from.
-func ToolVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	rev, dirty := "", false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	// A pseudo-version already names the revision (and +dirty).
-	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
-		v += " " + rev
-		if dirty {
-			v += "+dirty"
-		}
-	}
-	return v
 }

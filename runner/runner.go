@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockbench/stockbench/calibrate"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
@@ -148,7 +149,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		// The ceilings are what the stores give through the run's pool.
 		conc := min(first.Buyers, first.pool())
 		first.logf("calibrating the stores (%s per probe, concurrency %d)…", first.CalibrateDuration, conc)
-		cal, err := Calibrate(ctx, ep, conns, conc, first.CalibrateDuration)
+		cal, err := calibrate.Run(ctx, ep, conns, conc, first.CalibrateDuration)
 		if err != nil {
 			if ctx.Err() != nil {
 				res.Interrupted = true

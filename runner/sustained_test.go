@@ -85,17 +85,3 @@ func TestSustained(t *testing.T) {
 		})
 	}
 }
-
-func TestCalibrate(t *testing.T) {
-	cal, err := runner.Calibrate(context.Background(), env.Endpoints, env.Conns, 8, 300*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cal.RedisEvalshaOps <= 0 || cal.MySQLHotUpdateOps <= 0 || cal.MySQLHotTxnOps <= 0 {
-		t.Fatalf("calibration %+v", cal)
-	}
-	var n int
-	if err := env.DB.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_name='calib_hot'").Scan(&n); err != nil || n != 0 {
-		t.Fatalf("calibration table left behind (%d, %v)", n, err)
-	}
-}

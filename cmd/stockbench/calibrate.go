@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stockbench/stockbench/calibrate"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/servers"
 )
@@ -51,8 +52,8 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return fail(exitUsage, err)
 	}
 	defer release()
-	fmt.Fprintf(stderr, "calibrating: %d probes of %s at concurrency %d (about %s)\n", runner.CalibrateProbes, *dur, *conc, time.Duration(runner.CalibrateProbes)*(*dur))
-	cal, err := runner.CalibrateProgress(ctx, ep, conns, *conc, *dur, func(line string) { fmt.Fprintln(stderr, line) })
+	fmt.Fprintf(stderr, "calibrating: %d probes of %s at concurrency %d (about %s)\n", calibrate.Probes, *dur, *conc, time.Duration(calibrate.Probes)*(*dur))
+	cal, err := calibrate.WithProgress(ctx, ep, conns, *conc, *dur, func(line string) { fmt.Fprintln(stderr, line) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return fail(exitInterrupted, errors.New("interrupted"))

@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/stockbench/stockbench/internal/version"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
-	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/servers"
 )
 
@@ -90,7 +90,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if code, done := parseFlags(fs, args[1:], stdout, fail); done {
 			return code
 		}
-		fmt.Fprintln(stdout, "stockbench", runner.ToolVersion())
+		fmt.Fprintln(stdout, "stockbench", version.Tool())
 		return exitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

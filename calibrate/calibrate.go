@@ -1,4 +1,9 @@
-package runner
+// Package calibrate measures the raw ceilings of the stores on one hot item
+// (Redis EVALSHA of a reserve-shaped script, a hot-row autocommit UPDATE, a
+// hot-row FOR UPDATE transaction), so each strategy's throughput can be read
+// as a share of what its store can do at all. Runs record it; the calibrate
+// command runs it alone.
+package calibrate
 
 import (
 	"bufio"
@@ -29,22 +34,22 @@ return 1`
 
 const calibStock = int64(1) << 50
 
-// Calibrate measures the raw ceilings of the stores on one hot item with
+// Run measures the raw ceilings of the stores on one hot item with
 // `concurrency` clients for d each: EVALSHA of a reserve-shaped script, an
 // autocommit conditional UPDATE of one row, and a SELECT … FOR UPDATE +
 // UPDATE transaction on one row. It uses its own table and key and removes
 // them afterwards.
-func Calibrate(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration) (results.Calibration, error) {
-	return CalibrateProgress(ctx, ep, c, concurrency, d, nil)
+func Run(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration) (results.Calibration, error) {
+	return WithProgress(ctx, ep, c, concurrency, d, nil)
 }
 
-// CalibrateProbes is the number of probes Calibrate runs, each for its
+// Probes is the number of probes Run runs, each for its
 // duration d.
-const CalibrateProbes = 3
+const Probes = 3
 
-// CalibrateProgress is Calibrate that calls progress (when not nil) as each
+// WithProgress is Run that calls progress (when not nil) as each
 // probe starts and ends, with a line such as "probe 1/3: Redis EVALSHA…".
-func CalibrateProgress(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration, progress func(string)) (results.Calibration, error) {
+func WithProgress(ctx context.Context, ep servers.Endpoints, c servers.Conns, concurrency int, d time.Duration, progress func(string)) (results.Calibration, error) {
 	say := func(format string, args ...any) {
 		if progress != nil {
 			progress(fmt.Sprintf(format, args...))
