@@ -112,6 +112,13 @@ func LoadStock(ctx context.Context, db *sql.DB, stock []Stock) error {
 // The Redis key layout shared by the Redis strategies and the auditor. Every
 // per-SKU key carries the SKU as a hash tag so that one SKU's keys live in one
 // Redis Cluster slot and a script may touch them together.
+// AvailableMySQL is the stock left available over every SKU in MySQL.
+func AvailableMySQL(ctx context.Context, db *sql.DB) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(available),0) FROM inventory").Scan(&n)
+	return n, err
+}
+
 const (
 	// RedisPrefix starts every key stockbench writes; ResetRedis deletes only these.
 	RedisPrefix = "sb:"

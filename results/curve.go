@@ -1,6 +1,10 @@
 package results
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/stockbench/stockbench/inventory"
+)
 
 // Curve is the outcome of `stockbench curve`: each strategy driven open loop
 // at increasing arrival rates until its flow P99 passed the SLO or errors
@@ -30,7 +34,7 @@ func CurveVerdict(run Run, sloMS float64) string {
 	var errs int64
 	for _, m := range run.Counts {
 		for cls, n := range m {
-			if cls != "ok" && cls != "out_of_stock" && cls != "already_final" {
+			if inventory.Outcome(cls).Failed() {
 				errs += n
 			}
 		}

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,32 +110,16 @@ func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder,
 	if r.err == nil {
 		switch r.op {
 		case scenarios.Confirm:
-			rec.acks = append(rec.acks, inventory.Ack{OrderID: j.OrderID, State: inventory.StateConfirmed})
+			rec.ack(inventory.Ack{OrderID: j.OrderID, State: inventory.StateConfirmed})
 		case scenarios.Cancel:
-			rec.acks = append(rec.acks, inventory.Ack{OrderID: j.OrderID, State: inventory.StateCancelled})
+			rec.ack(inventory.Ack{OrderID: j.OrderID, State: inventory.StateCancelled})
 		}
 	}
 	if r.op == scenarios.Reserve && errors.Is(r.err, inventory.ErrOutOfStock) && d.restock != nil {
 		d.restock.trigger(ctx, j.SKU)
 	}
-	if !rec.in(r.start) {
-		return
-	}
-	name := r.op.String()
-	cls := Classify(r.err)
-	rec.latency(name, r.lat)
-	rec.outcome(name, cls)
-	b := rec.bucketAt(r.start)
-	if r.op == scenarios.Reserve {
-		rec.attempts++
-		b.attempts++
-	}
-	if r.err != nil && cls != "out_of_stock" && cls != "already_final" {
-		b.errors++
+	if rec.op(r.op.String(), r.op == scenarios.Reserve, r.start, r.lat, r.err) {
 		d.live.errorSeen()
-	}
-	if cls == "error" && len(rec.errs) < maxErrorTexts && !slices.Contains(rec.errs, r.err.Error()) {
-		rec.errs = append(rec.errs, r.err.Error())
 	}
 }
 
@@ -175,7 +158,7 @@ func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, 
 			for ctx.Err() == nil && time.Now().Before(to) {
 				j := src.Next(d.o.TTL)
 				if time.Now().After(from) {
-					recs[w].journeys[j.Kind]++
+					recs[w].journey(j.Kind)
 				}
 				d.journey(ctx, j, recs[w], time.Time{})
 			}
@@ -213,7 +196,7 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, ti
 					d.late.Add(1)
 				}
 				if recs[w].in(a.intended) {
-					recs[w].journeys[a.j.Kind]++
+					recs[w].journey(a.j.Kind)
 				}
 				d.journey(ctx, a.j, recs[w], a.intended)
 			}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers"
 )
 
@@ -62,8 +64,7 @@ func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.
 			p99 := float64(l.hist.ValueAtQuantile(99)) / 1000
 			l.hist.Reset()
 			l.mu.Unlock()
-			var stock int64
-			_ = conns.DB.QueryRow("SELECT COALESCE(SUM(available),0) FROM inventory").Scan(&stock)
+			stock, _ := inventory.AvailableMySQL(context.Background(), conns.DB)
 			el := time.Since(t0).Truncate(time.Second)
 			of := ""
 			if total > 0 {

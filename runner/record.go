@@ -1,13 +1,10 @@
 package runner
 
 import (
-	"context"
-	"errors"
 	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
@@ -92,14 +89,43 @@ func (r *recorder) latency(name string, d time.Duration) {
 	_ = h.RecordValue(min(max(d.Microseconds(), histMin), histMax))
 }
 
-func (r *recorder) outcome(op, class string) {
-	m := r.counts[op]
+// op accounts one operation (reserve marks a reserve attempt) started at
+// start that took lat and ended with err, when it started inside the
+// window. It reports whether it counted an error there: an outcome that is
+// not an answer of a healthy store (inventory.Outcome.Failed). The texts of
+// a few distinct unclassified errors are kept for diagnosis.
+func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Duration, err error) (failed bool) {
+	if !r.in(start) {
+		return false
+	}
+	cls := inventory.Classify(err)
+	r.latency(name, lat)
+	m := r.counts[name]
 	if m == nil {
 		m = map[string]int64{}
-		r.counts[op] = m
+		r.counts[name] = m
 	}
-	m[class]++
+	m[string(cls)]++
+	b := r.bucketAt(start)
+	if reserve {
+		r.attempts++
+		b.attempts++
+	}
+	if cls.Failed() {
+		b.errors++
+	}
+	if cls == inventory.Failure && len(r.errs) < maxErrorTexts && !slices.Contains(r.errs, err.Error()) {
+		r.errs = append(r.errs, err.Error())
+	}
+	return cls.Failed()
 }
+
+// ack keeps an acknowledgement for the audit (whenever it happened: the
+// audit covers the whole run).
+func (r *recorder) ack(a inventory.Ack) { r.acks = append(r.acks, a) }
+
+// journey counts a journey of kind started in the measured part of the run.
+func (r *recorder) journey(kind string) { r.journeys[kind]++ }
 
 const maxErrorTexts = 10
 
@@ -165,34 +191,5 @@ func percentiles(h *hdrhistogram.Histogram) results.Percentiles {
 		Count: h.TotalCount(),
 		P50:   ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)), P99: ms(h.ValueAtQuantile(99)),
 		P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max()), Mean: h.Mean() / 1000,
-	}
-}
-
-// Classify names an operation's outcome class for counts and error series.
-func Classify(err error) string {
-	var me *mysql.MySQLError
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, inventory.ErrOutOfStock):
-		return "out_of_stock"
-	case errors.Is(err, inventory.ErrConflict):
-		return "conflict"
-	case errors.Is(err, inventory.ErrAlreadyFinal):
-		return "already_final"
-	case errors.Is(err, inventory.ErrUnknownOrder):
-		return "unknown_order"
-	case errors.Is(err, inventory.ErrOutcomeUnknown):
-		return "outcome_unknown"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.As(err, &me) && me.Number == 1213:
-		return "deadlock"
-	case errors.As(err, &me) && me.Number == 1205:
-		return "lock_wait_timeout"
-	default:
-		return "error"
 	}
 }

@@ -391,7 +391,7 @@ func (d *driver) fixed(ctx context.Context, journeys []scenarios.Journey, cpu *c
 	var wg sync.WaitGroup
 	for i, j := range journeys {
 		recs[i] = newRecorder(time.Time{}, time.Time{})
-		recs[i].journeys[j.Kind]++
+		recs[i].journey(j.Kind)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

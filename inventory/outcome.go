@@ -1,0 +1,68 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Outcome is the class of one operation's result, as counted in
+// results.json (runs[].counts) and shown in the reports.
+type Outcome string
+
+// The outcome classes.
+const (
+	OK              Outcome = "ok"
+	OutOfStock      Outcome = "out_of_stock"
+	Conflict        Outcome = "conflict"
+	AlreadyFinal    Outcome = "already_final"
+	UnknownOrder    Outcome = "unknown_order"
+	OutcomeUnknown  Outcome = "outcome_unknown"
+	Deadlock        Outcome = "deadlock"
+	LockWaitTimeout Outcome = "lock_wait_timeout"
+	Timeout         Outcome = "timeout"
+	Canceled        Outcome = "canceled"
+	Failure         Outcome = "error"
+)
+
+// MySQL server error numbers the layers agree on: a lock wait past
+// innodb_lock_wait_timeout, and a deadlock victim (also how a Galera
+// certification failure arrives).
+const (
+	MySQLLockWaitTimeout = 1205
+	MySQLDeadlock        = 1213
+)
+
+// Failed reports whether the outcome is an error rather than an answer:
+// ok, out of stock and already final are answers a healthy store gives.
+func (o Outcome) Failed() bool { return o != OK && o != OutOfStock && o != AlreadyFinal }
+
+// Classify names an operation's outcome class.
+func Classify(err error) Outcome {
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		return OK
+	case errors.Is(err, ErrOutOfStock):
+		return OutOfStock
+	case errors.Is(err, ErrConflict):
+		return Conflict
+	case errors.Is(err, ErrAlreadyFinal):
+		return AlreadyFinal
+	case errors.Is(err, ErrUnknownOrder):
+		return UnknownOrder
+	case errors.Is(err, ErrOutcomeUnknown):
+		return OutcomeUnknown
+	case errors.Is(err, context.DeadlineExceeded):
+		return Timeout
+	case errors.Is(err, context.Canceled):
+		return Canceled
+	case errors.As(err, &me) && me.Number == MySQLDeadlock:
+		return Deadlock
+	case errors.As(err, &me) && me.Number == MySQLLockWaitTimeout:
+		return LockWaitTimeout
+	default:
+		return Failure
+	}
+}
