@@ -49,34 +49,46 @@ type Config struct {
 	BatchWait time.Duration
 }
 
-// DefaultBatchMax is the largest group-commit batch unless configured.
-const DefaultBatchMax = 64
+// Defaults are the documented defaults of every knob: WithDefaults fills
+// unset fields from them and the CLI's flags show them, so they are written
+// once.
+var Defaults = Config{
+	SweepPeriod:     500 * time.Millisecond,
+	CASRetry:        "backoff",
+	CASMaxAttempts:  200,
+	OutboxPeriod:    time.Second,
+	ReconcilePeriod: time.Second,
+	OpTimeout:       10 * time.Second,
+	Retain:          time.Hour,
+	BatchMax:        64,
+}
 
-// WithDefaults fills unset fields with the documented defaults.
+// WithDefaults fills unset fields with Defaults.
 func (c Config) WithDefaults() Config {
+	d := Defaults
 	if c.SweepPeriod <= 0 {
-		c.SweepPeriod = 500 * time.Millisecond
+		c.SweepPeriod = d.SweepPeriod
 	}
 	if c.CASRetry == "" {
-		c.CASRetry = "backoff"
+		c.CASRetry = d.CASRetry
 	}
 	if c.CASMaxAttempts <= 0 {
-		c.CASMaxAttempts = 200
+		c.CASMaxAttempts = d.CASMaxAttempts
 	}
 	if c.OutboxPeriod <= 0 {
-		c.OutboxPeriod = time.Second
+		c.OutboxPeriod = d.OutboxPeriod
 	}
 	if c.ReconcilePeriod <= 0 {
-		c.ReconcilePeriod = time.Second
+		c.ReconcilePeriod = d.ReconcilePeriod
 	}
 	if c.OpTimeout <= 0 {
-		c.OpTimeout = 10 * time.Second
+		c.OpTimeout = d.OpTimeout
 	}
 	if c.Retain <= 0 {
-		c.Retain = time.Hour
+		c.Retain = d.Retain
 	}
 	if c.BatchMax <= 0 {
-		c.BatchMax = DefaultBatchMax
+		c.BatchMax = d.BatchMax
 	}
 	if c.BatchWait < 0 {
 		c.BatchWait = 0
