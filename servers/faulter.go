@@ -140,7 +140,9 @@ func (l *Local) signal(target string, sig syscall.Signal) error {
 }
 
 // Pause stops the server with SIGSTOP.
-func (l *Local) Pause(_ context.Context, target string) error { return l.signal(target, syscall.SIGSTOP) }
+func (l *Local) Pause(_ context.Context, target string) error {
+	return l.signal(target, syscall.SIGSTOP)
+}
 
 // Resume continues it with SIGCONT.
 func (l *Local) Resume(_ context.Context, target string) error {
