@@ -23,8 +23,8 @@ type AppCrashHook func(ctx context.Context, f Fault) error
 // applied.
 type Event struct {
 	Fault Fault
-	// Applied is when the fault took effect; for a restart, when the kill
-	// was done.
+	// Applied is when the fault took effect: for an instant restart,
+	// when the kill began (Undone is when the server answered again).
 	Applied time.Time
 	// Undone is when it was over: resumed, toxics removed, the restarted
 	// server answering; for an instant reset or app-crash, Applied.
@@ -125,6 +125,7 @@ func (in *Injector) one(ctx context.Context, start time.Time, f Fault) Event {
 		actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), in.undoTimeout())
 		defer cancel()
 	}
+	began := time.Now()
 	if err := in.apply(actx, f); err != nil {
 		e.Err = "apply: " + err.Error()
 		if f.Kind == Restart && f.Duration > 0 {
@@ -136,12 +137,17 @@ func (in *Injector) one(ctx context.Context, start time.Time, f Fault) Event {
 		return e
 	}
 	e.Applied = time.Now()
-	e.Start = e.Applied.Sub(start)
 	if f.Duration == 0 {
-		e.Undone, e.End = e.Applied, e.Start
+		e.Undone = e.Applied
+		if f.Kind == Restart {
+			// Down from the kill until the restarted server answered.
+			e.Applied = began
+		}
+		e.Start, e.End = e.Applied.Sub(start), e.Undone.Sub(start)
 		in.notify(e)
 		return e
 	}
+	e.Start = e.Applied.Sub(start)
 	in.notify(Event{Fault: f, Applied: e.Applied, Start: e.Start})
 	undoCtx := ctx
 	if !clock.Sleep(ctx, time.Until(start.Add(f.End()))) {
