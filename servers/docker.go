@@ -70,12 +70,18 @@ type Docker struct {
 	// Notice, when set, is one line for the user about a choice made for
 	// them (the offline images standing in for the official ones).
 	Notice string
+	// RedisPersistence is the Redis AOF setting (see Local).
+	RedisPersistence string
 
 	pool      *dockertest.Pool
 	mu        sync.Mutex
 	resources []*dockertest.Resource
 	confDir   string
 	watches   []*cpuWatch
+	// roles are the containers by target, ep the endpoints, for process
+	// faults (dockerfaulter.go).
+	roles map[string]*dockerRole
+	ep    Endpoints
 }
 
 // dockerPool connects to the engine and checks that it answers.
@@ -231,6 +237,9 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 		}
 	}()
 	ep.Backend = "docker"
+	if ep.RedisPersistence, err = checkPersistence(d.RedisPersistence); err != nil {
+		return ep, err
+	}
 	pw, err := randomSecret()
 	if err != nil {
 		return ep, err
@@ -273,7 +282,8 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 		return ep, err
 	}
 	rd, err := d.run(d.RedisImage, "6379/tcp", nil,
-		append([]string{"redis-server", "/usr/local/etc/redis/redis.conf", "--requirepass", redisPW}, rdCmd...),
+		append(append([]string{"redis-server", "/usr/local/etc/redis/redis.conf", "--requirepass", redisPW}, rdCmd...),
+			persistenceArgs(ep.RedisPersistence)...),
 		[]string{rconf + ":/usr/local/etc/redis/redis.conf:ro"})
 	if err != nil {
 		return ep, err
@@ -292,6 +302,11 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 	d.watches = append(d.watches, myCPU, rdCPU)
 	d.mu.Unlock()
 	ep.CPU = map[string]func() (time.Duration, time.Time, bool){"mysql": myCPU.latest, "redis": rdCPU.latest}
+	d.mu.Lock()
+	d.roles = map[string]*dockerRole{TargetMySQL: {res: my, cpu: myCPU, port: "3306/tcp", addr: myAddr},
+		TargetRedis: {res: rd, cpu: rdCPU, port: "6379/tcp", addr: rdAddr}}
+	d.ep = ep
+	d.mu.Unlock()
 
 	deadline := time.Now().Add(dockerStartDeadline)
 	for {
@@ -369,6 +384,8 @@ func (d *Docker) Stop() error {
 	}
 	var errs []error
 	for _, r := range rs {
+		// A container paused by a fault is thawed first: removal kills it.
+		_ = d.pool.Client.UnpauseContainer(r.Container.ID)
 		if err := d.pool.Purge(r); err != nil {
 			errs = append(errs, err)
 		}
@@ -405,21 +422,28 @@ func downMatching(filter string) ([]string, error) {
 }
 
 // cpuWatch follows a container's CPU time through the engine's stats
-// stream (one sample a second) and keeps the latest sample.
+// stream (one sample a second) and keeps the latest sample. A restarted
+// container's stream ends; follow starts another into the same watch.
 type cpuWatch struct {
 	mu     sync.Mutex
 	cpu    time.Duration
 	at     time.Time
 	stop   chan bool
-	done   chan struct{}
+	wg     sync.WaitGroup
 	loaded bool
 }
 
 func (d *Docker) watchCPU(id string) *cpuWatch {
-	w := &cpuWatch{stop: make(chan bool), done: make(chan struct{})}
+	w := &cpuWatch{stop: make(chan bool)}
+	d.follow(w, id)
+	return w
+}
+
+func (d *Docker) follow(w *cpuWatch, id string) {
 	ch := make(chan *dc.Stats)
+	w.wg.Add(1)
 	go func() {
-		defer close(w.done)
+		defer w.wg.Done()
 		// No Timeout: the client applies it as a deadline on the whole
 		// stream, which then stops after that long (seen: samples froze 10 s
 		// after start).
@@ -432,7 +456,6 @@ func (d *Docker) watchCPU(id string) *cpuWatch {
 			w.mu.Unlock()
 		}
 	}()
-	return w
 }
 
 // latest returns the newest sample; ok is false when there is none or it
@@ -445,5 +468,5 @@ func (w *cpuWatch) latest() (time.Duration, time.Time, bool) {
 
 func (w *cpuWatch) close() {
 	close(w.stop)
-	<-w.done
+	w.wg.Wait()
 }

@@ -39,10 +39,16 @@ type Local struct {
 	// first node.
 	MySQLCluster int
 	NoSpread     bool
+	// RedisPersistence is the Redis AOF setting: PersistenceNone (or
+	// empty: no AOF), PersistenceEverysec or PersistenceAlways.
+	RedisPersistence string
 
 	mu    sync.Mutex
 	procs []*exec.Cmd
 	dirs  []string
+	// roles are the single servers (not cluster nodes) by target, for
+	// process faults (faulter.go).
+	roles map[string]*localRole
 }
 
 // NewLocal finds the server binaries or says what to install.
@@ -74,6 +80,9 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 		}
 	}()
 	ep.Backend = "local"
+	if ep.RedisPersistence, err = checkPersistence(l.RedisPersistence); err != nil {
+		return ep, err
+	}
 	// Data dirs of killed runs go first; a failure to sweep does not stop
 	// this run.
 	_, _ = SweepLocal()
@@ -112,7 +121,7 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 		ep.ExtraPIDs["redis"] = pids[1:]
 		_, p, _ := net.SplitHostPort(ep.RedisCluster[0])
 		redisPort, _ = strconv.Atoi(p)
-	} else if redisPort, ep.RedisPID, err = l.startRedis(ctx); err != nil {
+	} else if redisPort, ep.RedisPID, err = l.startSingleRedis(ctx); err != nil {
 		return ep, err
 	}
 	root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", mysqlPort)
@@ -239,6 +248,9 @@ func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
 		}
 		pid, err = l.runMySQL(ctx, dir, mariadb, port, "", nil)
 		if err == nil {
+			l.setRole(TargetMySQL, pid, func(ctx context.Context) (int, error) {
+				return l.runMySQL(ctx, dir, mariadb, port, "", nil)
+			})
 			return port, pid, nil
 		}
 		// A port taken between choosing and binding: try another.
@@ -259,40 +271,65 @@ func (l *Local) startMySQLNode(ctx context.Context, port int, runAs string, uid,
 }
 
 // startRedis starts one redis-server; extra are further arguments.
-func (l *Local) startRedis(ctx context.Context, extra ...string) (port, pid int, err error) {
-	dir, err := l.tempDir("redis")
+func (l *Local) startRedis(ctx context.Context, extra ...string) (port, pid int, dir string, err error) {
+	dir, err = l.tempDir("redis")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		port, err = freePort()
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, "", err
 		}
-		logFile := filepath.Join(dir, "redis.log")
-		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", dir, "--logfile", logFile, "--daemonize", "no"}
-		if l.RedisPassword != "" {
-			args = append(args, "--requirepass", l.RedisPassword)
-		}
-		args = append(args, extra...)
-		cmd, err := l.spawn(l.RedisBin, args...)
-		if err != nil {
-			return 0, 0, fmt.Errorf("local redis: %w", err)
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		err = l.waitReady(ctx, cmd, func(ctx context.Context) error { return pingRedis(ctx, addr, l.RedisPassword) })
+		pid, err = l.runRedis(ctx, dir, port, extra)
 		if err == nil {
-			return port, cmd.Process.Pid, nil
+			return port, pid, dir, nil
 		}
-		if !errors.Is(err, errExited) {
-			return 0, 0, fmt.Errorf("local redis: %w: %s", err, tailFile(logFile))
-		}
-		if !strings.Contains(tailFile(logFile), "in use") {
-			return 0, 0, fmt.Errorf("local redis: %s exited: %s", l.RedisBin, tailFile(logFile))
+		if !errors.Is(err, errExited) || !strings.Contains(tailFile(filepath.Join(dir, "redis.log")), "in use") {
+			return 0, 0, "", err
 		}
 	}
-	return 0, 0, errors.New("local redis: no free port after 3 tries")
+	return 0, 0, "", errors.New("local redis: no free port after 3 tries")
+}
+
+// startSingleRedis starts the run's one Redis server, which process
+// faults can then pause and restart.
+func (l *Local) startSingleRedis(ctx context.Context) (port, pid int, err error) {
+	port, pid, dir, err := l.startRedis(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	l.setRole(TargetRedis, pid, func(ctx context.Context) (int, error) {
+		return l.runRedis(ctx, dir, port, nil)
+	})
+	return port, pid, nil
+}
+
+// runRedis runs redis-server on dir and port and waits until it answers;
+// errExited (wrapped) means it exited during start. Run again on the same
+// dir it reloads the append-only file, if persistence keeps one.
+func (l *Local) runRedis(ctx context.Context, dir string, port int, extra []string) (pid int, err error) {
+	logFile := filepath.Join(dir, "redis.log")
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--dir", dir, "--logfile", logFile, "--daemonize", "no"}
+	args = append(args, persistenceArgs(l.RedisPersistence)...)
+	if l.RedisPassword != "" {
+		args = append(args, "--requirepass", l.RedisPassword)
+	}
+	args = append(args, extra...)
+	cmd, err := l.spawn(l.RedisBin, args...)
+	if err != nil {
+		return 0, fmt.Errorf("local redis: %w", err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	err = l.waitReady(ctx, cmd, func(ctx context.Context) error { return pingRedis(ctx, addr, l.RedisPassword) })
+	if err == nil {
+		return cmd.Process.Pid, nil
+	}
+	if errors.Is(err, errExited) {
+		return 0, fmt.Errorf("local redis: %s exited: %w: %s", l.RedisBin, errExited, tailFile(logFile))
+	}
+	return 0, fmt.Errorf("local redis: %w: %s", err, tailFile(logFile))
 }
 
 var errExited = errors.New("server exited during start")
@@ -370,6 +407,8 @@ func (l *Local) Stop() error {
 	for i := len(procs) - 1; i >= 0; i-- {
 		p := procs[i].Process
 		_ = p.Signal(syscall.SIGTERM)
+		// A server paused by a fault must run again to hear the SIGTERM.
+		_ = syscall.Kill(-p.Pid, syscall.SIGCONT)
 		done := make(chan struct{})
 		go func() {
 			for {

@@ -33,7 +33,7 @@ func (l *Local) startRedisCluster(ctx context.Context, n int) (addrs []string, p
 		if err != nil {
 			return nil, nil, err
 		}
-		port, pid, err := l.startRedis(ctx, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		port, pid, _, err := l.startRedis(ctx, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "5000", "--cluster-port", strconv.Itoa(bus))
 		if err != nil {
 			return nil, nil, err

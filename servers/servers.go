@@ -48,6 +48,10 @@ type Endpoints struct {
 	// list: any reachable node finds the rest); RedisAddr is then the first.
 	// Credentials and TLS come from RedisURL or RedisPassword as above.
 	RedisCluster []string
+	// RedisPersistence is the AOF setting of a Redis stockbench started
+	// (none, everysec, always): what a Redis restart keeps. Empty for
+	// external servers (not ours to know).
+	RedisPersistence string
 	// PIDs of server processes this provider started, for CPU sampling;
 	// ExtraPIDs are the further nodes of a cluster, by kind ("mysql",
 	// "redis").
@@ -174,6 +178,10 @@ type Options struct {
 	// NoSpread pins a cluster's connections to its first node instead of
 	// spreading them over every node.
 	NoSpread bool
+	// RedisPersistence is the AOF setting of the Redis stockbench starts
+	// (local and docker): none (or empty: no AOF), everysec or always
+	// (appendfsync). What a Redis restart keeps depends on it.
+	RedisPersistence string
 }
 
 // OptionsFromEnv fills empty external settings from STOCKBENCH_MYSQL_DSN,
@@ -220,6 +228,13 @@ var Backends = []string{"auto", "docker", "local", "external"}
 // offline substitutes) are present or can be pulled, else local when the
 // server binaries are found, else an error that says what to install.
 func New(o Options) (Provider, error) {
+	if _, err := checkPersistence(o.RedisPersistence); err != nil {
+		return nil, err
+	}
+	external := o.Backend == "external" || (o.Backend == "auto" || o.Backend == "") && o.MySQLDSN != "" && o.redisSet()
+	if external && o.RedisPersistence != "" && o.RedisPersistence != PersistenceNone {
+		return nil, fmt.Errorf("--redis-persistence %s applies to the servers stockbench starts, not to external ones (set appendonly/appendfsync on your Redis)", o.RedisPersistence)
+	}
 	switch o.Backend {
 	case "external":
 		if o.MySQLDSN == "" || !o.redisSet() {
@@ -232,7 +247,12 @@ func New(o Options) (Provider, error) {
 		if o.RedisCluster > 0 || o.MySQLCluster > 0 {
 			return nil, errors.New("--redis-cluster and --mysql-cluster run on the local backend only (use --backend local, or give an external cluster's nodes to --redis-addr / --mysql-dsn)")
 		}
-		return newDockerBackend(o.MySQLImage, o.RedisImage)
+		d, err := newDockerBackend(o.MySQLImage, o.RedisImage)
+		if err != nil {
+			return nil, err
+		}
+		d.RedisPersistence = o.RedisPersistence
+		return d, nil
 	case "auto", "":
 		if o.MySQLDSN != "" && o.redisSet() {
 			return o.external()
@@ -245,12 +265,14 @@ func New(o Options) (Provider, error) {
 		}
 		d, whyNot := autoDocker(o.MySQLImage, o.RedisImage)
 		if d != nil {
+			d.RedisPersistence = o.RedisPersistence
 			return d, nil
 		}
 		l, err := NewLocal()
 		if err != nil {
 			return nil, fmt.Errorf("no servers: docker: %s; %w", whyNot, err)
 		}
+		l.RedisPersistence = o.RedisPersistence
 		return l, nil
 	default:
 		return nil, fmt.Errorf("unknown backend %q (want one of %s)", o.Backend, strings.Join(Backends, ", "))
@@ -270,6 +292,7 @@ func (o Options) local() (*Local, error) {
 		return nil, err
 	}
 	l.RedisCluster, l.MySQLCluster, l.NoSpread = o.RedisCluster, o.MySQLCluster, o.NoSpread
+	l.RedisPersistence = o.RedisPersistence
 	return l, nil
 }
 
@@ -325,18 +348,25 @@ func WithDriverParams(dsn string) string {
 func Ping(ctx context.Context, ep Endpoints, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	if err := pingMySQL(ctx, ep, wait); err != nil {
+		return err
+	}
+	return pingRedisFor(ctx, ep, wait)
+}
+
+// pingMySQL retries until MySQL answers or the wait runs out.
+func pingMySQL(ctx context.Context, ep Endpoints, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	db, err := sql.Open("mysql", ep.MySQLDSN)
 	if err != nil {
 		return fmt.Errorf("mysql dsn %s: %w", ep.Redacted(), err)
 	}
 	defer db.Close()
-	// Ping retries on its own: one dial per try.
-	rdb := ep.RedisClient(func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 })
-	defer rdb.Close()
 	var lastErr error
 	for {
 		if lastErr = db.PingContext(ctx); lastErr == nil {
-			break
+			return nil
 		}
 		if refusedForGood(lastErr) {
 			return fmt.Errorf("mysql at %s refuses: %s", ep.Redacted(), redactErr(lastErr, ep))
@@ -345,6 +375,16 @@ func Ping(ctx context.Context, ep Endpoints, wait time.Duration) error {
 			return fmt.Errorf("mysql at %s does not answer: %s", ep.Redacted(), redactErr(lastErr, ep))
 		}
 	}
+}
+
+// pingRedisFor retries until Redis answers or the wait runs out.
+func pingRedisFor(ctx context.Context, ep Endpoints, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	// Ping retries on its own: one dial per try.
+	rdb := ep.RedisClient(func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 })
+	defer rdb.Close()
+	var lastErr error
 	for {
 		// Each try gets a share of the wait, so that a refused dial is what
 		// gets reported rather than the end of the wait.

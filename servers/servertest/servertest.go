@@ -20,6 +20,9 @@ import (
 type Env struct {
 	Endpoints servers.Endpoints
 	servers.Conns
+	// Faulter injects process faults into the servers (nil on the external
+	// backend, whose servers are not ours).
+	Faulter servers.Faulter
 }
 
 // Main starts the servers, runs the package's tests and stops the servers.
@@ -38,7 +41,11 @@ func Main(m *testing.M, env *Env) int {
 
 // Start starts servers as Main does, for a package that needs them in only
 // some of its tests; stop closes the pools and stops the servers.
-func Start() (env Env, stop func(), err error) {
+func Start() (env Env, stop func(), err error) { return StartWith(nil) }
+
+// StartWith is Start with options adjusted by tune (say, a Redis
+// persistence setting) before the provider is chosen.
+func StartWith(tune func(*servers.Options)) (env Env, stop func(), err error) {
 	servers.DriverLog(io.Discard)
 	backend := os.Getenv("STOCKBENCH_TEST_BACKEND")
 	if backend == "" {
@@ -60,7 +67,11 @@ func Start() (env Env, stop func(), err error) {
 			*c.dst = n
 		}
 	}
-	p, err := servers.New(servers.OptionsFromEnv(o))
+	o = servers.OptionsFromEnv(o)
+	if tune != nil {
+		tune(&o)
+	}
+	p, err := servers.New(o)
 	if err != nil {
 		return env, nil, err
 	}
@@ -77,5 +88,6 @@ func Start() (env Env, stop func(), err error) {
 		return env, nil, err
 	}
 	env.Endpoints, env.Conns = ep, conns
+	env.Faulter, _ = servers.FaulterOf(p)
 	return env, func() { _ = conns.Close(); _ = p.Stop() }, nil
 }

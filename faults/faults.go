@@ -1,0 +1,337 @@
+// Package faults describes, injects and undoes the faults of a run: process
+// faults on the servers stockbench started (pause, kill -9 and restart),
+// network faults through an in-process proxy between the harness and each
+// store (latency, reset, partition), and the service's own crash
+// (app-crash, which the runner carries out through a hook).
+//
+// A fault is written as one spec:
+//
+//	redis-pause@5s+3s           pause Redis at 5 s for 3 s (SIGSTOP/SIGCONT, docker pause)
+//	mysql-restart@8s            kill -9 MySQL at 8 s, start it again at once on the same data
+//	redis-restart@5s+2s         kill -9 at 5 s, down for 2 s, then started again
+//	latency:redis=20ms±10ms@4s+6s  20 ms ± 10 ms added to every Redis reply (also 20ms+-10ms)
+//	reset:mysql@6s              cut every open MySQL connection at 6 s
+//	reset:mysql@6s+2s           ... and reset every connection that sends during 2 s more
+//	partition:redis@5s+2s       Redis unreachable for 2 s: bytes dropped both ways
+//	app-crash@6s                the strategy instance is dropped and a new one started
+//
+// Times are offsets from the start of load.
+package faults
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Kind is what a fault does.
+type Kind string
+
+// Fault kinds.
+const (
+	Pause     Kind = "pause"     // process frozen for Duration
+	Restart   Kind = "restart"   // process killed (-9), down for Duration (0: restarted at once)
+	Latency   Kind = "latency"   // network: replies delayed for Duration
+	Reset     Kind = "reset"     // network: open connections cut; with Duration, new ones reset too
+	Partition Kind = "partition" // network: nothing gets through for Duration
+	AppCrash  Kind = "app-crash" // the service: strategy instance dropped mid-flow
+)
+
+// Target is what a fault hits.
+type Target string
+
+// Targets.
+const (
+	Redis Target = "redis"
+	MySQL Target = "mysql"
+	App   Target = "app"
+)
+
+// Fault is one parsed fault spec.
+type Fault struct {
+	Kind   Kind
+	Target Target
+	// At is when the fault starts, from the start of load.
+	At time.Duration
+	// Duration is how long it lasts; 0 for instant faults (restart at once,
+	// a reset of the open connections, app-crash).
+	Duration time.Duration
+	// Latency and Jitter are the added delay of a latency fault: each reply
+	// is held Latency ± Jitter (uniform).
+	Latency, Jitter time.Duration
+}
+
+// End is when the fault is over (At for an instant fault).
+func (f Fault) End() time.Duration { return f.At + f.Duration }
+
+// Network reports whether the fault goes through the proxy.
+func (f Fault) Network() bool {
+	return f.Kind == Latency || f.Kind == Reset || f.Kind == Partition
+}
+
+// Process reports whether the fault acts on a server process.
+func (f Fault) Process() bool { return f.Kind == Pause || f.Kind == Restart }
+
+// String is the fault's canonical spec (± written as ±).
+func (f Fault) String() string {
+	var b strings.Builder
+	switch f.Kind {
+	case Pause, Restart:
+		b.WriteString(string(f.Target) + "-" + string(f.Kind))
+	case AppCrash:
+		b.WriteString(string(AppCrash))
+	case Latency:
+		fmt.Fprintf(&b, "latency:%s=%s", f.Target, f.Latency)
+		if f.Jitter > 0 {
+			fmt.Fprintf(&b, "±%s", f.Jitter)
+		}
+	default:
+		b.WriteString(string(f.Kind) + ":" + string(f.Target))
+	}
+	b.WriteString("@" + f.At.String())
+	if f.Duration > 0 {
+		b.WriteString("+" + f.Duration.String())
+	}
+	return b.String()
+}
+
+// Parse reads one fault spec. Errors are one line that quotes the spec.
+func Parse(spec string) (Fault, error) {
+	f, err := parse(strings.TrimSpace(spec))
+	if err != nil {
+		return Fault{}, fmt.Errorf("fault %q: %v", spec, err)
+	}
+	return f, nil
+}
+
+const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s"
+
+func parse(s string) (Fault, error) {
+	var f Fault
+	what, when, ok := strings.Cut(s, "@")
+	if !ok || what == "" {
+		return f, fmt.Errorf("no @time (%s)", forms)
+	}
+	if err := parseWhen(&f, when); err != nil {
+		return f, err
+	}
+	if kind, rest, ok := strings.Cut(what, ":"); ok {
+		f.Kind = Kind(kind)
+		switch f.Kind {
+		case Latency:
+			target, amount, ok := strings.Cut(rest, "=")
+			if !ok {
+				return f, errors.New("latency needs an amount: latency:redis=20ms or latency:redis=20ms±10ms")
+			}
+			if err := parseTarget(&f, target); err != nil {
+				return f, err
+			}
+			if err := parseLatency(&f, amount); err != nil {
+				return f, err
+			}
+			if f.Duration == 0 {
+				return f, errors.New("latency needs a duration: @4s+6s")
+			}
+		case Reset, Partition:
+			if err := parseTarget(&f, rest); err != nil {
+				return f, err
+			}
+			if f.Kind == Partition && f.Duration == 0 {
+				return f, errors.New("partition needs a duration: @5s+2s")
+			}
+		default:
+			return f, fmt.Errorf("unknown network fault %q: want latency, reset or partition", kind)
+		}
+		return f, nil
+	}
+	if what == string(AppCrash) {
+		f.Kind, f.Target = AppCrash, App
+		if f.Duration != 0 {
+			return f, errors.New("app-crash is instant: no +duration")
+		}
+		return f, nil
+	}
+	target, kind, ok := strings.Cut(what, "-")
+	if !ok {
+		return f, fmt.Errorf("unknown fault %q (%s)", what, forms)
+	}
+	f.Kind = Kind(kind)
+	if err := parseTarget(&f, target); err != nil {
+		return f, err
+	}
+	switch f.Kind {
+	case Pause:
+		if f.Duration == 0 {
+			return f, errors.New("pause needs a duration: @5s+3s")
+		}
+	case Restart:
+	default:
+		return f, fmt.Errorf("unknown process fault %q: want pause or restart", kind)
+	}
+	return f, nil
+}
+
+func parseTarget(f *Fault, s string) error {
+	switch Target(s) {
+	case Redis, MySQL:
+		f.Target = Target(s)
+		return nil
+	}
+	return fmt.Errorf("target %q: want redis or mysql", s)
+}
+
+func parseWhen(f *Fault, s string) error {
+	at, dur, hasDur := strings.Cut(s, "+")
+	var err error
+	if f.At, err = parseDuration("start", at); err != nil {
+		return err
+	}
+	if hasDur {
+		if f.Duration, err = parseDuration("duration", dur); err != nil {
+			return err
+		}
+		if f.Duration == 0 {
+			return errors.New("duration +0: leave it out, or give one above 0")
+		}
+	}
+	return nil
+}
+
+func parseDuration(what, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, fmt.Errorf("empty %s", what)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: not a duration (e.g. 5s, 1500ms)", what, s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s %s is negative", what, s)
+	}
+	return d, nil
+}
+
+func parseLatency(f *Fault, s string) error {
+	lat, jit, hasJit := strings.Cut(s, "±")
+	if !hasJit {
+		lat, jit, hasJit = strings.Cut(s, "+-")
+	}
+	var err error
+	if f.Latency, err = parseDuration("latency", lat); err != nil {
+		return err
+	}
+	if f.Latency < time.Millisecond {
+		return fmt.Errorf("latency %s: want at least 1ms", lat)
+	}
+	if hasJit {
+		if f.Jitter, err = parseDuration("jitter", jit); err != nil {
+			return err
+		}
+		if f.Jitter > f.Latency {
+			return fmt.Errorf("jitter %s above the latency %s (a delay cannot be negative)", jit, lat)
+		}
+	}
+	for _, d := range []time.Duration{f.Latency, f.Jitter} {
+		if d%time.Millisecond != 0 {
+			return fmt.Errorf("latency and jitter in whole milliseconds, not %s", d)
+		}
+	}
+	return nil
+}
+
+// Plan is a run's faults, sorted by start time, no two overlapping on one
+// target.
+type Plan []Fault
+
+// ParsePlan parses each spec and checks the plan.
+func ParsePlan(specs []string) (Plan, error) {
+	var p Plan
+	for _, s := range specs {
+		f, err := Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		p = append(p, f)
+	}
+	return NewPlan(p...)
+}
+
+// NewPlan sorts the faults and checks that no two overlap on one target.
+func NewPlan(fs ...Fault) (Plan, error) {
+	p := append(Plan(nil), fs...)
+	sort.SliceStable(p, func(i, j int) bool { return p[i].At < p[j].At })
+	return p, p.Validate()
+}
+
+// Validate refuses faults that overlap on one target: two faults on one
+// store at once would undo each other (a resume ending a restart, a toxic
+// removed under another). An instant fault overlaps one whose window holds
+// its instant.
+func (p Plan) Validate() error {
+	for i, a := range p {
+		for _, b := range p[i+1:] {
+			if a.Target == b.Target && overlap(a, b) {
+				return fmt.Errorf("faults %s and %s overlap on %s: one fault per target at a time", a, b, a.Target)
+			}
+		}
+	}
+	return nil
+}
+
+// overlap treats an instant fault as the window [At, At].
+func overlap(a, b Fault) bool {
+	if a.At == b.At {
+		return true
+	}
+	if a.At > b.At {
+		a, b = b, a
+	}
+	return b.At < a.End()
+}
+
+// For checks the plan against a backend: external servers are not
+// stockbench's, so only network faults (and app-crash, which is the
+// harness's own) are allowed there.
+func (p Plan) For(backend string) error {
+	if backend != "external" {
+		return nil
+	}
+	for _, f := range p {
+		if f.Process() {
+			return fmt.Errorf("fault %s: the external backend allows only network faults (latency, reset, partition) and app-crash: its servers are not stockbench's to pause or restart", f)
+		}
+	}
+	return nil
+}
+
+// NeedsProxy reports whether any fault goes through the proxy (which should
+// sit in the path only then: it costs a copy per round trip).
+func (p Plan) NeedsProxy() bool {
+	for _, f := range p {
+		if f.Network() {
+			return true
+		}
+	}
+	return false
+}
+
+// NeedsFaulter reports whether any fault acts on a server process.
+func (p Plan) NeedsFaulter() bool {
+	for _, f := range p {
+		if f.Process() {
+			return true
+		}
+	}
+	return false
+}
+
+// Strings are the plan's canonical specs.
+func (p Plan) Strings() []string {
+	out := make([]string, len(p))
+	for i, f := range p {
+		out[i] = f.String()
+	}
+	return out
+}

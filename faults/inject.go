@@ -1,0 +1,228 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/stockbench/stockbench/internal/clock"
+	"github.com/stockbench/stockbench/servers"
+)
+
+// AppCrashHook carries out an app-crash: the runner drops the strategy
+// instance while flows are in flight and starts a new one on the same
+// stores. It returns when the new instance serves (or with why not).
+type AppCrashHook func(ctx context.Context, f Fault) error
+
+// Event is what happened to one fault of the plan: when it was applied and
+// undone (offsets from the start of load, and wall-clock times), and any
+// error. Undone is zero (with ok false in Done) when the fault was never
+// applied.
+type Event struct {
+	Fault Fault
+	// Applied is when the fault took effect: for an instant restart,
+	// when the kill began (Undone is when the server answered again).
+	Applied time.Time
+	// Undone is when it was over: resumed, toxics removed, the restarted
+	// server answering; for an instant reset or app-crash, Applied.
+	Undone time.Time
+	// Start and End are Applied and Undone as offsets from the start time.
+	Start, End time.Duration
+	// Err says what failed (applying, undoing, or the context ending
+	// first); empty when all went to plan.
+	Err string
+	// Cancelled is true when the context ended while the fault was on and
+	// the injector undid it early.
+	Cancelled bool
+}
+
+// Injector executes a plan against the run's servers: process faults
+// through Faulter, network faults through Proxy, app-crash through
+// OnAppCrash. Missing what a fault needs is an error at Run, before
+// anything is applied.
+type Injector struct {
+	Plan       Plan
+	Faulter    servers.Faulter
+	Proxy      *Proxy
+	OnAppCrash AppCrashHook
+	// OnEvent, when set, is called as each fault is applied (with Undone
+	// zero) and as it is over: the live timeline, for the runner's
+	// per-second marks.
+	OnEvent func(Event)
+	// UndoTimeout bounds the undo of a fault after ctx ended (a restart
+	// waits for the server to answer). Default 3 minutes.
+	UndoTimeout time.Duration
+}
+
+// Check says whether the injector has what each fault of its plan needs.
+func (in *Injector) Check() error {
+	if err := in.Plan.Validate(); err != nil {
+		return err
+	}
+	for _, f := range in.Plan {
+		switch {
+		case f.Process() && in.Faulter == nil:
+			return fmt.Errorf("fault %s: no process faults on these servers", f)
+		case f.Network() && in.Proxy == nil:
+			return fmt.Errorf("fault %s: no proxy in front of the stores (faults.Listen)", f)
+		case f.Kind == AppCrash && in.OnAppCrash == nil:
+			return fmt.Errorf("fault %s: no app-crash hook", f)
+		}
+	}
+	return nil
+}
+
+// Run applies each fault at start+At and undoes it at start+End, the
+// faults of different targets concurrently, and returns the timeline in
+// plan order once every fault is over. When ctx ends it undoes at once
+// whatever is on (resumes paused servers, restarts killed ones, removes
+// toxics) and returns: nothing is left paused. The error joins the
+// faults' errors; the timeline says which.
+func (in *Injector) Run(ctx context.Context, start time.Time) ([]Event, error) {
+	if err := in.Check(); err != nil {
+		return nil, err
+	}
+	events := make([]Event, len(in.Plan))
+	var wg sync.WaitGroup
+	for i, f := range in.Plan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			events[i] = in.one(ctx, start, f)
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	for _, e := range events {
+		if e.Err != "" {
+			errs = append(errs, fmt.Errorf("fault %s: %s", e.Fault, e.Err))
+		}
+	}
+	return events, errors.Join(errs...)
+}
+
+func (in *Injector) notify(e Event) {
+	if in.OnEvent != nil {
+		in.OnEvent(e)
+	}
+}
+
+// one runs one fault to its end.
+func (in *Injector) one(ctx context.Context, start time.Time, f Fault) Event {
+	e := Event{Fault: f}
+	if !clock.Sleep(ctx, time.Until(start.Add(f.At))) {
+		e.Err = "not applied: " + context.Cause(ctx).Error()
+		return e
+	}
+	// A restart, once begun, is seen through even if ctx ends: a server
+	// is never left down.
+	actx := ctx
+	if f.Kind == Restart {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), in.undoTimeout())
+		defer cancel()
+	}
+	began := time.Now()
+	if err := in.apply(actx, f); err != nil {
+		e.Err = "apply: " + err.Error()
+		if f.Kind == Restart && f.Duration > 0 {
+			// A kill that failed half-way: bring the server back.
+			if uerr := in.undo(actx, f); uerr != nil {
+				e.Err += "; undo: " + uerr.Error()
+			}
+		}
+		return e
+	}
+	e.Applied = time.Now()
+	if f.Duration == 0 {
+		e.Undone = e.Applied
+		if f.Kind == Restart {
+			// Down from the kill until the restarted server answered.
+			e.Applied = began
+		}
+		e.Start, e.End = e.Applied.Sub(start), e.Undone.Sub(start)
+		in.notify(e)
+		return e
+	}
+	e.Start = e.Applied.Sub(start)
+	in.notify(Event{Fault: f, Applied: e.Applied, Start: e.Start})
+	undoCtx := ctx
+	if !clock.Sleep(ctx, time.Until(start.Add(f.End()))) {
+		e.Cancelled = true
+		e.Err = "cut short: " + context.Cause(ctx).Error()
+		var cancel context.CancelFunc
+		undoCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), in.undoTimeout())
+		defer cancel()
+	}
+	if err := in.undo(undoCtx, f); err != nil {
+		if e.Err != "" {
+			e.Err += "; "
+		}
+		e.Err += "undo: " + err.Error()
+	}
+	e.Undone = time.Now()
+	e.End = e.Undone.Sub(start)
+	in.notify(e)
+	return e
+}
+
+func (in *Injector) undoTimeout() time.Duration {
+	if in.UndoTimeout > 0 {
+		return in.UndoTimeout
+	}
+	return 3 * time.Minute
+}
+
+// apply puts a fault on. An instant restart is applied whole (kill, start,
+// answering); an app-crash is the hook's call.
+func (in *Injector) apply(ctx context.Context, f Fault) error {
+	target := string(f.Target)
+	switch f.Kind {
+	case Pause:
+		return in.Faulter.Pause(ctx, target)
+	case Restart:
+		if f.Duration == 0 {
+			return in.Faulter.Restart(ctx, target)
+		}
+		return in.Faulter.Kill(ctx, target)
+	case Latency, Reset, Partition:
+		return in.Proxy.Apply(f)
+	case AppCrash:
+		return in.OnAppCrash(ctx, f)
+	}
+	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// undo takes a fault off: resume, restart a killed server, remove toxics.
+func (in *Injector) undo(ctx context.Context, f Fault) error {
+	target := string(f.Target)
+	switch f.Kind {
+	case Pause:
+		return in.Faulter.Resume(ctx, target)
+	case Restart:
+		if f.Duration == 0 {
+			// Restart is whole; a failed one is not retried here.
+			return nil
+		}
+		return in.Faulter.Restart(ctx, target)
+	case Latency, Reset, Partition:
+		return in.Proxy.Remove(f.Target)
+	}
+	return nil
+}
+
+// Windows are the timeline's fault windows as offsets, sorted by start,
+// for marking per-second series: events never applied are left out.
+func Windows(events []Event) [][2]time.Duration {
+	var w [][2]time.Duration
+	for _, e := range events {
+		if !e.Applied.IsZero() {
+			w = append(w, [2]time.Duration{e.Start, e.End})
+		}
+	}
+	sort.Slice(w, func(i, j int) bool { return w[i][0] < w[j][0] })
+	return w
+}
