@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -338,7 +338,7 @@ func writeTwoAudits(b *strings.Builder, r *results.Results) {
 		}
 		for _, g := range []struct {
 			when string
-			a    inventory.Audit
+			a    audit.Audit
 		}{{"end of load", *run.AuditEndOfLoad}, {"after settle", run.Audit}} {
 			a := g.a
 			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), g.when,

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -12,10 +12,10 @@ import (
 // settle shows both grades side by side and what settle repaired; a run
 // graded once (an older results.json) adds no section.
 func TestSummaryShowsBothAudits(t *testing.T) {
-	eol := inventory.Audit{Anomalies: 3, DriftUnits: 2, OrphanReservations: 1}
-	after := inventory.Audit{}
+	eol := audit.Audit{Anomalies: 3, DriftUnits: 2, OrphanReservations: 1}
+	after := audit.Audit{}
 	run := results.Run{Strategy: "outbox", Scenario: "sustained", Audit: after, AuditEndOfLoad: &eol,
-		SettleRepaired: inventory.Repaired(eol, after)}
+		SettleRepaired: audit.Repaired(eol, after)}
 	got := Summary(&results.Results{Runs: []results.Run{run}})
 	for _, want := range []string{
 		"## Audit at the end of load and after settle",

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/audit"
 )
 
 // Format names the version of the results.json layout. v2 renamed the
@@ -127,8 +127,8 @@ type Run struct {
 	// the load ended, before any strategy code repaired anything, and
 	// SettleRepaired is the difference per anomaly figure (positive: fewer
 	// after Settle). Both are absent from files written before they existed.
-	Audit          inventory.Audit  `json:"audit"`
-	AuditEndOfLoad *inventory.Audit `json:"audit_end_of_load,omitempty"`
+	Audit          audit.Audit      `json:"audit"`
+	AuditEndOfLoad *audit.Audit     `json:"audit_end_of_load,omitempty"`
 	SettleRepaired map[string]int64 `json:"settle_repaired,omitempty"`
 	// CoreLines counts the strategy package's non-test, non-blank,
 	// non-comment lines.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/audit"
 )
 
 func fixture() *Results {
@@ -16,9 +16,9 @@ func fixture() *Results {
 		Runs: []Run{
 			{Strategy: "rowlock", Scenario: "flash", TPS: 170.5, LatencyMS: map[string]Percentiles{"flow": {Count: 100, P99: 88.1}},
 				Counts: map[string]map[string]int64{"reserve": {"ok": 100, "out_of_stock": 20}}, CoreLines: 212,
-				Audit: inventory.Audit{ConfirmedUnits: 100}},
+				Audit: audit.Audit{ConfirmedUnits: 100}},
 			{Strategy: "naive", Scenario: "flash", TPS: 230, LatencyMS: map[string]Percentiles{"flow": {Count: 120, P99: 25}},
-				Audit: inventory.Audit{ConfirmedUnits: 120, OversoldUnits: 20, OversellRate: 20.0 / 120, InvariantViolations: 1,
+				Audit: audit.Audit{ConfirmedUnits: 120, OversoldUnits: 20, OversellRate: 20.0 / 120, InvariantViolations: 1,
 					Violations: []string{"mysql FLASH-1: sold 100 != confirmed orders 120"}}},
 		}}
 }

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/audit"
 )
 
 // AnomalyClass is one kind of broken rule the auditor counts. Any count
@@ -15,7 +15,7 @@ type AnomalyClass struct {
 	// Name is how tables head the column.
 	Name string
 	// Of reads the count from an audit.
-	Of func(inventory.Audit) int64
+	Of func(audit.Audit) int64
 }
 
 // AnomalyClasses lists every anomaly class of the audit, in table order:
@@ -25,21 +25,21 @@ type AnomalyClass struct {
 // stock hash is not listed apart: the auditor counts it as an invariant
 // violation already.
 var AnomalyClasses = []AnomalyClass{
-	{"oversold_units", "oversold units", func(a inventory.Audit) int64 { return a.OversoldUnits }},
-	{"leaked_units", "leaked units", func(a inventory.Audit) int64 { return a.LeakedUnits }},
-	{"lost_acks", "lost acks", func(a inventory.Audit) int64 { return int64(a.LostAcks) }},
-	{"cancel_ack_violations", "cancel-ack violations", func(a inventory.Audit) int64 { return int64(a.CancelAckViolations) }},
-	{"invariant_violations", "invariant violations", func(a inventory.Audit) int64 { return int64(a.InvariantViolations) }},
-	{"drift_units", "drift units", func(a inventory.Audit) int64 { return a.DriftUnits }},
-	{"phantom_units", "phantom units", func(a inventory.Audit) int64 { return a.PhantomUnits }},
-	{"reserve_ack_violations", "reserve-ack violations", func(a inventory.Audit) int64 { return int64(a.ReserveAckViolations) }},
-	{"refused_after_reserve", "refused after reserve", func(a inventory.Audit) int64 { return int64(a.RefusedAfterReserve) }},
-	{"orphan_reservations", "orphan reservations", func(a inventory.Audit) int64 { return int64(a.OrphanReservations) }},
-	{"stale_reservations", "stale reservations", func(a inventory.Audit) int64 { return int64(a.StaleReservations) }},
+	{"oversold_units", "oversold units", func(a audit.Audit) int64 { return a.OversoldUnits }},
+	{"leaked_units", "leaked units", func(a audit.Audit) int64 { return a.LeakedUnits }},
+	{"lost_acks", "lost acks", func(a audit.Audit) int64 { return int64(a.LostAcks) }},
+	{"cancel_ack_violations", "cancel-ack violations", func(a audit.Audit) int64 { return int64(a.CancelAckViolations) }},
+	{"invariant_violations", "invariant violations", func(a audit.Audit) int64 { return int64(a.InvariantViolations) }},
+	{"drift_units", "drift units", func(a audit.Audit) int64 { return a.DriftUnits }},
+	{"phantom_units", "phantom units", func(a audit.Audit) int64 { return a.PhantomUnits }},
+	{"reserve_ack_violations", "reserve-ack violations", func(a audit.Audit) int64 { return int64(a.ReserveAckViolations) }},
+	{"refused_after_reserve", "refused after reserve", func(a audit.Audit) int64 { return int64(a.RefusedAfterReserve) }},
+	{"orphan_reservations", "orphan reservations", func(a audit.Audit) int64 { return int64(a.OrphanReservations) }},
+	{"stale_reservations", "stale reservations", func(a audit.Audit) int64 { return int64(a.StaleReservations) }},
 }
 
 // anomalies is the sum of every anomaly class of one audit.
-func AnomalyCount(a inventory.Audit) int64 {
+func AnomalyCount(a audit.Audit) int64 {
 	var n int64
 	for _, c := range AnomalyClasses {
 		n += c.Of(a)

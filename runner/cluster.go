@@ -3,7 +3,7 @@ package runner
 import (
 	"context"
 
-	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/servers"
 )
 
@@ -35,7 +35,7 @@ func galeraCounters(from, to galeraMark) map[string]float64 {
 // checkNodes adds to the audit each MySQL cluster node that disagrees with
 // the first once the run has settled: replication must leave every primary
 // with the same stock and orders.
-func checkNodes(ctx context.Context, c servers.Conns, a *inventory.Audit) error {
+func checkNodes(ctx context.Context, c servers.Conns, a *audit.Audit) error {
 	diffs, err := c.NodeDisagreement(ctx)
 	if err != nil {
 		return err

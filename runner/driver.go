@@ -10,11 +10,12 @@ import (
 	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/scenarios"
+	"github.com/stockbench/stockbench/strategies"
 )
 
 // driver plays journeys against one strategy.
 type driver struct {
-	s       inventory.Strategy
+	s       strategies.Strategy
 	o       Options
 	sc      scenarios.Scenario
 	restock *restocker
@@ -242,14 +243,14 @@ func measured(from, to time.Time) time.Duration {
 // find the SKU sold out meanwhile wait for that refill instead of hammering
 // the store with reserves that must fail.
 type restocker struct {
-	s      inventory.Strategy
+	s      strategies.Strategy
 	qty    int64
 	mu     sync.Mutex
 	active map[string]chan struct{}
 	n      atomic.Int64
 }
 
-func newRestocker(s inventory.Strategy, sc scenarios.Scenario, o Options) *restocker {
+func newRestocker(s strategies.Strategy, sc scenarios.Scenario, o Options) *restocker {
 	if !sc.Timed() || o.NoRestock {
 		return nil
 	}

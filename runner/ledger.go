@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies"
 )
 
 // ledger stands between the driver and the strategy and keeps the harness's
@@ -14,14 +15,14 @@ import (
 // acknowledgement a client got. It never changes what the strategy does or
 // returns. Safe for concurrent use.
 type ledger struct {
-	inventory.Strategy
+	strategies.Strategy
 	mu       sync.Mutex
 	stock    map[string]int64
 	acks     []inventory.Ack
 	reserved map[string]bool // orders whose reserve was acknowledged
 }
 
-func newLedger(s inventory.Strategy, initial []inventory.Stock) *ledger {
+func newLedger(s strategies.Strategy, initial []inventory.Stock) *ledger {
 	l := &ledger{Strategy: s, stock: map[string]int64{}, reserved: map[string]bool{}}
 	for _, st := range initial {
 		l.stock[st.SKU] += st.Total

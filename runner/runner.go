@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/calibrate"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
@@ -306,7 +307,7 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 	// what was measured is reported.
 	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
 	defer cancel()
-	auditor := inventory.Auditor{DB: conns.DB}
+	auditor := audit.Auditor{DB: conns.DB}
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}
@@ -324,14 +325,14 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 	for _, r := range recs {
 		total.merge(r)
 	}
-	audit, err := auditor.Audit(sctx, acks)
+	settled, err := auditor.Audit(sctx, acks)
 	if err != nil {
 		return run, err
 	}
 	// What settle repaired compares like with like: the node-agreement check
 	// below runs only after settle, so it stays out of the difference.
-	run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, inventory.Repaired(endOfLoad, audit)
-	if err := checkNodes(sctx, conns, &audit); err != nil {
+	run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, audit.Repaired(endOfLoad, settled)
+	if err := checkNodes(sctx, conns, &settled); err != nil {
 		return run, err
 	}
 
@@ -350,10 +351,10 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 			run.Spectrum = append(run.Spectrum, results.QuantileMS{Q: q, MS: float64(h.ValueAtQuantile(q)) / 1000})
 		}
 	}
-	run.Counts, run.Journeys, run.Errors, run.Audit = total.counts, total.journeys, total.errs, audit
+	run.Counts, run.Journeys, run.Errors, run.Audit = total.counts, total.journeys, total.errs, settled
 	run.Series = total.seriesPoints()
 	run.Counters = map[string]float64{}
-	if c, ok := s.(inventory.Counters); ok {
+	if c, ok := s.(strategies.Counters); ok {
 		for k, v := range c.Counters() {
 			run.Counters[k] = v
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/internal/waitfor"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers/servertest"
@@ -27,7 +28,7 @@ const sku = "SKU-1"
 // clients received, audited when the case ends.
 type fixture struct {
 	t      *testing.T
-	s      inventory.Strategy
+	s      strategies.Strategy
 	e      registry.Entry
 	ledger int64 // what the case put in
 	mu     sync.Mutex
@@ -56,7 +57,7 @@ func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Conf
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, s: s, e: e, ledger: stock}
-	t.Cleanup(f.audit)
+	t.Cleanup(f.check)
 	return f
 }
 
@@ -100,7 +101,7 @@ func (f *fixture) ack(id string, st inventory.OrderState) {
 }
 
 // stock settles the strategy and returns the audit of the one SKU.
-func (f *fixture) stock() (inventory.Audit, inventory.SKUAudit) {
+func (f *fixture) stock() (audit.Audit, audit.SKUAudit) {
 	f.t.Helper()
 	ctx := context.Background()
 	if err := f.s.Settle(ctx); err != nil {
@@ -116,17 +117,17 @@ func (f *fixture) stock() (inventory.Audit, inventory.SKUAudit) {
 }
 
 // auditor grades the case's stores against its ledger.
-func (f *fixture) auditor() inventory.Auditor {
-	a := inventory.Auditor{DB: env.DB, Ledger: map[string]int64{sku: f.ledger}}
+func (f *fixture) auditor() audit.Auditor {
+	a := audit.Auditor{DB: env.DB, Ledger: map[string]int64{sku: f.ledger}}
 	if f.e.UsesRedis {
 		a.Redis, a.RedisReservations = env.Redis, f.e.RedisReservations
 	}
 	return a
 }
 
-// audit runs after every case: the auditor's invariants must hold for every
+// check runs after every case: the auditor's invariants must hold for every
 // safe strategy.
-func (f *fixture) audit() {
+func (f *fixture) check() {
 	if !f.e.Safe || f.t.Failed() {
 		return
 	}
@@ -143,7 +144,7 @@ func wantErr(t *testing.T, what string, got, want error) {
 	}
 }
 
-func wantStock(t *testing.T, s inventory.SKUAudit, avail, confirmed int64) {
+func wantStock(t *testing.T, s audit.SKUAudit, avail, confirmed int64) {
 	t.Helper()
 	if s.Redis != nil {
 		// Redis strategies keep live reservations in Redis; compare there.

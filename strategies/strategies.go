@@ -1,5 +1,6 @@
-// Package strategies holds what every strategy package shares: the Config a
-// strategy is built from. Each strategy lives in its own sub-package; the
+// Package strategies holds what every strategy package shares: the Strategy
+// interface (strategy.go) and the Config a strategy is built from, with its
+// Defaults. Each strategy lives in its own sub-package; the
 // registry sub-package maps CLI names to constructors, and the conformance
 // suite (conformance_test.go) runs every registered strategy against real
 // MySQL and Redis.

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers"
 )
@@ -47,7 +48,7 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if redisRes && addr == "" {
 		return fail(exitUsage, errors.New("--redis-reservations needs --redis-addr"))
 	}
-	a := inventory.Auditor{RedisReservations: redisRes}
+	a := audit.Auditor{RedisReservations: redisRes}
 	if ledger != "" {
 		l, err := parseLedger(ledger)
 		if err != nil {
@@ -121,7 +122,7 @@ func parseLedger(s string) (map[string]int64, error) {
 
 // printAudit writes the verdict: every anomaly figure by its results.json
 // name, a line per SKU, then the violations found.
-func printAudit(w io.Writer, mysql, redisAddr string, a inventory.Audit) {
+func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
 	where := "mysql " + mysql
 	if redisAddr != "" {
 		where += ", redis " + redisAddr

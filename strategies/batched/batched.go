@@ -37,7 +37,7 @@ import (
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
-// Strategy implements inventory.Strategy with coalesced conditional updates.
+// Strategy implements strategies.Strategy with coalesced conditional updates.
 // Safe for concurrent use; Reserve, Confirm and Cancel are idempotent as the
 // contract requires.
 type Strategy struct {
@@ -47,7 +47,7 @@ type Strategy struct {
 	finishes groupcommit.Group[finish]
 }
 
-var _ inventory.Strategy = (*Strategy)(nil)
+var _ strategies.Strategy = (*Strategy)(nil)
 
 type finish struct {
 	ref inventory.OrderRef

@@ -80,7 +80,7 @@ func (w *window) get() time.Duration {
 
 func (w *window) step(hit bool) { w.ns.Store(int64(nextWindow(w.get(), hit))) }
 
-// Strategy implements inventory.Strategy with compare-and-set on a version
+// Strategy implements strategies.Strategy with compare-and-set on a version
 // column. Safe for concurrent use.
 type Strategy struct {
 	sqlstore.Base
@@ -88,7 +88,7 @@ type Strategy struct {
 	window                      window
 }
 
-var _ inventory.Strategy = (*Strategy)(nil)
+var _ strategies.Strategy = (*Strategy)(nil)
 
 // New builds the strategy; cfg.CASRetry must be "backoff" or "immediate".
 func New(cfg strategies.Config) (*Strategy, error) {

@@ -13,13 +13,13 @@ import (
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
-// Strategy implements inventory.Strategy with conditional updates. Safe for
+// Strategy implements strategies.Strategy with conditional updates. Safe for
 // concurrent use.
 type Strategy struct {
 	sqlstore.Base
 }
 
-var _ inventory.Strategy = (*Strategy)(nil)
+var _ strategies.Strategy = (*Strategy)(nil)
 
 // New builds the strategy on cfg.DB.
 func New(cfg strategies.Config) *Strategy {

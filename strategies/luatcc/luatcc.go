@@ -39,7 +39,7 @@ import (
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
-// Strategy implements inventory.Strategy with Redis Lua and TCC. Safe for
+// Strategy implements strategies.Strategy with Redis Lua and TCC. Safe for
 // concurrent use.
 type Strategy struct {
 	db  *sql.DB
@@ -52,7 +52,7 @@ type Strategy struct {
 	confirms                                        *groupcommit.Group[*confirmItem]
 }
 
-var _ inventory.Strategy = (*Strategy)(nil)
+var _ strategies.Strategy = (*Strategy)(nil)
 
 // New builds the strategy on cfg.DB and cfg.Redis.
 func New(cfg strategies.Config) (*Strategy, error) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers/servertest"
 	"github.com/stockbench/stockbench/strategies"
@@ -136,7 +137,7 @@ func TestRecoveryPaths(t *testing.T) {
 			if err := s.Settle(ctx); err != nil {
 				t.Fatal(err)
 			}
-			a, err := inventory.Auditor{DB: env.DB, Redis: env.Redis, RedisReservations: true,
+			a, err := audit.Auditor{DB: env.DB, Redis: env.Redis, RedisReservations: true,
 				Ledger: map[string]int64{sku: c.stock}}.Audit(ctx, acks)
 			if err != nil {
 				t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
-// Strategy implements inventory.Strategy with unguarded read-modify-write.
+// Strategy implements strategies.Strategy with unguarded read-modify-write.
 // It is "safe" for concurrent use only in the sense that it does not crash.
 type Strategy struct {
 	db       *sql.DB
@@ -29,7 +29,7 @@ type Strategy struct {
 	bgErrors atomic.Int64
 }
 
-var _ inventory.Strategy = (*Strategy)(nil)
+var _ strategies.Strategy = (*Strategy)(nil)
 
 // New builds the strategy on cfg.DB.
 func New(cfg strategies.Config) *Strategy {

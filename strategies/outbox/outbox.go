@@ -39,7 +39,7 @@ const (
 
 const relayBatch = 1000
 
-// Strategy implements inventory.Strategy with Redis and an outbox. Safe for
+// Strategy implements strategies.Strategy with Redis and an outbox. Safe for
 // concurrent use.
 type Strategy struct {
 	db     *sql.DB
@@ -58,7 +58,7 @@ type Strategy struct {
 	repairs, decisionsApplied, orphansReleased, undoFailures atomic.Int64
 }
 
-var _ inventory.Strategy = (*Strategy)(nil)
+var _ strategies.Strategy = (*Strategy)(nil)
 
 // New builds the strategy on cfg.DB and cfg.Redis.
 func New(cfg strategies.Config) (*Strategy, error) {

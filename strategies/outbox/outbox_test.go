@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers/servertest"
 	"github.com/stockbench/stockbench/strategies"
@@ -363,7 +364,7 @@ func TestUnderLoad(t *testing.T) {
 	if err := s.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := inventory.Auditor{DB: env.DB, Redis: env.Redis, Ledger: ledger}.Audit(ctx, acks)
+	a, err := audit.Auditor{DB: env.DB, Redis: env.Redis, Ledger: ledger}.Audit(ctx, acks)
 	if err != nil {
 		t.Fatal(err)
 	}

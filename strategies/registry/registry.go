@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/batched"
 	"github.com/stockbench/stockbench/strategies/cas"
@@ -40,15 +39,15 @@ type Entry struct {
 	// Ceiling names the calibration probe that bounds the strategy's
 	// reserve: the store operation its reserve is shaped like.
 	Ceiling string
-	New     func(strategies.Config) (inventory.Strategy, error)
+	New     func(strategies.Config) (strategies.Strategy, error)
 }
 
-func wrap[T inventory.Strategy](f func(strategies.Config) T) func(strategies.Config) (inventory.Strategy, error) {
-	return func(c strategies.Config) (inventory.Strategy, error) { return f(c), nil }
+func wrap[T strategies.Strategy](f func(strategies.Config) T) func(strategies.Config) (strategies.Strategy, error) {
+	return func(c strategies.Config) (strategies.Strategy, error) { return f(c), nil }
 }
 
-func wrapErr[T inventory.Strategy](f func(strategies.Config) (T, error)) func(strategies.Config) (inventory.Strategy, error) {
-	return func(c strategies.Config) (inventory.Strategy, error) { return f(c) }
+func wrapErr[T strategies.Strategy](f func(strategies.Config) (T, error)) func(strategies.Config) (strategies.Strategy, error) {
+	return func(c strategies.Config) (strategies.Strategy, error) { return f(c) }
 }
 
 // All lists every strategy in the order reports show them.

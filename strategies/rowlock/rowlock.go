@@ -15,12 +15,12 @@ import (
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
-// Strategy implements inventory.Strategy with row locks. Safe for concurrent use.
+// Strategy implements strategies.Strategy with row locks. Safe for concurrent use.
 type Strategy struct {
 	sqlstore.Base
 }
 
-var _ inventory.Strategy = (*Strategy)(nil)
+var _ strategies.Strategy = (*Strategy)(nil)
 
 // New builds the strategy on cfg.DB.
 func New(cfg strategies.Config) *Strategy {

@@ -1,4 +1,10 @@
-package inventory
+// Package audit is the project's main claim in code: the auditor grades the
+// stores after a run — oversold and leaked units, every kind of broken
+// acknowledgement, Redis drift, orphan and stale reservations — by reading
+// MySQL and Redis directly. It never asks a strategy anything; it knows only
+// the shared layout (inventory). Runs use it twice (end of load, after
+// settle); `stockbench audit` runs it on any database.
+package audit
 
 import (
 	"context"
@@ -10,22 +16,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockbench/stockbench/inventory"
 )
-
-// AckRefused is the state an Ack carries for a confirm refused with
-// ErrOutOfStock after the order's reserve was acknowledged: a paid buyer
-// turned away, which the auditor counts as an anomaly.
-const AckRefused OrderState = "refused"
-
-// Ack is what a client was told about an order: State is StateReserved
-// (Reserve returned nil), StateConfirmed (Confirm returned nil),
-// StateCancelled (Cancel returned nil) or AckRefused. SKU may be empty
-// except for reserve acks of strategies whose reservations live in Redis.
-type Ack struct {
-	OrderID string     `json:"order_id"`
-	SKU     string     `json:"sku,omitempty"`
-	State   OrderState `json:"state"`
-}
 
 // FieldDrift is, per field, Redis minus what MySQL says Redis should hold.
 type FieldDrift struct {
@@ -186,7 +179,7 @@ func (k sink) note(format string, args ...any) {
 
 // Audit reads the stores and checks them against the ledger and against
 // acks, what clients were told.
-func (a Auditor) Audit(ctx context.Context, acks []Ack) (Audit, error) {
+func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error) {
 	var out Audit
 	k := sink{&out}
 	rows, err := a.DB.QueryContext(ctx, `
@@ -231,7 +224,7 @@ func (a Auditor) Audit(ctx context.Context, acks []Ack) (Audit, error) {
 				k.violate("mysql %s: total %d != ledger %d (initial + restocks issued)", s.SKU, s.Total, l)
 			}
 		}
-		checkStock(k, "mysql", Stock{SKU: s.SKU, Total: s.Total, Available: s.Available, Occupied: s.Occupied, Sold: s.Sold})
+		checkStock(k, "mysql", inventory.Stock{SKU: s.SKU, Total: s.Total, Available: s.Available, Occupied: s.Occupied, Sold: s.Sold})
 		if s.Sold != s.ConfirmedUnits {
 			k.violate("mysql %s: sold %d != confirmed orders %d", s.SKU, s.Sold, s.ConfirmedUnits)
 		}
@@ -282,7 +275,7 @@ func containsSKU(s []SKUAudit, sku string) bool {
 	return false
 }
 
-func checkStock(k sink, store string, s Stock) {
+func checkStock(k sink, store string, s inventory.Stock) {
 	if s.Available < 0 || s.Occupied < 0 || s.Sold < 0 {
 		k.violate("%s %s: negative stock (available %d, occupied %d, sold %d)", store, s.SKU, s.Available, s.Occupied, s.Sold)
 	}
@@ -301,7 +294,7 @@ type redisReservation struct {
 // auditRedis checks a SKU's Redis stock hash against its live reservations,
 // the ledger and MySQL, field by field.
 func (a Auditor) auditRedis(ctx context.Context, s *SKUAudit, k sink) error {
-	h, err := a.Redis.HGetAll(ctx, RedisStockKey(s.SKU)).Result()
+	h, err := a.Redis.HGetAll(ctx, inventory.RedisStockKey(s.SKU)).Result()
 	if err != nil {
 		return fmt.Errorf("audit: redis stock %s: %w", s.SKU, err)
 	}
@@ -317,7 +310,7 @@ func (a Auditor) auditRedis(ctx context.Context, s *SKUAudit, k sink) error {
 		}
 	}
 	s.Redis = &r
-	checkStock(k, "redis", Stock{SKU: s.SKU, Total: r.Total, Available: r.Available, Occupied: r.Occupied, Sold: r.Sold})
+	checkStock(k, "redis", inventory.Stock{SKU: s.SKU, Total: r.Total, Available: r.Available, Occupied: r.Occupied, Sold: r.Sold})
 	live, err := a.liveReservations(ctx, s.SKU)
 	if err != nil {
 		return err
@@ -384,14 +377,14 @@ func (a Auditor) auditRedis(ctx context.Context, s *SKUAudit, k sink) error {
 
 // liveReservations lists a SKU's live Redis reservations (state reserved).
 func (a Auditor) liveReservations(ctx context.Context, sku string) ([]redisReservation, error) {
-	ids, err := a.Redis.ZRange(ctx, RedisLiveKey(sku), 0, -1).Result()
+	ids, err := a.Redis.ZRange(ctx, inventory.RedisLiveKey(sku), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("audit: redis live %s: %w", sku, err)
 	}
 	pipe := a.Redis.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, RedisReservationKey(sku, id), "qty", "state", "deadline")
+		cmds[i] = pipe.HMGet(ctx, inventory.RedisReservationKey(sku, id), "qty", "state", "deadline")
 	}
 	if len(ids) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -401,7 +394,7 @@ func (a Auditor) liveReservations(ctx context.Context, sku string) ([]redisReser
 	var out []redisReservation
 	for i, id := range ids {
 		v := cmds[i].Val()
-		if st, _ := v[1].(string); st != string(StateReserved) {
+		if st, _ := v[1].(string); st != string(inventory.StateReserved) {
 			continue
 		}
 		q, _ := v[0].(string)
@@ -431,7 +424,7 @@ func (a Auditor) reservedOrders(ctx context.Context, sku string) ([]string, erro
 	return ids, rows.Err()
 }
 
-func (a Auditor) orderStates(ctx context.Context, live []redisReservation) (map[string]OrderState, error) {
+func (a Auditor) orderStates(ctx context.Context, live []redisReservation) (map[string]inventory.OrderState, error) {
 	ids := make([]string, len(live))
 	for i, r := range live {
 		ids[i] = r.id
@@ -440,7 +433,7 @@ func (a Auditor) orderStates(ctx context.Context, live []redisReservation) (map[
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]OrderState, len(rows))
+	out := make(map[string]inventory.OrderState, len(rows))
 	for id, o := range rows {
 		out[id] = o.state
 	}
@@ -448,7 +441,7 @@ func (a Auditor) orderStates(ctx context.Context, live []redisReservation) (map[
 }
 
 type orderRow struct {
-	state OrderState
+	state inventory.OrderState
 	qty   int64
 }
 
@@ -486,7 +479,7 @@ func (a Auditor) orders(ctx context.Context, ids []string) (map[string]orderRow,
 }
 
 // checkAcks counts acknowledgements that the stores contradict.
-func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []Ack) error {
+func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inventory.Ack) error {
 	ids := make([]string, 0, len(acks))
 	seen := map[string]bool{}
 	for _, ack := range acks {
@@ -502,20 +495,20 @@ func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []Ack) 
 	for _, ack := range acks {
 		o, found := rows[ack.OrderID]
 		switch ack.State {
-		case StateConfirmed:
-			if o.state != StateConfirmed {
+		case inventory.StateConfirmed:
+			if o.state != inventory.StateConfirmed {
 				out.LostAcks++
 				k.note("order %s: confirm acknowledged, order is %q", ack.OrderID, o.state)
 			}
-		case StateCancelled:
-			if o.state == StateConfirmed || o.state == StateReserved {
+		case inventory.StateCancelled:
+			if o.state == inventory.StateConfirmed || o.state == inventory.StateReserved {
 				out.CancelAckViolations++
 				k.note("order %s: cancel acknowledged, order is %s", ack.OrderID, o.state)
 			}
-		case AckRefused:
+		case inventory.AckRefused:
 			out.RefusedAfterReserve++
 			k.note("order %s: confirm refused for lack of stock after its reserve succeeded", ack.OrderID)
-		case StateReserved:
+		case inventory.StateReserved:
 			if found && o.qty > 0 {
 				continue
 			}
@@ -534,11 +527,11 @@ func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []Ack) 
 
 // heldInRedis reports whether Redis holds a reservation record with units
 // for the order (strategies whose reservations live in Redis).
-func (a Auditor) heldInRedis(ctx context.Context, ack Ack) (bool, error) {
+func (a Auditor) heldInRedis(ctx context.Context, ack inventory.Ack) (bool, error) {
 	if a.Redis == nil || !a.RedisReservations || ack.SKU == "" {
 		return false, nil
 	}
-	v, err := a.Redis.HMGet(ctx, RedisReservationKey(ack.SKU, ack.OrderID), "qty", "state").Result()
+	v, err := a.Redis.HMGet(ctx, inventory.RedisReservationKey(ack.SKU, ack.OrderID), "qty", "state").Result()
 	if err != nil {
 		return false, fmt.Errorf("audit: redis reservation %s: %w", ack.OrderID, err)
 	}

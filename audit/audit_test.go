@@ -1,4 +1,4 @@
-package inventory_test
+package audit_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers/servertest"
 )
@@ -29,39 +30,39 @@ func TestAuditDetects(t *testing.T) {
 		orders []order
 		redis  *inventory.Stock // stock hash in Redis, when set
 		acks   []inventory.Ack
-		check  func(t *testing.T, a inventory.Audit)
+		check  func(t *testing.T, a audit.Audit)
 	}{
 		{name: "consistent", stock: inventory.Stock{Total: 10, Available: 7, Occupied: 1, Sold: 2},
 			orders: []order{{"a", 1, inventory.StateConfirmed}, {"b", 1, inventory.StateConfirmed}, {"c", 1, inventory.StateReserved}},
 			acks:   []inventory.Ack{{OrderID: "a", State: inventory.StateConfirmed}},
-			check: func(t *testing.T, a inventory.Audit) {
+			check: func(t *testing.T, a audit.Audit) {
 				if a.ConfirmedUnits != 2 || a.OversoldUnits != 0 || a.LeakedUnits != 0 || a.InvariantViolations != 0 || a.LostAcks != 0 {
 					t.Fatalf("clean state flagged: %+v", a)
 				}
 			}},
 		{name: "oversold", stock: inventory.Stock{Total: 2, Available: 0, Occupied: 0, Sold: 2},
 			orders: []order{{"a", 1, inventory.StateConfirmed}, {"b", 1, inventory.StateConfirmed}, {"c", 1, inventory.StateConfirmed}},
-			check: func(t *testing.T, a inventory.Audit) {
+			check: func(t *testing.T, a audit.Audit) {
 				if a.OversoldUnits != 1 || a.ConfirmedUnits != 3 || a.OversellRate < 0.33 || a.OversellRate > 0.34 {
 					t.Fatalf("oversell not reported: %+v", a)
 				}
 			}},
 		{name: "leaked", stock: inventory.Stock{Total: 10, Available: 5, Occupied: 3, Sold: 2},
 			orders: []order{{"a", 2, inventory.StateConfirmed}},
-			check: func(t *testing.T, a inventory.Audit) {
+			check: func(t *testing.T, a audit.Audit) {
 				if a.LeakedUnits != 3 {
 					t.Fatalf("leak of 3 not reported: %+v", a)
 				}
 			}},
 		{name: "invariant broken", stock: inventory.Stock{Total: 10, Available: 9, Occupied: 0, Sold: 0},
-			check: func(t *testing.T, a inventory.Audit) {
+			check: func(t *testing.T, a audit.Audit) {
 				if a.InvariantViolations == 0 || !strings.Contains(strings.Join(a.Violations, ";"), "!= total") {
 					t.Fatalf("sum != total not reported: %+v", a)
 				}
 			}},
 		{name: "negative stock", stock: inventory.Stock{Total: 1, Available: -1, Occupied: 0, Sold: 2},
 			orders: []order{{"a", 1, inventory.StateConfirmed}, {"b", 1, inventory.StateConfirmed}},
-			check: func(t *testing.T, a inventory.Audit) {
+			check: func(t *testing.T, a audit.Audit) {
 				if !strings.Contains(strings.Join(a.Violations, ";"), "negative") {
 					t.Fatalf("negative stock not reported: %+v", a)
 				}
@@ -69,7 +70,7 @@ func TestAuditDetects(t *testing.T) {
 		{name: "lost ack", stock: inventory.Stock{Total: 5, Available: 4, Occupied: 1},
 			orders: []order{{"a", 1, inventory.StateReserved}},
 			acks:   []inventory.Ack{{OrderID: "a", State: inventory.StateConfirmed}, {OrderID: "ghost", State: inventory.StateConfirmed}},
-			check: func(t *testing.T, a inventory.Audit) {
+			check: func(t *testing.T, a audit.Audit) {
 				if a.LostAcks != 2 {
 					t.Fatalf("want 2 lost acks: %+v", a)
 				}
@@ -77,14 +78,14 @@ func TestAuditDetects(t *testing.T) {
 		{name: "cancel ack of a confirmed order", stock: inventory.Stock{Total: 5, Available: 4, Sold: 1},
 			orders: []order{{"a", 1, inventory.StateConfirmed}},
 			acks:   []inventory.Ack{{OrderID: "a", State: inventory.StateCancelled}},
-			check: func(t *testing.T, a inventory.Audit) {
+			check: func(t *testing.T, a audit.Audit) {
 				if a.CancelAckViolations != 1 {
 					t.Fatalf("want 1 cancel-ack violation: %+v", a)
 				}
 			}},
 		{name: "redis drift", stock: inventory.Stock{Total: 10, Available: 10},
 			redis: &inventory.Stock{Total: 10, Available: 8, Sold: 2},
-			check: func(t *testing.T, a inventory.Audit) {
+			check: func(t *testing.T, a audit.Audit) {
 				if a.DriftUnits != 4 || a.SKUs[0].Redis == nil {
 					t.Fatalf("drift of 2 sold + 2 available not reported as 4: %+v", a)
 				}
@@ -112,7 +113,7 @@ func TestAuditDetects(t *testing.T) {
 			if r := c.redis; r != nil {
 				env.Redis.HSet(ctx, inventory.RedisStockKey("S"), "total", r.Total, "available", r.Available, "occupied", r.Occupied, "sold", r.Sold)
 			}
-			aud := inventory.Auditor{DB: env.DB}
+			aud := audit.Auditor{DB: env.DB}
 			if c.redis != nil {
 				aud.Redis = env.Redis
 			}
