@@ -185,6 +185,9 @@ func TestInjectorErrors(t *testing.T) {
 // Redis is paused and MySQL delayed, a Redis round trip times out and a
 // MySQL one takes the latency; cancelling undoes both.
 func TestInjectorOnServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	e := needEnv(t)
 	if e.Faulter == nil {
 		t.Skip("backend without process faults")
@@ -235,6 +238,9 @@ func TestInjectorOnServers(t *testing.T) {
 // Redis keeping an everysec AOF: the server really restarted (new pid) and
 // kept its keys.
 func TestInjectorRestartKeepsData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	e := needEnv(t)
 	if e.Faulter == nil {
 		t.Skip("backend without process faults")

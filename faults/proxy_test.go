@@ -136,6 +136,9 @@ func roundTrips(t *testing.T, n int, rt func() error) []time.Duration {
 // most round trips are faster than that (counted, not timed: a fault that
 // does nothing fails).
 func TestLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	ep, p := proxied(t)
 	const lat = 150 * time.Millisecond
 	c, db := redisClient(t, ep), mysqlDB(t, ep)
@@ -186,6 +189,9 @@ func TestLatency(t *testing.T) {
 // trips time out, on open and on new connections), the other store is
 // untouched, and both answer once it is removed.
 func TestPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	ep, p := proxied(t)
 	c, db := redisClient(t, ep), mysqlDB(t, ep)
 	ping := map[Target]func() error{Redis: func() error { return pingRedis(c) }, MySQL: func() error { return pingMySQL(db) }}
@@ -227,6 +233,9 @@ func TestPartition(t *testing.T) {
 // (their next round trip fails at once, not by timeout) and new ones work;
 // a reset window resets every connection that sends until it is removed.
 func TestReset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	ep, p := proxied(t)
 	ctx := context.Background()
 	for _, target := range []Target{MySQL, Redis} {

@@ -19,6 +19,9 @@ import (
 // masters, and a script touching two SKUs' keys is refused (CROSSSLOT) —
 // the failure a key outside its SKU's hash tag would meet.
 func TestRedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	l, err := servers.NewLocal()
 	if err != nil {
 		t.Fatal(err)

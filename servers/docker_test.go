@@ -42,6 +42,9 @@ func ours(t *testing.T, d *Docker) []dc.APIContainers {
 // TestDockerProvider starts both containers, checks they answer on
 // 127.0.0.1 with a password, and checks Stop removes them.
 func TestDockerProvider(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	d := needDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -99,6 +102,9 @@ func TestDockerProvider(t *testing.T) {
 // process's containers (Down itself removes all, which would hit tests
 // running in parallel).
 func TestDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	d := needDocker(t)
 	repo, tag := splitImage(d.RedisImage)
 	c, err := d.pool.Client.CreateContainer(dc.CreateContainerOptions{Config: &dc.Config{Image: repo + ":" + tag,

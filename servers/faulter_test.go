@@ -163,6 +163,9 @@ func isTimeout(err error) bool {
 // TestLocalFaulter runs every process fault on local servers keeping an
 // everysec AOF.
 func TestLocalFaulter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	p, err := New(Options{Backend: "local", RedisPersistence: PersistenceEverysec})
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +188,9 @@ func TestLocalFaulter(t *testing.T) {
 // TestLocalRedisWithoutAOF: with persistence none (the default) a Redis
 // restart loses its data — what the fault matrix counts.
 func TestLocalRedisWithoutAOF(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	l, err := NewLocal()
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +242,9 @@ func TestFaulterRefused(t *testing.T) {
 // TestDockerFaulter runs every process fault on containers keeping an
 // always AOF.
 func TestDockerFaulter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	d := needDocker(t)
 	d.RedisPersistence = PersistenceAlways
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

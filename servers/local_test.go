@@ -13,6 +13,9 @@ import (
 // TestLocalStartStop starts real servers through the local provider, checks
 // they answer, and checks Stop leaves no process and no data dir behind.
 func TestLocalStartStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	l, err := NewLocal()
 	if err != nil {
 		t.Fatalf("local backend unavailable: %v", err)
@@ -74,6 +77,9 @@ func TestNewProvider(t *testing.T) {
 
 // TestExternalUnreachable: a server that does not answer is one clear error.
 func TestExternalUnreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)

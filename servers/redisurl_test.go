@@ -15,6 +15,9 @@ import (
 // an ACL user, a database number); bad credentials are one clear error
 // that never quotes the password.
 func TestRedisURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	const pw, aclPW = "s3cret-pw", "acl-pw-77"
 	l, err := NewLocal()
 	if err != nil {

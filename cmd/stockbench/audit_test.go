@@ -21,6 +21,9 @@ import (
 // and runs `stockbench audit` on them: the anomaly's figure must be named
 // with its count, and the exit code must be 1 (0 for the clean state).
 func TestAuditCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	env, stop, err := servertest.Start()
 	if err != nil {
 		t.Fatalf("servers: %v", err)

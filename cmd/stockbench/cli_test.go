@@ -126,6 +126,9 @@ func dataDirs() []string {
 // running and no data directory left behind, the user's data untouched,
 // and no password printed.
 func TestBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	t.Setenv("TMPDIR", t.TempDir())
 	for _, k := range []string{"STOCKBENCH_MYSQL_DSN", "STOCKBENCH_REDIS_ADDR", "STOCKBENCH_REDIS_URL"} {
 		t.Setenv(k, "")
@@ -285,6 +288,9 @@ func TestBadInput(t *testing.T) {
 // TestRunEndToEnd runs the real wiring (local servers) on a small flash
 // sale, then re-renders the report from results.json.
 func TestRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), []string{"run", "--backend", "local", "--strategies", "naive,lua-tcc", "--stock", "50", "--buyers", "80",
@@ -384,6 +390,9 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 // starts) still writes results, says how much was measured, and leaves no
 // server running.
 func TestInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -435,6 +444,9 @@ func children() []string {
 // TestScenarioFile: a YAML file sets flags, the command line wins, and an
 // unknown key is named.
 func TestScenarioFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("scenario: sustained\nbuyerz: 10\n"), 0o644)
@@ -465,6 +477,9 @@ func TestScenarioFile(t *testing.T) {
 // uses compare as CI would: the file against itself passes, against a copy
 // with oversell injected it fails.
 func TestSweepAndCompare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), []string{"sweep", "--backend", "local", "--param", "buyers=10,30", "--strategies", "conditional,cas",

@@ -46,6 +46,9 @@ func dockerImages() []string {
 // TestDockerRun is the acceptance run on containers: rowlock and
 // lua-tcc on the flash sale; env names the server versions; nothing is left.
 func TestDockerRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	dockerOrSkip(t)
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
@@ -87,6 +90,9 @@ func TestDockerRun(t *testing.T) {
 // TestDockerInterrupt: Ctrl-C in the middle of a docker run still writes
 // results and removes the containers.
 func TestDockerInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	dockerOrSkip(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())

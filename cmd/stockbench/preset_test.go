@@ -14,6 +14,9 @@ import (
 // preset: the results record the preset and the preset's own settings, and
 // the report shows the article's figures beside the measured ones.
 func TestPresetArticle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), []string{"run", "--backend", "local", "--preset", "article", "--strategies", "naive,rowlock",

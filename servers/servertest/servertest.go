@@ -6,6 +6,7 @@ package servertest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +29,15 @@ type Env struct {
 // Main starts the servers, runs the package's tests and stops the servers.
 // Use it from TestMain: os.Exit(servertest.Main(m, &env)). Servers that
 // cannot be started fail the run with the reason; they are never mocked.
+//
+// With -short (the fast tier: no servers) it runs none of the package's
+// tests and says so: each package that uses Main needs servers throughout.
 func Main(m *testing.M, env *Env) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("servertest: -short: skipping this package's tests, which need real servers")
+		return 0
+	}
 	e, stop, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "servertest:", err)
