@@ -9,6 +9,8 @@
 // reservations through an order-row barrier, and repairs a lasting
 // difference between Redis and the MySQL projection (row + unapplied events)
 // with a guarded delta — never by overwriting Redis with a lagging row.
+// Concurrent MySQL writes of one SKU share a transaction (group commit,
+// batch.go); each order still gets its own outcome after its own commit.
 package outbox
 
 import (
@@ -26,6 +28,7 @@ import (
 
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
 	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
@@ -54,6 +57,9 @@ type Strategy struct {
 	relayMu sync.Mutex // one relay pass at a time
 	rec     reconciler
 
+	reserves  *groupcommit.Group[inventory.Reservation] // reserve writes (batch.go)
+	decisions *groupcommit.Group[*decision]             // confirm and cancel writes
+
 	bgErrors, relayed, backlogMax, compensations, deferred   atomic.Int64
 	repairs, decisionsApplied, orphansReleased, undoFailures atomic.Int64
 }
@@ -69,6 +75,7 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg,
 		lag: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 	s.orders = sqlstore.Orders{DB: cfg.DB, Move: recordEvent, OnFinal: s.applyToRedis}
+	newGroups(s, cfg)
 	return s, nil
 }
 
@@ -81,23 +88,18 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 }
 
 // Reserve runs the Lua Try, then writes the order and its event in one
-// local transaction. If that write fails, its outcome is settled before
-// Redis is touched (see undo).
+// local transaction, shared with the SKU's concurrent reserves (batch.go).
+// If that write fails — or never runs, the caller's context ending while it
+// was queued — its outcome is settled before Redis is touched (see undo).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	fresh, err := s.rs.Try(ctx, r)
 	if err != nil || !fresh {
 		return err
 	}
-	err = sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) (error, error) {
-		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
-			return nil, err
-		}
-		return nil, insertEvent(ctx, tx, r.OrderID, r.SKU, r.Qty, KindReserve)
-	})
-	if err == nil {
-		return nil
+	if err := s.reserves.Do(ctx, r.SKU, r); err != nil {
+		return s.undo(r, err)
 	}
-	return s.undo(r, err)
+	return nil
 }
 
 // undo handles a reserve whose MySQL write returned err. It runs on its own
@@ -133,15 +135,17 @@ func (s *Strategy) undo(r inventory.Reservation, err error) error {
 }
 
 // Confirm moves the order to confirmed and records a confirm event in one
-// local transaction, then confirms in Redis.
+// local transaction (shared with the SKU's concurrent decisions), then
+// confirms in Redis.
 func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
-	return s.orders.Finish(ctx, ref, inventory.StateConfirmed)
+	return s.finish(ctx, ref, inventory.StateConfirmed)
 }
 
 // Cancel moves the order to cancelled and records a release event in one
-// local transaction, then releases in Redis under the owner check.
+// local transaction (shared with the SKU's concurrent decisions), then
+// releases in Redis under the owner check.
 func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
-	return s.orders.Finish(ctx, ref, inventory.StateCancelled)
+	return s.finish(ctx, ref, inventory.StateCancelled)
 }
 
 // recordEvent is the MoveFunc: the stock moves in MySQL only when the relay
@@ -354,13 +358,13 @@ func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
 func (s *Strategy) Close() error { return nil }
 
 // Counters reports relay lag (ms), backlog, compensations, the
-// reconciler's repairs and background errors. Safe for concurrent use.
+// reconciler's repairs, background errors and the batch sizes. Safe for concurrent use.
 func (s *Strategy) Counters() map[string]float64 {
 	s.mu.Lock()
 	p50 := float64(s.lag.ValueAtQuantile(50)) / 1000
 	p99 := float64(s.lag.ValueAtQuantile(99)) / 1000
 	s.mu.Unlock()
-	return map[string]float64{
+	return s.withBatchCounters(map[string]float64{
 		"background_errors":    float64(s.bgErrors.Load()),
 		"outbox_relayed":       float64(s.relayed.Load()),
 		"outbox_lag_p50_ms":    p50,
@@ -372,5 +376,5 @@ func (s *Strategy) Counters() map[string]float64 {
 		"reconcile_repairs":    float64(s.repairs.Load()),
 		"reconcile_decisions":  float64(s.decisionsApplied.Load()),
 		"reconcile_orphans":    float64(s.orphansReleased.Load()),
-	}
+	})
 }

@@ -8,11 +8,11 @@ var coreLines = map[string]int{
 	"strategies/batched":              222,
 	"strategies/cas":                  139,
 	"strategies/conditional":          38,
-	"strategies/internal/groupcommit": 243,
+	"strategies/internal/groupcommit": 251,
 	"strategies/internal/redisstock":  424,
 	"strategies/internal/sqlstore":    355,
 	"strategies/luatcc":               317,
 	"strategies/naive":                124,
-	"strategies/outbox":               586,
+	"strategies/outbox":               768,
 	"strategies/rowlock":              58,
 }

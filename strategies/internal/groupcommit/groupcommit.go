@@ -11,10 +11,13 @@
 // Each caller gets its own result, delivered after the batch's commit. When
 // the batch as a whole fails (the transaction rolled back), every item is
 // run again on its own with One, so no caller ever gets another's error.
+// Batch may also leave single items out of a batch that otherwise commits
+// (Alone): their callers run them with One once the batch has committed.
 package groupcommit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -37,9 +40,13 @@ type Group[T any] struct {
 	// Batch runs items (all of key, in arrival order, len ≥ 2) as one unit:
 	// either it returns one result per item (nil = success for that item)
 	// and a nil error, or a non-nil error meaning nothing the results would
-	// have said holds and every item is to be run again with One.
+	// have said holds and every item is to be run again with One. A result
+	// that is Alone says the batch did nothing for that item (an unusual
+	// case the batch leaves to the per-item path, or a repeat of an item
+	// already in the batch): its caller then runs it with One, after the
+	// batch's commit, so the others need not fail for it.
 	Batch func(ctx context.Context, key string, items []T) ([]error, error)
-	// One runs a single item on its own.
+	// One runs a single item on its own. It never returns Alone.
 	One func(ctx context.Context, key string, item T) error
 
 	mu    sync.Mutex
@@ -47,6 +54,10 @@ type Group[T any] struct {
 	sizes []int64 // sizes[n] = batches of n items (n ≥ 1)
 	fall  int64   // batches that failed and were retried item by item
 }
+
+// Alone is the result Batch gives an item it left out of the batch: the
+// caller runs that item with One once the batch has committed.
+var Alone = errors.New("group commit: item left to run alone")
 
 type queue[T any] struct {
 	pending []*call[T]
@@ -113,7 +124,7 @@ func (g *Group[T]) Do(ctx context.Context, key string, item T) error {
 		select {
 		case m := <-c.ch:
 			if !m.lead {
-				return m.err
+				return g.alone(ctx, key, item, m.err)
 			}
 			lead = true
 		case <-ctx.Done():
@@ -133,10 +144,19 @@ func (g *Group[T]) Do(ctx context.Context, key string, item T) error {
 			}
 			g.mu.Unlock()
 			m := <-c.ch // taken: the batch decides
-			return m.err
+			return g.alone(ctx, key, item, m.err)
 		}
 	}
-	return g.lead(ctx, key, q, c)
+	return g.alone(ctx, key, item, g.lead(ctx, key, q, c))
+}
+
+// alone runs item with One if its batch left it out (err is Alone), on the
+// caller's own goroutine and context; any other err is the item's result.
+func (g *Group[T]) alone(ctx context.Context, key string, item T, err error) error {
+	if !errors.Is(err, Alone) {
+		return err
+	}
+	return g.One(ctx, key, item)
 }
 
 // lead forms and runs one batch that includes c, delivers every result, and

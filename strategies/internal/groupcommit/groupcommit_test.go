@@ -32,7 +32,8 @@ type item struct {
 // store runs items against the real inventory and orders tables, and
 // records the batches it saw.
 type store struct {
-	gate  chan struct{} // the item "first" waits here before its transaction
+	gate  chan struct{}   // the item "first" waits here before its transaction
+	alone map[string]bool // items Batch leaves out (Alone) for One to run
 	mu    sync.Mutex
 	sizes []int // sizes of the calls to Batch and One, in order
 }
@@ -69,10 +70,19 @@ func (s *store) group(max int, wait time.Duration) *Group[item] {
 	return &Group[item]{Max: max, Wait: wait,
 		Batch: func(ctx context.Context, key string, items []item) ([]error, error) {
 			s.seen(len(items))
-			if err := s.apply(ctx, items); err != nil {
+			out := make([]error, len(items))
+			var in []item
+			for i, it := range items {
+				if s.alone[it.id] {
+					out[i] = Alone
+					continue
+				}
+				in = append(in, it)
+			}
+			if err := s.apply(ctx, in); err != nil {
 				return nil, err
 			}
-			return make([]error, len(items)), nil
+			return out, nil
 		},
 		One: func(ctx context.Context, key string, it item) error {
 			if it.id == "first" {
@@ -107,9 +117,11 @@ func TestGroup(t *testing.T) {
 		// i's context end while it is queued.
 		queued      int
 		dup, cancel int
-		wantSizes   []int // batch sizes, in order (1 = a call run alone)
-		wantErr     map[int]error
-		wantMoved   int64 // units moved off the SKU
+		// alone: the items Batch leaves out, for their callers to run alone.
+		alone     map[int]bool
+		wantSizes []int // batch sizes, in order (1 = a call run alone)
+		wantErr   map[int]error
+		wantMoved int64 // units moved off the SKU
 	}{
 		// Calls that queue behind a running batch share the next one.
 		{name: "queued calls share one batch", max: 64, gated: true, queued: 10, dup: -1, cancel: -1,
@@ -121,6 +133,14 @@ func TestGroup(t *testing.T) {
 		// bad item gets an error, the others succeed.
 		{name: "failed batch retried one by one", max: 64, gated: true, queued: 5, dup: 2, cancel: -1,
 			wantSizes: []int{1, 5, 1, 1, 1, 1, 1}, wantErr: map[int]error{2: errDup}, wantMoved: 5},
+		// Items the batch leaves out run on their own after its commit:
+		// the others commit in the batch and are not held up or failed.
+		{name: "items left alone run after the batch", max: 64, gated: true, queued: 5, dup: -1, cancel: -1,
+			alone: map[int]bool{1: true, 3: true}, wantSizes: []int{1, 5, 1, 1}, wantMoved: 6},
+		// One left alone that then fails gets its own error; the rest of
+		// its batch commits.
+		{name: "item left alone fails on its own", max: 64, gated: true, queued: 4, dup: 2, cancel: -1,
+			alone: map[int]bool{2: true}, wantSizes: []int{1, 4, 1}, wantErr: map[int]error{2: errDup}, wantMoved: 4},
 		// Max 1 turns coalescing off: every call runs alone.
 		{name: "max 1 is off", max: 1, queued: 3, dup: -1, cancel: -1,
 			wantSizes: []int{1, 1, 1}, wantMoved: 3},
@@ -144,7 +164,7 @@ func TestGroup(t *testing.T) {
 			if err := sqlstore.InsertOrder(ctx, env.DB, inventory.Reservation{OrderID: "existing", SKU: sku}, inventory.StateCancelled); err != nil {
 				t.Fatal(err)
 			}
-			s := &store{gate: make(chan struct{})}
+			s := &store{gate: make(chan struct{}), alone: map[string]bool{}}
 			g := s.group(c.max, c.wait)
 			var wg sync.WaitGroup
 			var firstErr error
@@ -160,6 +180,9 @@ func TestGroup(t *testing.T) {
 				it := item{fmt.Sprintf("o%d", i), 1}
 				if i == c.dup {
 					it.id = "existing"
+				}
+				if c.alone[i] {
+					s.alone[it.id] = true
 				}
 				callCtx := ctx
 				if i == c.cancel {
