@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
@@ -422,7 +423,7 @@ func TestTwoInstances(t *testing.T) {
 	if err := s1.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := inventory.Auditor{DB: env.DB, Redis: env.Redis, Ledger: map[string]int64{sku: stock}}.Audit(ctx, acks)
+	a, err := audit.Auditor{DB: env.DB, Redis: env.Redis, Ledger: map[string]int64{sku: stock}}.Audit(ctx, acks)
 	if err != nil {
 		t.Fatal(err)
 	}
