@@ -103,20 +103,20 @@ func (s *Strategy) reserveBatch(ctx context.Context, sku string, rs []inventory.
 		want += r.Qty
 	}
 	out := make([]error, len(rs))
-	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 		clear(out)
 		res, err := tx.ExecContext(ctx,
 			"UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?", want, want, sku, want)
 		if err != nil {
-			return nil, fmt.Errorf("reserve batch: %w", err)
+			return fmt.Errorf("reserve batch: %w", err)
 		}
 		granted := rs
 		if n, _ := res.RowsAffected(); n == 0 {
 			if granted, err = s.smallerGrants(ctx, tx, sku, rs, out); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		return nil, sqlstore.InsertOrders(ctx, tx, granted, inventory.StateReserved)
+		return sqlstore.InsertOrders(ctx, tx, granted, inventory.StateReserved)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reserve batch %s: %w", sku, err)
@@ -178,11 +178,11 @@ func (s *Strategy) finishBatch(ctx context.Context, sku string, fs []finish) ([]
 		}
 	}
 	out := make([]error, len(fs))
-	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 		clear(out)
 		orders, err := lockOrders(ctx, tx, ids)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		now := time.Now()
 		var sold, released int64
@@ -195,7 +195,7 @@ func (s *Strategy) finishBatch(ctx context.Context, sku string, fs []finish) ([]
 				out[i] = fmt.Errorf("confirm %s: %w", id, inventory.ErrUnknownOrder)
 				continue
 			case !found || ord.SKU != sku:
-				return nil, errUnbatchable // a cancel marker to write, or another SKU's row to move
+				return errUnbatchable // a cancel marker to write, or another SKU's row to move
 			case ord.State == f.to, ord.State == inventory.StateExpired && f.to == inventory.StateCancelled:
 				continue
 			case ord.State != inventory.StateReserved:
@@ -221,20 +221,20 @@ func (s *Strategy) finishBatch(ctx context.Context, sku string, fs []finish) ([]
 				"UPDATE inventory SET occupied=occupied-?, sold=sold+?, available=available+? WHERE sku=? AND occupied>=?",
 				sold+released, sold, released, sku, sold+released)
 			if err != nil {
-				return nil, fmt.Errorf("finish batch: %w", err)
+				return fmt.Errorf("finish batch: %w", err)
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
-				return nil, fmt.Errorf("inventory %s: occupied < %d", sku, sold+released)
+				return fmt.Errorf("inventory %s: occupied < %d", sku, sold+released)
 			}
 		}
 		for st, ids := range moved {
 			args := append([]any{string(st), time.Now().UTC()}, ids...)
 			if _, err := tx.ExecContext(ctx,
 				"UPDATE orders SET state=?, updated_at=? WHERE order_id IN ("+sqlstore.Placeholders(len(ids))+")", args...); err != nil {
-				return nil, fmt.Errorf("finish batch: set states: %w", err)
+				return fmt.Errorf("finish batch: set states: %w", err)
 			}
 		}
-		return nil, nil
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish batch %s: %w", sku, err)

@@ -131,17 +131,17 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		}
 		// The versioned UPDATE comes first, so the window between the read
 		// and the compare-and-set is as short as it can be.
-		err = sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) (error, error) {
+		err = sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx,
 				"UPDATE inventory SET available=available-?, occupied=occupied+?, version=version+1 WHERE sku=? AND version=? AND available>=?",
 				r.Qty, r.Qty, r.SKU, ver, r.Qty)
 			if err != nil {
-				return nil, fmt.Errorf("reserve: %w", err)
+				return fmt.Errorf("reserve: %w", err)
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
-				return nil, errMiss
+				return errMiss
 			}
-			return nil, sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved)
+			return sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved)
 		})
 		switch {
 		case err == nil:

@@ -32,20 +32,20 @@ func (s *Strategy) Name() string { return "conditional" }
 // Reserve inserts the order row, then moves the stock with one conditional
 // UPDATE, the hot row's lock held only from that statement to the commit.
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
-	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
-			return nil, err
+			return err
 		}
 		res, err := tx.ExecContext(ctx,
 			"UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?",
 			r.Qty, r.Qty, r.SKU, r.Qty)
 		if err != nil {
-			return nil, fmt.Errorf("reserve: %w", err)
+			return fmt.Errorf("reserve: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, inventory.ErrOutOfStock
+			return inventory.ErrOutOfStock
 		}
-		return nil, nil
+		return nil
 	})
 	if sqlstore.IsDuplicate(err) {
 		return sqlstore.ReserveRepeat(ctx, s.DB, r.OrderID)

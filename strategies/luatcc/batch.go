@@ -70,19 +70,19 @@ func confirmBatch(ctx context.Context, sku string, its []*confirmItem) ([]error,
 		rs[i] = inventory.Reservation{OrderID: it.ref.OrderID, SKU: sku, Qty: it.res.Qty, Deadline: it.res.Deadline}
 		n += it.res.Qty
 	}
-	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		if err := sqlstore.InsertOrders(ctx, tx, rs, inventory.StateConfirmed); err != nil {
-			return nil, err
+			return err
 		}
 		out, err := tx.ExecContext(ctx,
 			"UPDATE inventory SET available=available-?, sold=sold+? WHERE sku=? AND available>=?", n, n, sku, n)
 		if err != nil {
-			return nil, fmt.Errorf("confirm batch: %w", err)
+			return fmt.Errorf("confirm batch: %w", err)
 		}
 		if k, _ := out.RowsAffected(); k == 0 {
-			return nil, errNoMySQLStock
+			return errNoMySQLStock
 		}
-		return nil, nil
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("confirm batch %s: %w", sku, err)

@@ -140,27 +140,27 @@ var errNoMySQLStock = errors.New("mysql has no stock for a redis reservation")
 // applies the decision that stands to Redis. It returns that decision.
 func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
 	got := want
-	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		r := inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU, Qty: res.Qty, Deadline: res.Deadline}
 		if err := sqlstore.InsertOrder(ctx, tx, r, want); err != nil {
-			return nil, err
+			return err
 		}
 		if want != inventory.StateConfirmed {
-			return nil, nil
+			return nil
 		}
 		out, err := tx.ExecContext(ctx,
 			"UPDATE inventory SET available=available-?, sold=sold+? WHERE sku=? AND available>=?", res.Qty, res.Qty, ref.SKU, res.Qty)
 		if err != nil {
-			return nil, fmt.Errorf("confirm: %w", err)
+			return fmt.Errorf("confirm: %w", err)
 		}
 		if n, _ := out.RowsAffected(); n == 0 {
-			return nil, errNoMySQLStock
+			return errNoMySQLStock
 		}
-		return nil, nil
+		return nil
 	})
 	switch {
 	case sqlstore.IsDuplicate(err):
-		if err := s.db.QueryRowContext(ctx, "SELECT state FROM orders WHERE order_id=?", ref.OrderID).Scan(&got); err != nil {
+		if got, err = sqlstore.StateOf(ctx, s.db, ref.OrderID); err != nil {
 			return "", fmt.Errorf("read decision %s: %w", ref.OrderID, err)
 		}
 	case errors.Is(err, errNoMySQLStock):

@@ -56,11 +56,11 @@ func newGroups(s *Strategy, cfg strategies.Config) {
 
 // reserveOne writes one reserve's order row and event in one transaction.
 func (s *Strategy) reserveOne(ctx context.Context, r inventory.Reservation) error {
-	return sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) (error, error) {
+	return sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
-			return nil, err
+			return err
 		}
-		return nil, insertEvent(ctx, tx, r.OrderID, r.SKU, r.Qty, KindReserve)
+		return insertEvent(ctx, tx, r.OrderID, r.SKU, r.Qty, KindReserve)
 	})
 }
 
@@ -83,11 +83,11 @@ func (s *Strategy) reserveBatch(ctx context.Context, sku string, rs []inventory.
 		in = append(in, r)
 		evs = append(evs, eventRow{orderID: r.OrderID, sku: r.SKU, qty: r.Qty, kind: KindReserve})
 	}
-	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		if err := sqlstore.InsertOrders(ctx, tx, in, inventory.StateReserved); err != nil {
-			return nil, err
+			return err
 		}
-		return nil, insertEvents(ctx, tx, evs)
+		return insertEvents(ctx, tx, evs)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reserve batch %s: %w", sku, err)
@@ -114,10 +114,10 @@ func (s *Strategy) decisionBatch(ctx context.Context, sku string, ds []*decision
 	// READ COMMITTED: the locking read of an order id with no row (a cancel
 	// of an unknown order) takes no gap lock that would hold up reserves.
 	// The rows are read under their locks, so they are the latest versions.
-	err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sql.Tx) error {
 		orders, err := lockOrders(ctx, tx, ids)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		now := time.Now()
 		evs := make([]eventRow, 0, len(ds))
@@ -142,19 +142,19 @@ func (s *Strategy) decisionBatch(ctx context.Context, sku string, ds []*decision
 			moved[d.to] = append(moved[d.to], ord.ID)
 		}
 		if len(evs) == 0 {
-			return nil, nil
+			return nil
 		}
 		if err := insertEvents(ctx, tx, evs); err != nil {
-			return nil, err
+			return err
 		}
 		for st, ids := range moved {
 			args := append([]any{string(st), time.Now().UTC()}, ids...)
 			if _, err := tx.ExecContext(ctx,
 				"UPDATE orders SET state=?, updated_at=? WHERE order_id IN ("+sqlstore.Placeholders(len(ids))+")", args...); err != nil {
-				return nil, fmt.Errorf("decision batch: set states: %w", err)
+				return fmt.Errorf("decision batch: set states: %w", err)
 			}
 		}
-		return nil, nil
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("decision batch %s: %w", sku, err)

@@ -222,26 +222,26 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 		// only, not the gap after them; under REPEATABLE READ it blocked
 		// every new event's INSERT until the batch committed, and measured
 		// deadlocks and 10 s timeouts on confirm at 1500 buyers.
-		err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sql.Tx) (error, error) {
+		err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sql.Tx) error {
 			batch = batch[:0]
 			rows, err := tx.QueryContext(ctx,
 				"SELECT id, sku, qty, kind, created_at FROM outbox WHERE applied=0 ORDER BY id LIMIT ? FOR UPDATE", relayBatch)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			for rows.Next() {
 				var e event
 				if err := rows.Scan(&e.id, &e.sku, &e.qty, &e.kind, &e.created); err != nil {
 					rows.Close()
-					return nil, err
+					return err
 				}
 				batch = append(batch, e)
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil || len(batch) == 0 {
-				return nil, err
+				return err
 			}
-			return nil, applyEvents(ctx, tx, batch)
+			return applyEvents(ctx, tx, batch)
 		})
 		if err != nil {
 			return total, fmt.Errorf("relay: %w", err)

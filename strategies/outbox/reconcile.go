@@ -265,29 +265,29 @@ func (s *Strategy) version(ctx context.Context, sku string) (string, error) {
 // its unapplied outbox events, and the states of the given orders.
 func (s *Strategy) project(ctx context.Context, sku string, ids []string) (projection, error) {
 	var p projection
-	err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
 		p = projection{stock: inventory.Stock{SKU: sku}, states: map[string]inventory.OrderState{}}
 		st := &p.stock
 		if err := tx.QueryRowContext(ctx, "SELECT total, available, occupied, sold, version FROM inventory WHERE sku=?", sku).
 			Scan(&st.Total, &st.Available, &st.Occupied, &st.Sold, &p.version); err != nil {
-			return nil, err
+			return err
 		}
 		rows, err := tx.QueryContext(ctx, "SELECT kind, SUM(qty) FROM outbox WHERE applied=0 AND sku=? GROUP BY kind", sku)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for rows.Next() {
 			var kind string
 			var q int64
 			if err := rows.Scan(&kind, &q); err != nil {
 				rows.Close()
-				return nil, err
+				return err
 			}
 			*st = applyKind(*st, kind, q)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		sort.Strings(ids)
 		for start := 0; start < len(ids); start += 500 {
@@ -299,23 +299,23 @@ func (s *Strategy) project(ctx context.Context, sku string, ids []string) (proje
 			rows, err := tx.QueryContext(ctx, "SELECT order_id, state FROM orders WHERE order_id IN (?"+
 				strings.Repeat(",?", len(part)-1)+")", args...)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			for rows.Next() {
 				var id string
 				var os inventory.OrderState
 				if err := rows.Scan(&id, &os); err != nil {
 					rows.Close()
-					return nil, err
+					return err
 				}
 				p.states[id] = os
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		return nil, nil
+		return nil
 	})
 	if err != nil {
 		return p, fmt.Errorf("projection %s: %w", sku, err)
@@ -354,8 +354,8 @@ func (s *Strategy) barrier(ctx context.Context, ref inventory.OrderRef) (invento
 	if !sqlstore.IsDuplicate(err) {
 		return "", fmt.Errorf("order barrier %s: %w", ref.OrderID, err)
 	}
-	var st inventory.OrderState
-	if err := s.db.QueryRowContext(ctx, "SELECT state FROM orders WHERE order_id=?", ref.OrderID).Scan(&st); err != nil {
+	st, err := sqlstore.StateOf(ctx, s.db, ref.OrderID)
+	if err != nil {
 		return "", fmt.Errorf("order barrier %s: %w", ref.OrderID, err)
 	}
 	return st, nil

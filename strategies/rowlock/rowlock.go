@@ -33,23 +33,23 @@ func (s *Strategy) Name() string { return "rowlock" }
 // Reserve inserts the order row, locks the inventory row, checks and moves
 // the stock, all in one transaction.
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
-	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) (error, error) {
+	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
-			return nil, err
+			return err
 		}
 		var avail int64
 		err := tx.QueryRowContext(ctx, "SELECT available FROM inventory WHERE sku=? FOR UPDATE", r.SKU).Scan(&avail)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("reserve: unknown sku %q", r.SKU)
+			return fmt.Errorf("reserve: unknown sku %q", r.SKU)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reserve: lock inventory: %w", err)
+			return fmt.Errorf("reserve: lock inventory: %w", err)
 		}
 		if avail < r.Qty {
-			return nil, inventory.ErrOutOfStock
+			return inventory.ErrOutOfStock
 		}
 		_, err = tx.ExecContext(ctx, "UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=?", r.Qty, r.Qty, r.SKU)
-		return nil, err
+		return err
 	})
 	if sqlstore.IsDuplicate(err) {
 		return sqlstore.ReserveRepeat(ctx, s.DB, r.OrderID)

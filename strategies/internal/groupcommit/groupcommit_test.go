@@ -51,18 +51,18 @@ func (s *store) apply(ctx context.Context, items []item) error {
 		sum += it.qty
 		rs[i] = inventory.Reservation{OrderID: it.id, SKU: sku, Qty: it.qty}
 	}
-	return sqlstore.InTx(ctx, env.DB, func(tx *sql.Tx) (error, error) {
+	return sqlstore.InTx(ctx, env.DB, func(tx *sql.Tx) error {
 		if err := sqlstore.InsertOrders(ctx, tx, rs, inventory.StateReserved); err != nil {
-			return nil, err
+			return err
 		}
 		res, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?", sum, sum, sku, sum)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, inventory.ErrOutOfStock
+			return inventory.ErrOutOfStock
 		}
-		return nil, nil
+		return nil
 	})
 }
 

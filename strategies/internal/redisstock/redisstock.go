@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
 //go:embed try.lua
@@ -341,8 +342,7 @@ func (s Store) ApplyDecisions(ctx context.Context, db *sql.DB, skus []string) (i
 			return n, err
 		}
 		for _, id := range ids {
-			var st inventory.OrderState
-			err := db.QueryRowContext(ctx, "SELECT state FROM orders WHERE order_id=?", id).Scan(&st)
+			st, err := sqlstore.StateOf(ctx, db, id)
 			if errors.Is(err, sql.ErrNoRows) || err == nil && !st.Final() {
 				continue
 			}

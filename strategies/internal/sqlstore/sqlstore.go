@@ -45,37 +45,58 @@ func mysqlErr(err error) uint16 {
 	return 0
 }
 
-// InTx runs fn in a transaction and commits unless fn returns err. fn's result
-// is returned after a successful commit, so a domain outcome (such as
-// ErrAlreadyFinal after recording an expiry) can still commit its writes.
+// InTx runs fn in a transaction. fn returning nil commits; fn returning an
+// error rolls back and InTx returns that error — unless the error came from
+// Keep, which commits fn's writes and then returns the outcome Keep wraps
+// (such as ErrAlreadyFinal after recording an expiry). One return value, so
+// "commit" and "roll back" cannot be swapped by accident.
 // Deadlocks and lock wait timeouts — and on a multi-primary cluster
 // (Galera) certification failures, which arrive as deadlocks, also at commit
 // — are retried after a jittered, growing pause, so that primaries that
 // keep conflicting on one hot row take turns instead of colliding again. A
 // failed commit of any other kind is reported as ErrOutcomeUnknown.
-func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) (result error, err error)) error {
+func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	return InTxWith(ctx, db, nil, fn)
 }
 
+// kept is an outcome that commits: see Keep.
+type kept struct{ outcome error }
+
+func (k kept) Error() string { return "kept: " + k.outcome.Error() }
+func (k kept) Unwrap() error { return k.outcome }
+
+// Keep wraps a domain outcome that InTx must return after committing fn's
+// writes instead of rolling them back. Keep(nil) is nil: commit, no outcome.
+func Keep(outcome error) error {
+	if outcome == nil {
+		return nil
+	}
+	return kept{outcome}
+}
+
 // InTxWith is InTx with transaction options (such as an isolation level).
-func InTxWith(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) (result error, err error)) error {
+func InTxWith(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
 	var lastErr error
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
 		tx, err := db.BeginTx(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		result, err := fn(tx)
-		if err != nil {
-			_ = tx.Rollback()
-			if IsRetryable(err) {
-				lastErr = err
-				if !backoff(ctx, attempt) {
-					break
+		var result error
+		if err := fn(tx); err != nil {
+			var k kept
+			if !errors.As(err, &k) {
+				_ = tx.Rollback()
+				if IsRetryable(err) {
+					lastErr = err
+					if !backoff(ctx, attempt) {
+						break
+					}
+					continue
 				}
-				continue
+				return err
 			}
-			return err
+			result = k.outcome
 		}
 		if err := tx.Commit(); err != nil {
 			if IsRetryable(err) {
@@ -155,12 +176,24 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
+// Querier is a *sql.DB or a *sql.Tx.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// StateOf reads an order's state (sql.ErrNoRows when there is no order row).
+func StateOf(ctx context.Context, q Querier, id string) (inventory.OrderState, error) {
+	var st inventory.OrderState
+	err := q.QueryRowContext(ctx, "SELECT state FROM orders WHERE order_id=?", id).Scan(&st)
+	return st, err
+}
+
 // ReserveRepeat is the outcome of a reserve whose order id already exists:
 // a repeat of a successful reserve succeeds, a reserve of a cancelled or
 // expired order is refused (anti-hanging).
 func ReserveRepeat(ctx context.Context, db *sql.DB, id string) error {
-	var st inventory.OrderState
-	if err := db.QueryRowContext(ctx, "SELECT state FROM orders WHERE order_id=?", id).Scan(&st); err != nil {
+	st, err := StateOf(ctx, db, id)
+	if err != nil {
 		return fmt.Errorf("reserve repeat: %w", err)
 	}
 	if st == inventory.StateReserved || st == inventory.StateConfirmed {
@@ -207,41 +240,41 @@ type Orders struct {
 func (o Orders) Finish(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState) error {
 	var applied inventory.OrderState
 	var marker bool
-	err := InTx(ctx, o.DB, func(tx *sql.Tx) (error, error) {
+	err := InTx(ctx, o.DB, func(tx *sql.Tx) error {
 		applied, marker = "", false
 		ord, found, err := LockOrder(ctx, tx, ref.OrderID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !found {
 			if to == inventory.StateConfirmed {
-				return fmt.Errorf("confirm %s: %w", ref.OrderID, inventory.ErrUnknownOrder), nil
+				return Keep(fmt.Errorf("confirm %s: %w", ref.OrderID, inventory.ErrUnknownOrder))
 			}
 			err := InsertOrder(ctx, tx, inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU}, inventory.StateCancelled)
 			if IsDuplicate(err) {
 				// A reserve got in first: treat it like a lock conflict and run again.
-				return nil, &mysql.MySQLError{Number: errDeadlock, Message: "order appeared concurrently"}
+				return &mysql.MySQLError{Number: errDeadlock, Message: "order appeared concurrently"}
 			}
 			applied, marker = inventory.StateCancelled, true
-			return nil, err
+			return err
 		}
 		switch {
 		case ord.State == to:
-			return nil, nil
+			return nil
 		case ord.State == inventory.StateExpired && to == inventory.StateCancelled:
-			return nil, nil
+			return nil
 		case ord.State != inventory.StateReserved:
-			return fmt.Errorf("%s %s: order is %s: %w", verb(to), ref.OrderID, ord.State, inventory.ErrAlreadyFinal), nil
+			return Keep(fmt.Errorf("%s %s: order is %s: %w", verb(to), ref.OrderID, ord.State, inventory.ErrAlreadyFinal))
 		}
 		if to == inventory.StateConfirmed && ord.ExpiresAt.Valid && !time.Now().Before(ord.ExpiresAt.Time) {
 			if err := o.transition(ctx, tx, ord, inventory.StateExpired); err != nil {
-				return nil, err
+				return err
 			}
 			applied = inventory.StateExpired
-			return fmt.Errorf("confirm %s: reservation expired: %w", ref.OrderID, inventory.ErrAlreadyFinal), nil
+			return Keep(fmt.Errorf("confirm %s: reservation expired: %w", ref.OrderID, inventory.ErrAlreadyFinal))
 		}
 		applied = to
-		return nil, o.transition(ctx, tx, ord, to)
+		return o.transition(ctx, tx, ord, to)
 	})
 	if applied != "" && o.OnFinal != nil && (err == nil || errors.Is(err, inventory.ErrAlreadyFinal)) {
 		o.OnFinal(ctx, ref, applied, marker)
@@ -279,14 +312,14 @@ func (o Orders) ExpireDue(ctx context.Context) (int, error) {
 		}
 		for _, id := range ids {
 			var done *Order
-			err := InTx(ctx, o.DB, func(tx *sql.Tx) (error, error) {
+			err := InTx(ctx, o.DB, func(tx *sql.Tx) error {
 				done = nil
 				ord, found, err := LockOrder(ctx, tx, id)
 				if err != nil || !found || ord.State != inventory.StateReserved {
-					return nil, err
+					return err
 				}
 				done = &ord
-				return nil, o.transition(ctx, tx, ord, inventory.StateExpired)
+				return o.transition(ctx, tx, ord, inventory.StateExpired)
 			})
 			if err != nil {
 				return n, fmt.Errorf("expire %s: %w", id, err)
