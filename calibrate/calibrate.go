@@ -24,9 +24,9 @@ import (
 	"github.com/stockbench/stockbench/servers"
 )
 
-// reserveShaped is the calibration script: the reserve step of the Lua
+// ReserveShaped is the calibration script: the reserve step of the Lua
 // strategies without the reservation record — check, decrement, increment.
-const reserveShaped = `local a = tonumber(redis.call('HGET', KEYS[1], 'available'))
+const ReserveShaped = `local a = tonumber(redis.call('HGET', KEYS[1], 'available'))
 if a < tonumber(ARGV[1]) then return 0 end
 redis.call('HINCRBY', KEYS[1], 'available', -tonumber(ARGV[1]))
 redis.call('HINCRBY', KEYS[1], 'occupied', tonumber(ARGV[1]))
@@ -61,7 +61,7 @@ func WithProgress(ctx context.Context, ep servers.Endpoints, c servers.Conns, co
 		return cal, fmt.Errorf("calibrate redis: %w", err)
 	}
 	defer c.Redis.Del(context.Background(), key)
-	sha, err := c.Redis.ScriptLoad(ctx, reserveShaped).Result()
+	sha, err := c.Redis.ScriptLoad(ctx, ReserveShaped).Result()
 	if err != nil {
 		return cal, fmt.Errorf("calibrate redis: %w", err)
 	}
