@@ -22,8 +22,8 @@ import (
 // MySQL error numbers the strategies react to.
 const (
 	errDupKey       = 1062
-	errLockWait     = 1205
-	errDeadlock     = 1213
+	errLockWait     = inventory.MySQLLockWaitTimeout
+	errDeadlock     = inventory.MySQLDeadlock
 	expireBatchSize = 500
 )
 
