@@ -236,6 +236,17 @@ func (c Conns) eachNode(ctx context.Context, fn func(*sql.DB) error) error {
 // spreadConnector opens each new connection on the next node of a MySQL
 // cluster in turn, so one pool's connections — and the buyers using them —
 // are spread over every primary.
+//
+// Every connection reads causally (wsrep_sync_wait=1): a node applies the
+// write sets other primaries committed asynchronously, so without it a
+// transaction begun on one node may not yet see what a transaction on
+// another committed just before — a confirm finds no order its reserve
+// acknowledged (and answers "unknown order"), a buyer finds no SKU or
+// table the setup just created, an audit reads a lagging node. With it,
+// BEGIN / START TRANSACTION and every SELECT first wait until the node has
+// applied everything the cluster had committed: read-your-writes across
+// primaries, for one group round trip per transaction. (Writes need no
+// such wait: certification rejects a write based on a stale row.)
 type spreadConnector struct {
 	nodes []driver.Connector
 	next  atomic.Uint64
@@ -248,6 +259,10 @@ func newSpreadConnector(dsns []string) (*spreadConnector, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mysql dsn %s: %w", RedactDSN(dsn), err)
 		}
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["wsrep_sync_wait"] = "1"
 		conn, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return nil, err

@@ -10,7 +10,7 @@ var coreLines = map[string]int{
 	"strategies/conditional":          38,
 	"strategies/internal/groupcommit": 251,
 	"strategies/internal/redisstock":  424,
-	"strategies/internal/sqlstore":    376,
+	"strategies/internal/sqlstore":    380,
 	"strategies/luatcc":               317,
 	"strategies/naive":                124,
 	"strategies/outbox":               768,

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -21,17 +22,30 @@ import (
 // MySQL error numbers the strategies react to.
 const (
 	errDupKey       = 1062
-	errLockWait     = 1205
-	errDeadlock     = 1213
-	maxTxnAttempts  = 40
+	errLockWait     = inventory.MySQLLockWaitTimeout
+	errDeadlock     = inventory.MySQLDeadlock
 	expireBatchSize = 500
+)
+
+// Bounds of the pause between transaction retries: the first retry is
+// immediate, then a random pause up to firstPause, doubling per retry up to
+// maxPause.
+const (
+	firstPause = time.Millisecond
+	maxPause   = 50 * time.Millisecond
 )
 
 // IsDuplicate reports a duplicate-key error.
 func IsDuplicate(err error) bool { return mysqlErr(err) == errDupKey }
 
 // IsRetryable reports a deadlock or lock wait timeout: the transaction was
-// rolled back and may simply be run again.
+// rolled back and may simply be run again. On a Galera cluster a
+// certification failure (another primary committed a conflicting write set
+// first) and a brute-force abort (a replicated write set killed a local
+// transaction holding its rows) reach the client as the same deadlock error
+// (1213, with the same message), so they are retryable too; the cluster's
+// own counters (wsrep_local_cert_failures, wsrep_local_bf_aborts) tell them
+// apart from local deadlocks.
 func IsRetryable(err error) bool {
 	n := mysqlErr(err)
 	return n == errDeadlock || n == errLockWait
@@ -50,11 +64,21 @@ func mysqlErr(err error) uint16 {
 // Keep, which commits fn's writes and then returns the outcome Keep wraps
 // (such as ErrAlreadyFinal after recording an expiry). One return value, so
 // "commit" and "roll back" cannot be swapped by accident.
+//
 // Deadlocks and lock wait timeouts — and on a multi-primary cluster
-// (Galera) certification failures, which arrive as deadlocks, also at commit
-// — are retried after a jittered, growing pause, so that primaries that
-// keep conflicting on one hot row take turns instead of colliding again. A
-// failed commit of any other kind is reported as ErrOutcomeUnknown.
+// (Galera) certification failures and brute-force aborts, which arrive as
+// deadlocks, at a statement or at the commit — are retried after a
+// jittered, growing pause (see retryPause), so that primaries that keep
+// conflicting on one hot row take turns instead of colliding again. The
+// retries are bounded by time, not by count: by ctx's deadline (the
+// operation timeout), giving up before a pause that would end past it, so
+// the caller gets the conflict (still a *mysql.MySQLError 1213 or 1205,
+// classified as such) rather than a timeout whose outcome it could not
+// tell. A hot row on several primaries may need many more attempts than
+// one server ever does (each round of conflicting commits lets only one
+// through); a fixed count gave up while the operation still had most of
+// its time. Without a deadline InTx retries until ctx ends. A failed
+// commit of any other kind is reported as ErrOutcomeUnknown.
 func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	return InTxWith(ctx, db, nil, fn)
 }
@@ -76,53 +100,55 @@ func Keep(outcome error) error {
 
 // InTxWith is InTx with transaction options (such as an isolation level).
 func InTxWith(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
-	var lastErr error
-	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
+	for attempt := 1; ; attempt++ {
 		tx, err := db.BeginTx(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
 		var result error
-		if err := fn(tx); err != nil {
-			var k kept
-			if !errors.As(err, &k) {
-				_ = tx.Rollback()
-				if IsRetryable(err) {
-					lastErr = err
-					if !backoff(ctx, attempt) {
-						break
-					}
-					continue
-				}
-				return err
-			}
-			result = k.outcome
+		err = fn(tx)
+		var k kept
+		if errors.As(err, &k) {
+			result, err = k.outcome, nil
 		}
-		if err := tx.Commit(); err != nil {
-			if IsRetryable(err) {
-				lastErr = err
-				if !backoff(ctx, attempt) {
-					break
-				}
-				continue
-			}
+		if err != nil {
+			_ = tx.Rollback()
+		} else if err = tx.Commit(); err == nil {
+			return result
+		} else if !IsRetryable(err) {
 			return fmt.Errorf("%w: commit: %v", inventory.ErrOutcomeUnknown, err)
 		}
-		return result
+		if !IsRetryable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("transaction stopped after %d attempts: %w (last attempt: %w)", attempt, ctx.Err(), err)
+		}
+		left := time.Duration(math.MaxInt64)
+		if d, ok := ctx.Deadline(); ok {
+			left = time.Until(d)
+		}
+		wait, giveUp := retryPause(attempt, left, rand.N[time.Duration])
+		if giveUp {
+			return fmt.Errorf("transaction gave up after %d attempts, %s before its deadline: %w", attempt, left.Round(time.Microsecond), err)
+		}
+		if !clock.Sleep(ctx, wait) {
+			return fmt.Errorf("transaction stopped after %d attempts: %w (last attempt: %w)", attempt, ctx.Err(), err)
+		}
 	}
-	return fmt.Errorf("transaction retried %d times: %w", maxTxnAttempts, lastErr)
 }
 
-// backoff pauses before retry attempt+1: a random time up to 1 ms doubling
-// per attempt, capped at 50 ms (40 attempts wait about 1.5 s at most in
-// all). The first retry is immediate: a single deadlock usually clears at
-// once. It returns false when ctx ends.
-func backoff(ctx context.Context, attempt int) bool {
-	if attempt == 0 {
-		return ctx.Err() == nil
+// retryPause is the pause after failed attempt number attempt (1 for the
+// first) given the time left before the deadline: none after the first (a
+// single deadlock usually clears at once), then a uniform draw (rnd draws
+// from [0, n)) up to firstPause doubling per attempt, capped at maxPause,
+// plus 1 ns. giveUp is true when the pause would end past the time left —
+// nothing has changed, and the attempt that would follow could not finish.
+func retryPause(attempt int, left time.Duration, rnd func(n time.Duration) time.Duration) (wait time.Duration, giveUp bool) {
+	if attempt > 1 {
+		wait = rnd(min(firstPause<<min(attempt-2, 6), maxPause)) + 1
 	}
-	limit := min(time.Millisecond<<min(attempt-1, 6), 50*time.Millisecond)
-	return clock.Sleep(ctx, rand.N(limit)+1)
+	return wait, wait >= left
 }
 
 // Order is an order row as read under its lock.
