@@ -81,6 +81,16 @@ ensure_local() {
   [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 }
 
+# ensure_galera adds what a local Galera cluster needs (make test runs the
+# conformance suite on one): the wsrep provider and rsync for state transfers.
+have_galera() { [ -e /usr/lib/galera/libgalera_smm.so ] || [ -e /usr/lib/galera-4/libgalera_smm.so ]; }
+ensure_galera() {
+  local need=()
+  have_galera || need+=(galera-4)
+  command -v rsync >/dev/null 2>&1 || need+=(rsync)
+  [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
+}
+
 engine() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }
 image_present() { docker image inspect "$1" >/dev/null 2>&1; }
 
@@ -151,6 +161,7 @@ bench)
   ;;
 test)
   ensure_local
+  ensure_galera
   if engine; then
     ensure_images || [ "${STOCKBENCH_REQUIRE_DOCKER:-}" != 1 ] || exit 1
   elif [ "${STOCKBENCH_REQUIRE_DOCKER:-}" = 1 ]; then
