@@ -40,6 +40,7 @@ type recorder struct {
 type bucket struct {
 	flows, attempts, errors int64
 	flowLat                 []int32 // µs
+	failed                  map[string]int64 // failed operations by outcome class
 }
 
 func newRecorder(from, to time.Time) *recorder {
@@ -113,6 +114,10 @@ func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Durat
 	}
 	if cls.Failed() {
 		b.errors++
+		if b.failed == nil {
+			b.failed = map[string]int64{}
+		}
+		b.failed[string(cls)]++
 	}
 	if cls == inventory.Failure && len(r.errs) < maxErrorTexts && !slices.Contains(r.errs, err.Error()) {
 		r.errs = append(r.errs, err.Error())
@@ -164,6 +169,12 @@ func (r *recorder) merge(o *recorder) {
 		m.attempts += b.attempts
 		m.errors += b.errors
 		m.flowLat = append(m.flowLat, b.flowLat...)
+		for cls, n := range b.failed {
+			if m.failed == nil {
+				m.failed = map[string]int64{}
+			}
+			m.failed[cls] += n
+		}
 	}
 }
 
