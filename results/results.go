@@ -67,11 +67,11 @@ type Env struct {
 	// started (none, everysec, always; --redis-persistence): what a Redis
 	// restart keeps. Absent for external servers.
 	RedisPersistence string `json:"redis_persistence,omitempty"`
-	CPUModel                  string `json:"cpu_model"`
-	Cores                     int    `json:"cores"`
-	GoVersion                 string `json:"go_version"`
-	ToolVersion               string `json:"tool_version"`
-	StartedAt                 string `json:"started_at"`
+	CPUModel         string `json:"cpu_model"`
+	Cores            int    `json:"cores"`
+	GoVersion        string `json:"go_version"`
+	ToolVersion      string `json:"tool_version"`
+	StartedAt        string `json:"started_at"`
 }
 
 // Percentiles of one latency distribution, in milliseconds.

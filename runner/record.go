@@ -39,7 +39,7 @@ type recorder struct {
 // bucket is one second of the time series.
 type bucket struct {
 	flows, attempts, errors int64
-	flowLat                 []int32 // µs
+	flowLat                 []int32          // µs
 	failed                  map[string]int64 // failed operations by outcome class
 }
 
