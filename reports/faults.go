@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
@@ -239,17 +238,5 @@ func faultWindows(rows []results.Row) [][2]float64 {
 	return w
 }
 
-// faultClassesOf are the fault classes of rows, in order.
-func faultClassesOf(rows []results.Row) []string {
-	var out []string
-	for _, r := range rows {
-		if c := results.FaultClass(r.Runs[0]); !slices.Contains(out, c) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 var _ plot.Plotter = heatCells{}
 var _ plot.Plotter = faultShade{}
-var _ = plotter.NewGrid

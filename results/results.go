@@ -169,8 +169,10 @@ type FaultEvent struct {
 // start to one second after its end (the second in which clients notice
 // the store back); series seconds overlapping a window are inside it.
 type FaultImpact struct {
-	// OutageSec counts the measured seconds with no completed flow.
-	OutageSec int `json:"outage_sec"`
+	// OutageSec counts the measured seconds with no completed flow;
+	// OutageOutsideSec those of them outside every fault window.
+	OutageSec        int `json:"outage_sec"`
+	OutageOutsideSec int `json:"outage_outside_sec"`
 	// PreFaultTPS is the mean flows/s of the whole seconds before the first
 	// fault (0 when the fault came in the first second).
 	PreFaultTPS float64 `json:"pre_fault_tps"`
@@ -181,7 +183,8 @@ type FaultImpact struct {
 	RecoverSec *float64 `json:"recover_sec,omitempty"`
 	// ErrorsInWindow and ErrorsOutside count failed operations (outcome
 	// classes that are not a healthy store's answer: timeout, canceled,
-	// error, deadlock…) by class, by the second they started in.
+	// error, deadlock…) by class, by the second they ended in (when the
+	// client saw the failure).
 	ErrorsInWindow map[string]int64 `json:"errors_in_window"`
 	ErrorsOutside  map[string]int64 `json:"errors_outside"`
 	// UnitsResold is the audit's oversold units (sold beyond the stock put

@@ -39,11 +39,13 @@ type instance struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	bgDone chan struct{}
+	// replaced is closed once a new instance serves in this one's place.
+	replaced chan struct{}
 }
 
 func startInstance(s strategies.Strategy) *instance {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	in := &instance{s: s, ctx: ctx, cancel: cancel, bgDone: make(chan struct{})}
+	in := &instance{s: s, ctx: ctx, cancel: cancel, bgDone: make(chan struct{}), replaced: make(chan struct{})}
 	go func() { defer close(in.bgDone); _ = s.Run(ctx) }()
 	return in
 }
@@ -94,6 +96,13 @@ func (sv *service) current() *instance {
 func (sv *service) call(ctx context.Context, fn func(context.Context, strategies.Strategy) error) error {
 	in := sv.current()
 	if err := context.Cause(in.ctx); err != nil {
+		// The service is down: the call fails once the new instance is up
+		// (as a client's connect to a restarting service hangs, then
+		// fails), not at once in a tight loop.
+		select {
+		case <-in.replaced:
+		case <-ctx.Done():
+		}
 		return fmt.Errorf("%w: %w", context.Canceled, err)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -171,6 +180,7 @@ func (sv *service) crash(ctx context.Context) error {
 	}
 	s, err := sv.e.New(sv.cfg)
 	if err != nil {
+		close(old.replaced)
 		return fmt.Errorf("restart %s: %w", sv.e.Name, err)
 	}
 	// Setup on running stores re-sells nothing (a live stock hash is never
@@ -182,11 +192,13 @@ func (sv *service) crash(ctx context.Context) error {
 		}
 	}
 	if err != nil {
+		close(old.replaced)
 		return fmt.Errorf("restart %s: setup: %w", sv.e.Name, err)
 	}
 	sv.mu.Lock()
 	sv.cur = startInstance(s)
 	sv.mu.Unlock()
+	close(old.replaced)
 	return nil
 }
 
@@ -219,7 +231,7 @@ const windowGrace = time.Second
 
 // impact measures what the faults did, from the per-second buckets of the
 // measured phase and the settled audit.
-func impact(series []bucket, fs []results.FaultEvent, settled results.Run) *results.FaultImpact {
+func impact(series []bucket, failedAt []map[string]int64, fs []results.FaultEvent, settled results.Run) *results.FaultImpact {
 	im := &results.FaultImpact{ErrorsInWindow: map[string]int64{}, ErrorsOutside: map[string]int64{},
 		UnitsResold: settled.Audit.OversoldUnits, UnitsLost: settled.Audit.LeakedUnits}
 	var first, last float64 = math.Inf(1), math.Inf(-1)
@@ -242,12 +254,17 @@ func impact(series []bucket, fs []results.FaultEvent, settled results.Run) *resu
 	for i, b := range series {
 		if b.flows == 0 {
 			im.OutageSec++
+			if !inside(i) {
+				im.OutageOutsideSec++
+			}
 		}
+	}
+	for i, m := range failedAt {
 		dst := im.ErrorsOutside
 		if inside(i) {
 			dst = im.ErrorsInWindow
 		}
-		for cls, n := range b.failed {
+		for cls, n := range m {
 			dst[cls] += n
 		}
 	}

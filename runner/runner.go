@@ -333,6 +333,12 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 
 	book := newLedger(strat, stock)
+	if len(o.Faults) > 0 {
+		book.totalOf = func(ctx context.Context, sku string) (total int64, err error) {
+			err = conns.DB.QueryRowContext(ctx, "SELECT total FROM inventory WHERE sku=?", sku).Scan(&total)
+			return total, err
+		}
+	}
 	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o)}
 	var injected struct {
 		events []faults.Event
@@ -464,7 +470,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 	run.CoreLines = e.CoreLines()
 	if len(run.Faults) > 0 {
-		run.FaultImpact = impact(total.series, run.Faults, run)
+		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)
 	}
 	return run, nil
 }
