@@ -3,8 +3,10 @@ GO      ?= go
 BIN     := bin/stockbench
 # Extra flags for `make bench`, e.g. make bench BENCH_FLAGS="--seed 2"
 BENCH_FLAGS ?=
+# Extra flags for `make faults`, e.g. make faults FAULTS_FLAGS="--seed 2 --redis-persistence everysec"
+FAULTS_FLAGS ?=
 
-.PHONY: build test bench vet fmt fmt-check clean images-offline down
+.PHONY: build test bench faults vet fmt fmt-check clean images-offline down
 
 # go generate refreshes the strategies' core-line counts the binary carries
 # (TestCoreLinesCurrent fails when the committed ones are stale).
@@ -30,6 +32,13 @@ bench: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
 	./$(BIN) run --strategies all --scenario flash,sustained --duration 15s --warmup 3s \
 		--abandon 0.1 --ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/latest $(BENCH_FLAGS)
+
+# The fault matrix: every strategy under Redis pause, Redis restart, MySQL
+# restart, latency and an app crash, a short sustained run each, auto
+# backend, into reports/faults (README: Faults). About 5 minutes on 2 cores.
+faults: build
+	scripts/setup.sh bench $(FAULTS_FLAGS)
+	./$(BIN) faults --out reports/faults $(FAULTS_FLAGS)
 
 vet:
 	$(GO) vet ./...

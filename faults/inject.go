@@ -139,8 +139,9 @@ func (in *Injector) one(ctx context.Context, start time.Time, f Fault) Event {
 	e.Applied = time.Now()
 	if f.Duration == 0 {
 		e.Undone = e.Applied
-		if f.Kind == Restart {
-			// Down from the kill until the restarted server answered.
+		if f.Kind == Restart || f.Kind == AppCrash {
+			// Down from the kill until the restarted server answered (the
+			// new service instance served).
 			e.Applied = began
 		}
 		e.Start, e.End = e.Applied.Sub(start), e.Undone.Sub(start)

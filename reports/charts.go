@@ -90,6 +90,42 @@ func buildPlots(r *results.Results) ([]namedPlot, error) {
 		}
 		return out, nil
 	}
+	if p, err := faultHeatMap(r); p != nil || err != nil {
+		if err := add("fault-matrix", p, err); err != nil {
+			return nil, err
+		}
+	}
+	if isFaultMatrix(r) {
+		// One timeline per fault column, its windows shaded; bars of 35
+		// strategy × fault rows would say less than the heat map.
+		for _, sc := range results.Scenarios(r) {
+			byClass := map[string][]results.Row{}
+			var classes []string
+			for _, row := range rows {
+				if row.Scenario != sc {
+					continue
+				}
+				c := results.FaultClass(row.Runs[0])
+				if _, ok := byClass[c]; !ok {
+					classes = append(classes, c)
+				}
+				byClass[c] = append(byClass[c], row)
+			}
+			for _, c := range classes {
+				if c == "" {
+					continue
+				}
+				for _, m := range timelineMetrics {
+					if p, err := timelineChart(byClass[c], sc+" under "+c, m); p != nil || err != nil {
+						if err := add(m.name+"-over-time-"+sc+"-"+c, p, err); err != nil {
+							return nil, err
+						}
+					}
+				}
+			}
+		}
+		return out, nil
+	}
 	article := IsArticlePreset(r)
 	if article {
 		// What the preset is for comes first: the article beside this run.
@@ -361,6 +397,11 @@ var timelineMetrics = []metric{
 // no run has more than one second.
 func timelineChart(rows []results.Row, sc string, m metric) (*plot.Plot, error) {
 	p := newPlot(m.title+" — "+sc, "second of the measured phase", m.ylabel)
+	if w := faultWindows(rows); len(w) > 0 {
+		// Fault windows shaded behind the lines.
+		p.Add(faultShade{w})
+		p.Title.Text += " (faults shaded)"
+	}
 	any, top := false, 0.0
 	for _, r := range rows {
 		s := r.Runs[0].Series

@@ -37,10 +37,13 @@ func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 	}
 	head, rows, _ := comparison(r)
 	rhead, rrows := repeatRows(r)
+	fhead, frows := faultTable(r)
+	fdhead, fdrows := faultRunRows(r)
 	data := map[string]any{
 		"R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
 		"Recs": Recommend(r, WeightsOf(r)), "Weights": WeightsOf(r).String(),
 		"Head": head, "Rows": rows, "RHead": rhead, "RRows": rrows,
+		"FHead": fhead, "FRows": frows, "FDHead": fdhead, "FDRows": fdrows, "Persistence": persistenceOf(r),
 	}
 	if IsArticlePreset(r) {
 		data["Article"] = articleRows(r)
@@ -113,7 +116,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{if .R.Interrupted}}<p class="bad">Interrupted: the run was stopped early; the figures cover what was measured.</p>{{end}}
 <p>Backend {{.R.Env.Backend}} · MySQL {{.R.Env.MySQLVersion}} · Redis {{.R.Env.RedisVersion}} · {{.R.Env.Cores}} cores ({{.R.Env.CPUModel}}) · {{.R.Env.StartedAt}}</p>
 <nav class="toc"><b>Contents</b>
-<a href="#comparison">Comparison</a>{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">results.Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
+<a href="#comparison">Comparison</a>{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}}{{if .FHead}} · <a href="#faults">Fault matrix</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">results.Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
 <br><b>Units</b> TPS: completed reserve+confirm flows / s · latency: ms, pay delay excluded · oversell: % of confirmed units · anomalies: units or acks counted by the auditor · server CPU: % of one core</nav>
 
 <h2 id="comparison">Comparison</h2>
@@ -145,6 +148,18 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{range .}}<tr><td>{{.Rank}}</td><td class="l">{{.Strategy}}</td>{{if .Unsafe}}<td class="l bad">UNSAFE</td>{{else}}<td class="l">ok</td>{{end}}<td>{{f2 .Score}}</td><td>{{f2 .Consistency}}</td><td>{{f2 .Throughput}}</td><td>{{f2 .Latency}}</td><td>{{f2 .Complexity}}</td></tr>
 {{end}}</table>
 <ol>{{range .}}<li>{{.Reason}}</li>{{end}}</ol>{{end}}
+
+{{if .FHead}}<h2 id="faults">Fault matrix</h2>
+<p>Each cell: the worst anomaly the auditor found after settle under that fault, the most seconds of the measured phase without a completed flow, and how long after the fault ended throughput was back at half its pre-fault rate (heat map: <a href="#chart-fault-matrix">chart</a>; green clean, amber clean with an outage, red an anomaly). Redis persistence: {{.Persistence}}. Fault times are from the start of the measured phase.</p>
+<table>
+<tr>{{range .FHead}}<th>{{.}}</th>{{end}}</tr>
+{{range .FRows}}<tr>{{range .}}<td class="l">{{.}}</td>{{end}}</tr>
+{{end}}</table>
+<p>Per run: errors by class inside the fault windows (start to one second after the end) and outside, units lost (leaked) and re-sold (oversold), anomalies at the end of load and after settle.</p>
+<table>
+<tr>{{range .FDHead}}<th>{{.}}</th>{{end}}</tr>
+{{range .FDRows}}<tr>{{range .}}<td class="l">{{.}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
 
 {{with .R.Curve}}<h2>Latency vs load: highest rate under P99 ≤ {{printf "%.0f" .SLOP99MS}} ms</h2>
 <table>

@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,8 +78,12 @@ type Recommendation struct {
 	// Unsafe is true when the auditor found any anomaly (AnomalyClasses) in
 	// any scenario or repeat of this strategy: it then ranks after every
 	// clean strategy, whatever its score.
-	Unsafe bool   `json:"unsafe"`
-	Reason string `json:"reason"`
+	Unsafe bool `json:"unsafe"`
+	// NotFor lists the fault classes (results.FaultClass) under which the
+	// auditor found an anomaly in this strategy's runs: it is not
+	// recommended where the stores or the service can fail that way.
+	NotFor []string `json:"not_for,omitempty"`
+	Reason string   `json:"reason"`
 }
 
 // Recommend ranks the strategies on the measured figures only. Throughput
@@ -92,10 +97,43 @@ type Recommendation struct {
 // Safety comes first: a strategy with any anomaly is Unsafe and ranks after
 // every clean one; the weighted score orders strategies only within the
 // clean group and within the unsafe group.
+//
+// Runs under faults (--fault, stockbench faults) are judged apart: an
+// anomaly under a fault puts that fault class in the strategy's NotFor
+// (not recommended where the stores or the service fail that way) and
+// ranks it after the strategies with fewer such classes in its group; it
+// does not make the strategy Unsafe in fair weather. The scores come from
+// the runs without faults; when every run had faults they come from all of
+// them (TPS and P99 averaged over the faults), and a strategy with an
+// anomaly under every fault is Unsafe.
 func Recommend(r *results.Results, w Weights) []Recommendation {
-	rows := results.Rows(r)
-	if len(rows) == 0 || r.Sweep != nil {
+	all := results.Rows(r)
+	if len(all) == 0 || r.Sweep != nil {
 		return nil
+	}
+	var rows, faulted []results.Row
+	for _, row := range all {
+		if results.FaultClass(row.Runs[0]) != "" {
+			faulted = append(faulted, row)
+		} else {
+			rows = append(rows, row)
+		}
+	}
+	onlyFaults := len(rows) == 0
+	if onlyFaults {
+		rows = faulted
+	}
+	notFor := map[string][]string{}
+	classes := map[string]int{}
+	for _, row := range faulted {
+		c := results.FaultClass(row.Runs[0])
+		if _, ok := classes[row.Strategy+"\x00"+c]; !ok {
+			classes[row.Strategy+"\x00"+c] = 1
+			classes[row.Strategy]++
+		}
+		if row.Anomalies > 0 && !slices.Contains(notFor[row.Strategy], c) {
+			notFor[row.Strategy] = append(notFor[row.Strategy], c)
+		}
 	}
 	scs := results.Scenarios(r)
 	// Performance is read off the timed scenario when there is one.
@@ -108,7 +146,7 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 	type agg struct {
 		tps, p99, oversell float64
 		anomalies, units   int64
-		lines              int
+		lines, perfRows    int
 	}
 	by := map[string]*agg{}
 	var names []string
@@ -125,7 +163,14 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 			a.units += run.Audit.ConfirmedUnits
 		}
 		if row.Scenario == perf {
-			a.tps, a.p99 = row.TPS, row.P99
+			if onlyFaults {
+				// The mean over the fault columns.
+				a.tps = (a.tps*float64(a.perfRows) + row.TPS) / float64(a.perfRows+1)
+				a.p99 = (a.p99*float64(a.perfRows) + row.P99) / float64(a.perfRows+1)
+				a.perfRows++
+			} else {
+				a.tps, a.p99 = row.TPS, row.P99
+			}
 		}
 	}
 	var bestTPS, bestP99, fewest float64 = 0, math.Inf(1), math.Inf(1)
@@ -157,12 +202,25 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 		}
 		rec.Score = w.Consistency*rec.Consistency + w.Throughput*rec.Throughput + w.Latency*rec.Latency + w.Complexity*rec.Complexity
 		rec.Unsafe = a.anomalies > 0
+		rec.NotFor = notFor[n]
+		if onlyFaults {
+			rec.Unsafe = len(rec.NotFor) > 0 && len(rec.NotFor) == classes[n]
+		}
 		rec.Reason = reason(n, a.anomalies, a.oversell, a.tps, a.p99, a.lines, perf)
+		if onlyFaults {
+			rec.Reason = faultReason(n, len(rec.NotFor), classes[n], a.tps, a.p99, a.lines, perf)
+		}
+		if len(rec.NotFor) > 0 {
+			rec.Reason += " Not recommended where its stores or service may fail as in: " + strings.Join(rec.NotFor, ", ") + " (the auditor found anomalies under those faults)."
+		}
 		out = append(out, rec)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Unsafe != out[j].Unsafe {
 			return !out[i].Unsafe
+		}
+		if len(out[i].NotFor) != len(out[j].NotFor) {
+			return len(out[i].NotFor) < len(out[j].NotFor)
 		}
 		return out[i].Score > out[j].Score
 	})
@@ -170,6 +228,17 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 		out[i].Rank = i + 1
 	}
 	return out
+}
+
+func faultReason(name string, bad, classes int, tps, p99 float64, lines int, perf string) string {
+	cons := fmt.Sprintf("clean under all %d faults", classes)
+	if bad > 0 {
+		cons = fmt.Sprintf("anomalies under %d of %d faults", bad, classes)
+	}
+	if bad > 0 && bad == classes {
+		cons = "UNSAFE: " + cons
+	}
+	return fmt.Sprintf("%s: %s; %.0f flows/s at P99 %.1f ms in %s, averaged over the faults; %d core lines.", name, cons, tps, p99, perf, lines)
 }
 
 func reason(name string, anomalies int64, oversell, tps, p99 float64, lines int, perf string) string {

@@ -63,11 +63,15 @@ type Env struct {
 	InnodbFlushLogAtTrxCommit string `json:"innodb_flush_log_at_trx_commit"`
 	SyncBinlog                string `json:"sync_binlog"`
 	RedisAppendOnly           string `json:"redis_appendonly"`
-	CPUModel                  string `json:"cpu_model"`
-	Cores                     int    `json:"cores"`
-	GoVersion                 string `json:"go_version"`
-	ToolVersion               string `json:"tool_version"`
-	StartedAt                 string `json:"started_at"`
+	// RedisPersistence is the AOF setting stockbench gave the Redis it
+	// started (none, everysec, always; --redis-persistence): what a Redis
+	// restart keeps. Absent for external servers.
+	RedisPersistence string `json:"redis_persistence,omitempty"`
+	CPUModel         string `json:"cpu_model"`
+	Cores            int    `json:"cores"`
+	GoVersion        string `json:"go_version"`
+	ToolVersion      string `json:"tool_version"`
+	StartedAt        string `json:"started_at"`
 }
 
 // Percentiles of one latency distribution, in milliseconds.
@@ -133,6 +137,61 @@ type Run struct {
 	// CoreLines counts the strategy package's non-test, non-blank,
 	// non-comment lines.
 	CoreLines int `json:"core_lines"`
+	// Faults is the run's fault timeline (--fault): each fault as it
+	// happened, in plan order. Absent for a run without faults.
+	Faults []FaultEvent `json:"faults,omitempty"`
+	// FaultImpact is what the faults did to the run. Absent without faults.
+	FaultImpact *FaultImpact `json:"fault_impact,omitempty"`
+}
+
+// FaultEvent is one fault of a run's plan as the injector carried it out.
+// Times are seconds from the start of the measured phase (after the
+// warm-up of a timed scenario; the start barrier of flash and race), the
+// same origin as the per-second series.
+type FaultEvent struct {
+	// Spec is the fault's canonical spec (redis-pause@5s+3s).
+	Spec string `json:"spec"`
+	// Kind and Target split the spec: pause, restart, latency, reset,
+	// partition, app-crash; redis, mysql, app.
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	// StartSec is when it took effect; EndSec when it was over (a restart:
+	// when the server answered again; an instant fault: StartSec).
+	StartSec float64 `json:"start_sec"`
+	EndSec   float64 `json:"end_sec"`
+	// Applied is false when the fault never took effect (see Error).
+	Applied bool `json:"applied"`
+	// Error says what failed (applying, undoing, the run ending first).
+	Error string `json:"error,omitempty"`
+}
+
+// FaultImpact measures a run under faults. A fault's window runs from its
+// start to one second after its end (the second in which clients notice
+// the store back); series seconds overlapping a window are inside it.
+type FaultImpact struct {
+	// OutageSec counts the measured seconds with no completed flow;
+	// OutageOutsideSec those of them outside every fault window.
+	OutageSec        int `json:"outage_sec"`
+	OutageOutsideSec int `json:"outage_outside_sec"`
+	// PreFaultTPS is the mean flows/s of the whole seconds before the first
+	// fault (0 when the fault came in the first second).
+	PreFaultTPS float64 `json:"pre_fault_tps"`
+	// RecoverSec is the time from the end of the last fault to the end of
+	// the first second after it with at least half the pre-fault rate. -1:
+	// not recovered before the measured phase ended. Absent without a
+	// pre-fault rate.
+	RecoverSec *float64 `json:"recover_sec,omitempty"`
+	// ErrorsInWindow and ErrorsOutside count failed operations (outcome
+	// classes that are not a healthy store's answer: timeout, canceled,
+	// error, deadlock…) by class, by the second they ended in (when the
+	// client saw the failure).
+	ErrorsInWindow map[string]int64 `json:"errors_in_window"`
+	ErrorsOutside  map[string]int64 `json:"errors_outside"`
+	// UnitsResold is the audit's oversold units (sold beyond the stock put
+	// in: a unit sold twice); UnitsLost its leaked units (neither
+	// available, held by a live reservation, nor sold), after settle.
+	UnitsResold int64 `json:"units_resold"`
+	UnitsLost   int64 `json:"units_lost"`
 }
 
 // QuantileMS is one point of a latency spectrum.

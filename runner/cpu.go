@@ -14,59 +14,103 @@ import (
 const clockTicks = 100
 
 // cpuReading is a process's or container's total CPU time and when it was
-// read.
+// read; id names the process it came from (a pid; 0 for a container), so a
+// restarted server's counter, which starts again from zero, is told apart.
 type cpuReading struct {
 	cpu time.Duration
 	at  time.Time
+	id  int
 }
 
 // cpuSource reads one CPU total; ok is false when it cannot.
 type cpuSource func() (cpuReading, bool)
 
+// cpuAcc accumulates one source's CPU time over a measurement, across
+// restarts: a reading from another process, or one lower than the last
+// (a container's counter restarts from zero), starts a new count.
+type cpuAcc struct {
+	first, last cpuReading
+	acc         time.Duration
+}
+
+func (a *cpuAcc) add(r cpuReading) {
+	if r.id != a.last.id || r.cpu < a.last.cpu {
+		a.acc += r.cpu
+	} else {
+		a.acc += r.cpu - a.last.cpu
+	}
+	a.last = r
+}
+
 // cpuSampler measures the CPU time of the servers and of the harness itself
 // over the measured phase: from /proc for processes this machine runs (the
-// local backend's children, the harness), from the engine's stats for
-// containers (sampled about once a second, so a phase shorter than two
-// samples reports no container figure). Percentages are of one core; each
-// uses the times of its own two readings.
+// local backend's children, the harness — a restarted server's new process
+// found through the Faulter), from the engine's stats for containers
+// (sampled about once a second, so a phase shorter than two samples
+// reports no container figure). It reads every source once a second so
+// that a server killed and restarted mid-phase keeps the CPU it used
+// before the kill. Percentages are of one core; each uses the times of its
+// own first and last readings.
 type cpuSampler struct {
 	sources map[string]cpuSource
 	mu      sync.Mutex
-	start   map[string]cpuReading
+	acc     map[string]*cpuAcc
+	stop    chan struct{}
 	pending sync.WaitGroup
 	result  map[string]float64 // set by mark
 }
 
-func newCPUSampler(ep servers.Endpoints) *cpuSampler {
-	src := map[string]cpuSource{"harness": procSource(os.Getpid())}
-	if ep.MySQLPID > 0 {
-		src["mysql"] = procSource(append([]int{ep.MySQLPID}, ep.ExtraPIDs["mysql"]...)...)
+// samplePeriod is how often a measurement reads its sources.
+const samplePeriod = time.Second
+
+func newCPUSampler(ep servers.Endpoints, f servers.Faulter) *cpuSampler {
+	src := map[string]cpuSource{"harness": procSource(staticPID(os.Getpid()))}
+	for kind, pid := range map[string]int{servers.TargetMySQL: ep.MySQLPID, servers.TargetRedis: ep.RedisPID} {
+		if pid <= 0 {
+			continue
+		}
+		cur := staticPID(pid)
+		if f != nil && len(ep.ExtraPIDs[kind]) == 0 {
+			// After a restart the server is another process.
+			cur = func() []int {
+				if p := f.PID(kind); p > 0 {
+					return []int{p}
+				}
+				return nil
+			}
+		} else if len(ep.ExtraPIDs[kind]) > 0 {
+			cur = staticPID(append([]int{pid}, ep.ExtraPIDs[kind]...)...)
+		}
+		src[kind] = procSource(cur)
 	}
-	if ep.RedisPID > 0 {
-		src["redis"] = procSource(append([]int{ep.RedisPID}, ep.ExtraPIDs["redis"]...)...)
-	}
-	for k, f := range ep.CPU {
+	for k, fn := range ep.CPU {
 		src[k] = func() (cpuReading, bool) {
-			cpu, at, ok := f()
-			return cpuReading{cpu, at}, ok
+			cpu, at, ok := fn()
+			return cpuReading{cpu: cpu, at: at}, ok
 		}
 	}
 	return &cpuSampler{sources: src}
 }
 
+func staticPID(pids ...int) func() []int { return func() []int { return pids } }
+
 // procSource reads the CPU time of processes from /proc, summed: a cluster's
 // nodes count as one server.
-func procSource(pids ...int) cpuSource {
+func procSource(pids func() []int) cpuSource {
 	return func() (cpuReading, bool) {
+		ps := pids()
+		if len(ps) == 0 {
+			return cpuReading{}, false
+		}
 		var sum int64
-		for _, pid := range pids {
+		for _, pid := range ps {
 			t, ok := procTicks(pid)
 			if !ok {
 				return cpuReading{}, false
 			}
 			sum += t
 		}
-		return cpuReading{cpu: time.Duration(sum) * time.Second / clockTicks, at: time.Now()}, true
+		return cpuReading{cpu: time.Duration(sum) * time.Second / clockTicks, at: time.Now(), id: ps[0]}, true
 	}
 }
 
@@ -90,22 +134,58 @@ func (c *cpuSampler) readAll() map[string]cpuReading {
 	return out
 }
 
-// begin starts a measurement; it returns at once.
+// sample reads every source into the accumulators.
+func (c *cpuSampler) sample() {
+	r := c.readAll()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, x := range r {
+		if a := c.acc[k]; a != nil {
+			a.add(x)
+		} else {
+			c.acc[k] = &cpuAcc{first: x, last: x}
+		}
+	}
+}
+
+// begin starts a measurement; it returns at once and reads the sources
+// every samplePeriod until the measurement ends.
 func (c *cpuSampler) begin() {
 	if c == nil {
 		return
 	}
+	c.halt()
+	stop := make(chan struct{})
 	c.mu.Lock()
-	c.result, c.start = nil, nil
+	c.result, c.acc, c.stop = nil, map[string]*cpuAcc{}, stop
 	c.mu.Unlock()
 	c.pending.Add(1)
 	go func() {
 		defer c.pending.Done()
-		r := c.readAll()
-		c.mu.Lock()
-		c.start = r
-		c.mu.Unlock()
+		c.sample()
+		t := time.NewTicker(samplePeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				c.sample()
+			}
+		}
 	}()
+}
+
+// halt stops the periodic reads and waits for them.
+func (c *cpuSampler) halt() {
+	c.mu.Lock()
+	stop := c.stop
+	c.stop = nil
+	c.mu.Unlock()
+	if stop != nil {
+		close(stop)
+	}
+	c.pending.Wait()
 }
 
 // window measures from `from` to `to` on timers; the returned func stops
@@ -144,19 +224,23 @@ func (c *cpuSampler) end() map[string]float64 {
 
 func (c *cpuSampler) compute() map[string]float64 {
 	out := map[string]float64{}
-	end := c.readAll()
-	c.pending.Wait()
+	c.halt()
 	c.mu.Lock()
-	start := c.start
+	began := c.acc != nil
 	c.mu.Unlock()
+	if !began {
+		return out
+	}
+	c.sample()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	server, seen := 0.0, false
-	for k, r1 := range end {
-		r0, ok := start[k]
-		secs := r1.at.Sub(r0.at).Seconds()
-		if !ok || secs <= 0 {
+	for k, a := range c.acc {
+		secs := a.last.at.Sub(a.first.at).Seconds()
+		if secs <= 0 {
 			continue
 		}
-		pct := (r1.cpu - r0.cpu).Seconds() / secs * 100
+		pct := a.acc.Seconds() / secs * 100
 		out[k+"_cpu_pct"] = pct
 		if k != "harness" {
 			server += pct

@@ -20,6 +20,9 @@ type driver struct {
 	sc      scenarios.Scenario
 	restock *restocker
 	live    *live // nil unless progress is shown
+	// onStart, when set, is told when the measured phase starts (from),
+	// as soon as load begins: the fault injector's origin.
+	onStart func(from time.Time)
 	// open loop
 	late, dropped atomic.Int64
 }
@@ -34,6 +37,12 @@ func (d *driver) counters() map[string]float64 {
 		m["open_dropped"] = float64(d.dropped.Load())
 	}
 	return m
+}
+
+func (d *driver) started(from time.Time) {
+	if d.onStart != nil {
+		d.onStart(from)
+	}
 }
 
 type opResult struct {
@@ -148,6 +157,7 @@ func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, 
 	t0 := time.Now()
 	from := t0.Add(d.o.Warmup)
 	to := from.Add(d.o.Duration)
+	d.started(from)
 	recs := make([]*recorder, d.o.Buyers)
 	var wg sync.WaitGroup
 	for w := range recs {
@@ -180,6 +190,7 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, ti
 	t0 := time.Now()
 	from := t0.Add(d.o.Warmup)
 	to := from.Add(d.o.Duration)
+	d.started(from)
 	type arrival struct {
 		j        scenarios.Journey
 		intended time.Time

@@ -18,7 +18,8 @@ import (
 func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) results.Env {
 	e := results.Env{Backend: ep.Backend, DockerNetwork: ep.Network, RedisClusterNodes: len(ep.RedisCluster),
 		MySQLClusterNodes: len(ep.MySQLCluster), MySQLSpread: ep.MySQLSpread && len(ep.MySQLCluster) > 1, Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
-		ToolVersion: version.Tool(), CPUModel: cpuModel(), StartedAt: time.Now().UTC().Format(time.RFC3339)}
+		ToolVersion: version.Tool(), CPUModel: cpuModel(), StartedAt: time.Now().UTC().Format(time.RFC3339),
+		RedisPersistence: ep.RedisPersistence}
 	_ = c.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&e.MySQLVersion)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit").Scan(&e.InnodbFlushLogAtTrxCommit)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@sync_binlog").Scan(&e.SyncBinlog)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
@@ -20,6 +21,8 @@ type ledger struct {
 	stock    map[string]int64
 	acks     []inventory.Ack
 	reserved map[string]bool // orders whose reserve was acknowledged
+	// totalOf, when set, reads a SKU's total from MySQL (runs with faults).
+	totalOf func(ctx context.Context, sku string) (int64, error)
 }
 
 func newLedger(s strategies.Strategy, initial []inventory.Stock) *ledger {
@@ -70,10 +73,28 @@ func (l *ledger) Cancel(ctx context.Context, o inventory.OrderRef) error {
 
 // Restock adds a successful restock to the stock put in. A restock that
 // failed is not counted: if it took effect anyway, the audit shows the
-// units as phantom, which is what they are to the harness.
+// units as phantom, which is what they are to the harness — unless the
+// ledger can tell (totalOf set): a restock whose answer was lost (its
+// call cut by a fault after the commit) is looked up the way an operator
+// would, by the SKU's MySQL total before and after (restocks of one SKU
+// never overlap, and sales do not change the total).
 func (l *ledger) Restock(ctx context.Context, sku string, qty int64) error {
+	var before int64 = -1
+	if l.totalOf != nil {
+		if t, err := l.totalOf(ctx, sku); err == nil {
+			before = t
+		}
+	}
 	err := l.Strategy.Restock(ctx, sku, qty)
-	if err == nil {
+	applied := err == nil
+	if err != nil && before >= 0 {
+		// On a context of its own: the call's may be what ended.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		after, lerr := l.totalOf(lctx, sku)
+		cancel()
+		applied = lerr == nil && after == before+qty
+	}
+	if applied {
 		l.mu.Lock()
 		l.stock[sku] += qty
 		l.mu.Unlock()

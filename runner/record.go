@@ -34,12 +34,18 @@ type recorder struct {
 	flows    int64
 	attempts int64
 	series   []bucket // per second of the measured window
+	// failedAt counts failed operations by outcome class per second of the
+	// measured window in which they ended (when the client saw the
+	// failure): an operation a fault caught in flight fails inside the
+	// fault's window even if it started before.
+	failedAt []map[string]int64
 }
 
 // bucket is one second of the time series.
 type bucket struct {
 	flows, attempts, errors int64
-	flowLat                 []int32 // µs
+	flowLat                 []int32          // µs
+	failed                  map[string]int64 // failed operations by outcome class
 }
 
 func newRecorder(from, to time.Time) *recorder {
@@ -113,6 +119,19 @@ func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Durat
 	}
 	if cls.Failed() {
 		b.errors++
+		if b.failed == nil {
+			b.failed = map[string]int64{}
+		}
+		b.failed[string(cls)]++
+		if i := int(start.Add(lat).Sub(r.from) / time.Second); i >= 0 {
+			for len(r.failedAt) <= i {
+				r.failedAt = append(r.failedAt, nil)
+			}
+			if r.failedAt[i] == nil {
+				r.failedAt[i] = map[string]int64{}
+			}
+			r.failedAt[i][string(cls)]++
+		}
 	}
 	if cls == inventory.Failure && len(r.errs) < maxErrorTexts && !slices.Contains(r.errs, err.Error()) {
 		r.errs = append(r.errs, err.Error())
@@ -155,6 +174,17 @@ func (r *recorder) merge(o *recorder) {
 	}
 	r.flows += o.flows
 	r.attempts += o.attempts
+	for i, m := range o.failedAt {
+		for len(r.failedAt) <= i {
+			r.failedAt = append(r.failedAt, nil)
+		}
+		for cls, n := range m {
+			if r.failedAt[i] == nil {
+				r.failedAt[i] = map[string]int64{}
+			}
+			r.failedAt[i][cls] += n
+		}
+	}
 	for i, b := range o.series {
 		for len(r.series) <= i {
 			r.series = append(r.series, bucket{})
@@ -164,6 +194,12 @@ func (r *recorder) merge(o *recorder) {
 		m.attempts += b.attempts
 		m.errors += b.errors
 		m.flowLat = append(m.flowLat, b.flowLat...)
+		for cls, n := range b.failed {
+			if m.failed == nil {
+				m.failed = map[string]int64{}
+			}
+			m.failed[cls] += n
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/calibrate"
+	"github.com/stockbench/stockbench/faults"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
@@ -49,6 +51,9 @@ type Options struct {
 	// Progress, when set, receives a live status line every second
 	// (meant for a terminal: the line is redrawn with \r).
 	Progress io.Writer
+	// Faults is the fault plan of every run (--fault); fault times are
+	// offsets from the start of the measured phase.
+	Faults faults.Plan
 	// Enough, when set, is asked after each run; when it says true, that
 	// strategy is not run in the later plans (stockbench curve stops a
 	// strategy at the first rate past its latency bound).
@@ -79,6 +84,9 @@ func (o Options) Resolved() map[string]any {
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
 		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
 		"pool": o.pool(), "batch_max": c.BatchMax, "batch_wait": c.BatchWait.String(),
+	}
+	if len(o.Faults) > 0 {
+		m["faults"] = o.Faults.Strings()
 	}
 	if o.Weights != "" {
 		m["weights"] = o.Weights
@@ -140,6 +148,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		return nil, err
 	}
 	defer func() { conns.Close() }()
+	// The faulter is nil on the external backend (its servers are not
+	// ours): CheckFor refuses process faults there.
+	faulter, _ := servers.FaulterOf(p)
+	for _, pl := range plans {
+		if err := pl.Faults.CheckFor(ep); err != nil {
+			return nil, refuse(err)
+		}
+	}
 	release, err := Guard(ctx, ep, conns, pool)
 	if err != nil {
 		return nil, err
@@ -160,7 +176,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		}
 		res.Calibration = &cal
 	}
-	cpu := newCPUSampler(ep)
+	cpu := newCPUSampler(ep, faulter)
 	enough := map[string]bool{}
 	for _, pl := range plans {
 		for _, sc := range pl.Scenarios {
@@ -180,7 +196,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 						return res, err
 					}
 					conns = nc
-					run, err := runStrategy(ctx, conns, e, sc, o, cpu)
+					run, err := runStrategy(ctx, Stores{Endpoints: ep, Conns: conns, Faulter: faulter}, e, sc, o, cpu)
 					if err != nil {
 						if ctx.Err() != nil {
 							break
@@ -243,14 +259,45 @@ func ceilingPct(run results.Run, e registry.Entry, cal *results.Calibration) flo
 // RunStrategy runs the named scenario once against one strategy on a
 // freshly reset schema and audits the result (server CPU is not sampled).
 func RunStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, scenario string, o Options) (results.Run, error) {
-	return runStrategy(ctx, conns, e, scenario, o, nil)
+	if len(o.Faults) > 0 {
+		return results.Run{}, errors.New("a run with faults needs its stores: use RunWithFaults")
+	}
+	return runStrategy(ctx, Stores{Conns: conns}, e, scenario, o, nil)
 }
 
-func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, scenario string, o Options, cpu *cpuSampler) (results.Run, error) {
+// RunWithFaults is RunStrategy with o.Faults injected into st's servers
+// (process faults through st.Faulter, network faults through a proxy in
+// front of st.Endpoints, app-crash in the harness).
+func RunWithFaults(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options) (results.Run, error) {
+	if err := o.Faults.CheckFor(st.Endpoints); err != nil {
+		return results.Run{}, err
+	}
+	return runStrategy(ctx, st, e, scenario, o, nil)
+}
+
+func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options, cpu *cpuSampler) (results.Run, error) {
 	run := results.Run{Strategy: e.Name, Scenario: scenario, Seed: o.Seed}
 	sc, err := scenarios.Lookup(scenario)
 	if err != nil {
 		return run, err
+	}
+	// conns reset, load and audit the stores directly; the strategy's
+	// pools (sconns) go through the fault proxy when the plan has network
+	// faults.
+	conns, sconns := st.Conns, st.Conns
+	var proxy *faults.Proxy
+	if o.Faults.NeedsProxy() {
+		pep, p, err := faults.Listen(st.Endpoints)
+		if err != nil {
+			return run, err
+		}
+		defer p.Close()
+		pc, err := servers.Open(pep, o.pool())
+		if err != nil {
+			return run, err
+		}
+		defer pc.Close()
+		proxy, sconns = p, pc
 	}
 	stock := catalog(sc, o.Params)
 	if err := inventory.ResetMySQL(ctx, conns.DB); err != nil {
@@ -263,7 +310,7 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 		return run, err
 	}
 	cfg := o.Strategy
-	cfg.DB, cfg.Redis = conns.DB, conns.Redis
+	cfg.DB, cfg.Redis = sconns.DB, sconns.Redis
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = o.OpTimeout
 	}
@@ -271,17 +318,49 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 	if err != nil {
 		return run, err
 	}
-	defer s.Close()
 	if err := s.Setup(ctx, stock); err != nil {
+		_ = s.Close()
 		return run, err
 	}
 
-	bgCtx, bgStop := context.WithCancel(context.Background())
-	bgDone := make(chan struct{})
-	go func() { defer close(bgDone); _ = s.Run(bgCtx) }()
+	// The service holds the strategy instance and its background loop; an
+	// app-crash replaces the instance.
+	svc := newService(e, cfg, stock, s)
+	defer svc.Close()
+	var strat strategies.Strategy = s
+	if hasAppCrash(o.Faults) {
+		strat = svc
+	}
 
-	book := newLedger(s, stock)
+	book := newLedger(strat, stock)
+	if len(o.Faults) > 0 {
+		book.totalOf = func(ctx context.Context, sku string) (total int64, err error) {
+			err = conns.DB.QueryRowContext(ctx, "SELECT total FROM inventory WHERE sku=?", sku).Scan(&total)
+			return total, err
+		}
+	}
 	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o)}
+	var injected struct {
+		events []faults.Event
+		err    error
+		done   chan struct{}
+	}
+	injCtx, injStop := context.WithCancel(ctx)
+	defer injStop()
+	if len(o.Faults) > 0 {
+		in := &faults.Injector{Plan: o.Faults, Faulter: st.Faulter, Proxy: proxy,
+			OnAppCrash: func(ctx context.Context, f faults.Fault) error { return svc.crash(ctx) }}
+		if err := in.Check(); err != nil {
+			return run, err
+		}
+		injected.done = make(chan struct{})
+		d.onStart = func(from time.Time) {
+			go func() {
+				defer close(injected.done)
+				injected.events, injected.err = in.Run(injCtx, from)
+			}()
+		}
+	}
 	if o.Progress != nil {
 		d.live = newLive()
 		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
@@ -289,7 +368,7 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 	}
 	var recs []*recorder
 	var window time.Duration
-	poolFrom, galeraFrom := markPools(conns), markGalera(ctx, conns)
+	poolFrom, galeraFrom := markPools(sconns), markGalera(ctx, conns)
 	switch {
 	case !sc.Timed():
 		recs, window = d.fixed(ctx, sc.Journeys(o.Params), cpu)
@@ -299,9 +378,18 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 		recs, window = d.closedLoop(ctx, cpu)
 	}
 	cpuPct := cpu.end()
-	poolTo, galeraTo := markPools(conns), markGalera(context.Background(), conns)
-	bgStop()
-	<-bgDone
+	poolTo, galeraTo := markPools(sconns), markGalera(context.Background(), conns)
+	if injected.done != nil {
+		// Load is over: whatever fault is still on is undone now (a restart
+		// is seen through), so settle and audit find the servers up.
+		injStop()
+		<-injected.done
+		run.Faults = timeline(injected.events)
+		if injected.err != nil {
+			o.logf("  faults: %v", injected.err)
+		}
+	}
+	svc.stopBackground()
 
 	// Audit at the end of load, settle, audit again — even after Ctrl-C:
 	// what was measured is reported.
@@ -318,7 +406,7 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 		return run, err
 	}
 	auditor.StaleBefore = time.Now()
-	if err := s.Settle(sctx); err != nil {
+	if err := strat.Settle(sctx); err != nil {
 		return run, fmt.Errorf("settle: %w", err)
 	}
 	total := newRecorder(time.Time{}, time.Time{})
@@ -354,7 +442,7 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 	run.Counts, run.Journeys, run.Errors, run.Audit = total.counts, total.journeys, total.errs, settled
 	run.Series = total.seriesPoints()
 	run.Counters = map[string]float64{}
-	if c, ok := s.(strategies.Counters); ok {
+	if c, ok := strat.(strategies.Counters); ok {
 		for k, v := range c.Counters() {
 			run.Counters[k] = v
 		}
@@ -381,6 +469,9 @@ func runStrategy(ctx context.Context, conns servers.Conns, e registry.Entry, sce
 		run.Counters[k] = v
 	}
 	run.CoreLines = e.CoreLines()
+	if len(run.Faults) > 0 {
+		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)
+	}
 	return run, nil
 }
 
@@ -404,6 +495,7 @@ func (d *driver) fixed(ctx context.Context, journeys []scenarios.Journey, cpu *c
 	for _, r := range recs {
 		r.from = t0
 	}
+	d.started(t0)
 	cpu.begin()
 	close(start)
 	wg.Wait()

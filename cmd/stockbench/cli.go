@@ -33,6 +33,7 @@ commands:
   calibrate  measure the raw ceilings of the stores (hot-row UPDATE, FOR UPDATE txn, EVALSHA)
   sweep      run a grid: --param NAME=V1,V2,… over any run flag; sweep charts
   curve      open loop at rising rates: each strategy's highest rate under --slo p99=50ms
+  faults     every strategy under each standard fault (Redis/MySQL pause, restart, latency, app-crash): the fault matrix
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
   compare    OLD.json NEW.json: side-by-side table, exit 1 on a regression (the CI gate)
   audit      grade any MySQL (and Redis) in this schema: the reconciliation job; exit 1 on an anomaly
@@ -85,6 +86,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdAudit(ctx, args[1:], stdout, fail)
 	case "curve":
 		return cmdCurve(ctx, args[1:], stdout, stderr, fail)
+	case "faults":
+		return cmdFaults(ctx, args[1:], stdout, stderr, fail)
 	case "version":
 		fs := flag.NewFlagSet("version", flag.ContinueOnError)
 		if code, done := parseFlags(fs, args[1:], stdout, fail); done {
@@ -96,7 +99,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, curve, calibrate, report, compare, audit, down or version)", args[0]))
+	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, curve, faults, calibrate, report, compare, audit, down or version)", args[0]))
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

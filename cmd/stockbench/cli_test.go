@@ -139,6 +139,8 @@ func TestBadInput(t *testing.T) {
 	tmp := t.TempDir()
 	aFile := filepath.Join(tmp, "a-file")
 	os.WriteFile(aFile, []byte("x"), 0o644)
+	faultyFile := filepath.Join(tmp, "faulty.yaml")
+	os.WriteFile(faultyFile, []byte("faults: [redis-pause@1s+2s, app-crash]\n"), 0o644)
 	// ext is an external run on the catalogue's servers against database db.
 	ext := func(db string, more ...string) []string {
 		return append([]string{"run", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, db),
@@ -202,6 +204,19 @@ func TestBadInput(t *testing.T) {
 		{name: "sweep of a non-flag", args: []string{"sweep", "--param", "speed=1,2"}, want: "not a sweepable"},
 		{name: "sweep of a bad value", args: []string{"sweep", "--param", "buyers=10,x"}, want: "buyers=x"},
 		{name: "sweep of the redis url", args: []string{"sweep", "--param", "redis-url=a,b"}, want: "not a sweepable"},
+		// Faults.
+		{name: "fault without a time", args: []string{"run", "--fault", "redis-pause"}, want: `fault "redis-pause": no @time`},
+		{name: "unknown fault", args: []string{"run", "--fault", "redis-melt@2s"}, want: "unknown process fault"},
+		{name: "pause without a duration", args: []string{"run", "--fault", "mysql-pause@2s"}, want: "pause needs a duration"},
+		{name: "latency jitter above latency", args: []string{"run", "--fault", "latency:redis=5ms±10ms@1s+2s"}, want: "jitter"},
+		{name: "overlapping faults", args: []string{"run", "--fault", "redis-pause@1s+3s", "--fault", "redis-restart@2s"}, want: "overlap"},
+		{name: "fault after the measured phase", args: []string{"run", "--scenario", "sustained", "--duration", "5s", "--fault", "app-crash@6s"}, want: "not inside the measured phase"},
+		{name: "process fault on external servers", args: ext("stockbench", "--fault", "mysql-restart@1s"), want: "only network faults"},
+		{name: "bad redis persistence", args: []string{"run", "--backend", "local", "--redis-persistence", "sometimes", "--quiet", "--out", filepath.Join(tmp, "out")}, want: "--redis-persistence"},
+		{name: "redis persistence on external servers", args: ext("stockbench", "--redis-persistence", "always"), want: "not to external ones"},
+		{name: "faults with --fault", args: []string{"faults", "--fault", "app-crash@1s"}, want: "--only"},
+		{name: "faults unknown column", args: []string{"faults", "--only", "meteor"}, want: "--only"},
+		{name: "faulty scenario file", args: []string{"run", "-f", faultyFile}, want: `fault "app-crash"`},
 		// Files.
 		{name: "missing scenario file", args: []string{"run", "-f", "/nonexistent.yaml"}, want: "scenario file"},
 		{name: "scenario file is a directory", args: []string{"run", "-f", tmp}, want: "scenario file"},

@@ -28,6 +28,7 @@ func TestHelp(t *testing.T) {
 		{"report", "DIR"},                 // the results directory
 		{"compare", "OLD.json NEW.json"},  // two files
 		{"curve", "--slo p99=50ms"},       // rates and the SLO
+		{"faults", "--only COLUMNS"},      // the matrix's columns
 		{"audit", "--mysql-dsn DSN"},      // the stores to grade
 		{"down", "stockbench down"},       // nothing
 		{"version", "stockbench version"}, // nothing
@@ -94,7 +95,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, cmd := range []string{"run", "sweep", "curve", "calibrate", "compare", "audit"} {
+	for _, cmd := range []string{"run", "sweep", "curve", "faults", "calibrate", "compare", "audit"} {
 		var out bytes.Buffer
 		if code := Main(context.Background(), []string{cmd, "-h"}, &out, &out); code != exitOK {
 			t.Fatalf("%s -h: exit %d", cmd, code)

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stockbench/stockbench/faults"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
@@ -38,6 +39,8 @@ type runFlags struct {
 	calibrate, batchWait, casMaxWait              time.Duration
 	seed                                          uint64
 	quiet, noRestock                              bool
+	// faults are the --fault specs, in the order given.
+	faults []string
 	// post, when set, completes the results before they are written, and
 	// after prints more below the table (stockbench curve).
 	post  func(*results.Results)
@@ -48,6 +51,15 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "f", "", "scenario file (YAML) whose keys mirror these flags; flags on the command line win")
 	fs.StringVar(&f.preset, "preset", "", "named set of flags, filling only flags not set otherwise: article (the article's experiment, reported beside its published figures)")
 	registerServerFlags(fs, &f.servers)
+	fs.StringVar(&f.servers.RedisPersistence, "redis-persistence", servers.PersistenceNone, "AOF of the Redis stockbench starts, what a Redis restart keeps: none | everysec | always")
+	fs.Func("fault", "inject a fault, repeatable (or comma-separated): redis-pause@5s+3s, redis-restart@5s, mysql-restart@8s, mysql-pause@5s+3s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s; times from the start of the measured phase", func(v string) error {
+		for _, spec := range strings.Split(v, ",") {
+			if spec = strings.TrimSpace(spec); spec != "" {
+				f.faults = append(f.faults, spec)
+			}
+		}
+		return nil
+	})
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(scenarios.Names(), ", "))
@@ -95,6 +107,10 @@ func applyFile(fs *flag.FlagSet, path string) error {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	for k, v := range m {
+		if k == "faults" {
+			// The file's list of faults is the repeatable --fault.
+			k = "fault"
+		}
 		if fs.Lookup(k) == nil || k == "f" {
 			return fmt.Errorf("scenario file %s: unknown key %q", path, k)
 		}
@@ -208,11 +224,25 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 			return o, fmt.Errorf("--%s applies to the %s scenario only", name, owner)
 		}
 	}
+	plan, err := faults.ParsePlan(f.faults)
+	if err != nil {
+		return o, fmt.Errorf("--fault: %w", err)
+	}
+	if err := plan.For(f.servers.Backend); err != nil {
+		return o, fmt.Errorf("--fault: %w", err)
+	}
+	if timedOnly(scens) {
+		for _, ft := range plan {
+			if ft.End() >= f.duration {
+				return o, fmt.Errorf("--fault %s: ends at %s, not inside the measured phase (--duration %s)", ft, ft.End(), f.duration)
+			}
+		}
+	}
 	return runner.Options{
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(),
+		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait},
@@ -323,9 +353,20 @@ func measuredOf(res *results.Results, plans []runner.Plan) string {
 	return fmt.Sprintf("%d of %d planned run(s) finished%s", finished, planned, cut)
 }
 
+// timedOnly reports whether every scenario named is timed (the measured
+// phase then lasts --duration).
+func timedOnly(scens []string) bool {
+	for _, sc := range scens {
+		if !scenarios.IsTimed(sc) {
+			return false
+		}
+	}
+	return len(scens) > 0
+}
+
 // notSweepable are run flags that choose where and how to run, not what.
 var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true, "redis-cluster": true, "mysql-cluster": true, "mysql-spread": true,
-	"mysql-image": true, "redis-image": true,
+	"mysql-image": true, "redis-image": true, "redis-persistence": true,
 	"quiet": true, "repeat": true, "preset": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
 
 // cmdSweep runs the same scenario once per value of one parameter, all in
@@ -353,6 +394,10 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	}
 	var plans []runner.Plan
 	for _, v := range values {
+		if name == "fault" {
+			// --fault adds to a list: each value of the sweep is its own plan.
+			f.faults = nil
+		}
 		if err := fs.Set(name, v); err != nil {
 			return fail(exitUsage, fmt.Errorf("--param %s=%s: %w", name, v, err))
 		}

@@ -1,0 +1,147 @@
+package runner_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stockbench/stockbench/faults"
+	"github.com/stockbench/stockbench/results"
+	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/scenarios"
+	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/registry"
+)
+
+// faultOptions: a short sustained run whose operations time out well
+// before a fault ends, so a stalled store shows as errors in its window.
+func faultOptions(plan faults.Plan) runner.Options {
+	return runner.Options{Scenarios: []string{"sustained"}, Params: scenarios.Params{Stock: 50, Buyers: 16, SKUs: 2,
+		Skew: scenarios.Skew{Kind: "uniform"}, Mix: scenarios.Mix{Confirm: 0.8, Cancel: 0.1, Abandon: 0.1},
+		Duration: 3500 * time.Millisecond, Warmup: 500 * time.Millisecond, TTL: time.Second, Seed: 1},
+		OpTimeout: 300 * time.Millisecond, SettleTimeout: time.Minute, Faults: plan,
+		Strategy: strategies.Config{OutboxPeriod: 100 * time.Millisecond, ReconcilePeriod: 100 * time.Millisecond,
+			SweepPeriod: 100 * time.Millisecond}}
+}
+
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestFaultKindsInARun injects each kind of fault into a run of a strategy
+// that uses the store it hits, and checks that its effect is visible —
+// failed operations inside the fault's window — and that nothing failed
+// outside it (a fault that does nothing fails here), that the timeline
+// says it was applied and undone, and that the audit after settle found no
+// unit sold twice and no lost ack.
+func TestFaultKindsInARun(t *testing.T) {
+	if env.Faulter == nil {
+		t.Skip("process faults need servers stockbench started (not the external backend)")
+	}
+	cases := []struct {
+		strategy, spec string
+		// class is an outcome class that must be among the errors in the
+		// window ("" any).
+		class string
+	}{
+		// go-redis leaves a stalled reply to its read timeout (3 s), not
+		// the operation's context: a stalled Redis shows as an outage.
+		{"lua-tcc", "redis-pause@1s+1500ms", ""},
+		{"conditional", "mysql-pause@1s+1500ms", "timeout"},
+		{"lua-tcc", "redis-restart@1s+1s", ""},
+		{"conditional", "mysql-restart@1s", ""},
+		{"lua-tcc", "latency:redis=500ms@1s+1s", ""},
+		{"conditional", "partition:mysql@1s+1s", "timeout"},
+		{"conditional", "reset:mysql@1s+500ms", ""},
+		{"lua-tcc", "app-crash@1s", "canceled"},
+		{"outbox", "app-crash@1s", "canceled"},
+	}
+	for _, c := range cases {
+		t.Run(c.strategy+" "+c.spec, func(t *testing.T) {
+			plan, err := faults.ParsePlan([]string{c.spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := registry.Lookup(c.strategy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := runner.Stores{Endpoints: env.Endpoints, Conns: env.Conns, Faulter: env.Faulter}
+			run, err := runner.RunWithFaults(context.Background(), st, e, "sustained", faultOptions(plan))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(run.Faults) != 1 || !run.Faults[0].Applied || run.Faults[0].Error != "" {
+				t.Fatalf("timeline %+v", run.Faults)
+			}
+			f := run.Faults[0]
+			if f.StartSec < 1 || f.EndSec < f.StartSec {
+				t.Fatalf("window %.2f–%.2f s for a fault at 1 s", f.StartSec, f.EndSec)
+			}
+			im := run.FaultImpact
+			if im == nil {
+				t.Fatal("no fault impact")
+			}
+			t.Logf("%s: in window %v, outside %v, outage %d s, series %+v", c.spec, im.ErrorsInWindow, im.ErrorsOutside, im.OutageSec, run.Series)
+			if sum(im.ErrorsInWindow) == 0 && im.OutageSec == im.OutageOutsideSec {
+				t.Errorf("no failed operation and no second without a flow inside the window: the fault did nothing visible")
+			}
+			if c.class != "" && im.ErrorsInWindow[c.class] == 0 {
+				t.Errorf("no %s among the errors in the window %v", c.class, im.ErrorsInWindow)
+			}
+			if sum(im.ErrorsOutside) != 0 || im.OutageOutsideSec != 0 {
+				t.Errorf("failed operations (%v) or seconds without a flow (%d) outside the fault window", im.ErrorsOutside, im.OutageOutsideSec)
+			}
+			if a := run.Audit; a.OversoldUnits != 0 || a.LostAcks != 0 {
+				t.Errorf("audit after settle: %d oversold, %d phantom, %d lost acks, counters %v; violations %v", a.OversoldUnits, a.PhantomUnits, a.LostAcks, run.Counters, a.Violations)
+			}
+			if f.Kind == string(faults.AppCrash) && run.Counters["app_crashes"] != 1 {
+				t.Errorf("app_crashes %v, want 1", run.Counters["app_crashes"])
+			}
+		})
+	}
+}
+
+// TestAppCrashRecovery crashes the service twice while flows are in flight
+// — in-flight calls end between Try and Confirm, or after the MySQL commit
+// before the Redis update — for the two strategies whose flows span Redis
+// and MySQL, then settles past every deadline: no unit sold twice, no ack
+// lost, and no unit held forever (nothing leaked, no stale or orphan
+// reservation, nothing still reserved once the TTL has passed).
+func TestAppCrashRecovery(t *testing.T) {
+	for _, name := range []string{"lua-tcc", "outbox"} {
+		t.Run(name, func(t *testing.T) {
+			plan, err := faults.ParsePlan([]string{"app-crash@1s", "app-crash@2s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := registry.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := faultOptions(plan)
+			o.OpTimeout = 2 * time.Second
+			o.TTL = 500 * time.Millisecond
+			st := runner.Stores{Endpoints: env.Endpoints, Conns: env.Conns, Faulter: env.Faulter}
+			run, err := runner.RunWithFaults(context.Background(), st, e, "sustained", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := run.Audit
+			t.Logf("%+v; counters %v", run.FaultImpact, run.Counters)
+			if run.Counters["app_crashes"] != 2 {
+				t.Fatalf("app_crashes %v, want 2", run.Counters["app_crashes"])
+			}
+			if run.FaultImpact.ErrorsInWindow["canceled"] == 0 {
+				t.Errorf("no call was in flight at either crash: %v", run.FaultImpact.ErrorsInWindow)
+			}
+			if n := results.AnomalyCount(a); n != 0 {
+				t.Errorf("after settle %d anomalies (oversold %d, leaked %d, lost acks %d, stale %d, orphan %d, invariants %d: %v)",
+					n, a.OversoldUnits, a.LeakedUnits, a.LostAcks, a.StaleReservations, a.OrphanReservations, a.InvariantViolations, a.Violations)
+			}
+		})
+	}
+}
