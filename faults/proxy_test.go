@@ -96,6 +96,9 @@ func timedOut(err error) bool {
 
 // TestProxyPassesThrough: the proxied endpoints reach the same servers.
 func TestProxyPassesThrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
 	ep, p := proxied(t)
 	direct := needEnv(t).Endpoints
 	if ep.MySQLDSN == direct.MySQLDSN || ep.RedisAddr == direct.RedisAddr {

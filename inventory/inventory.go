@@ -1,7 +1,8 @@
 // Package inventory holds the domain of stockbench: stock of a SKU, orders and
-// their states, the sentinel errors every strategy speaks, the Strategy
-// contract, the shared MySQL schema and Redis key layout, and the auditor that
-// grades a run from the stores themselves.
+// their states, the sentinel errors every strategy speaks and the typed
+// outcome classes they are counted in, acks, the shared MySQL schema and
+// Redis key layout, and the run lock. The Strategy contract is in
+// strategies; the auditor in audit.
 package inventory
 
 import (

@@ -9,4 +9,4 @@ import (
 
 var env servertest.Env
 
-func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env, "TestClassify")) }

@@ -15,7 +15,10 @@ import (
 
 var env servertest.Env
 
-func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
+// The server-free tests of the package, run by the -short tier.
+var pure = []string{"TestResolvedGrid", "TestHarnessPerKFlows", "TestRecorderOp", "TestRecorderMerge"}
+
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env, pure...)) }
 
 func flashOptions(seed uint64) runner.Options {
 	return runner.Options{Scenarios: []string{"flash"}, Params: scenarios.Params{Stock: 100, Buyers: 120,

@@ -51,7 +51,10 @@ type Scenario interface {
 	Journeys(p Params) []Journey
 	// Source is worker w's endless journey stream (nil for a fixed one).
 	Source(p Params, worker int) *Source
-	// Flags are the CLI flags only this scenario reads.
+	// Flags are the CLI flags that only this scenario reads and that are
+	// refused when it is not chosen (flash's --arrival and race's
+	// --short-ttl are not listed: they have always been accepted, and
+	// ignored, with other scenarios).
 	Flags() []string
 	// Config records the scenario's knobs into the resolved configuration.
 	Config(p Params, m map[string]any)
@@ -94,6 +97,33 @@ func FlagOwner(flag string) string {
 		}
 	}
 	return ""
+}
+
+// Misplaced finds the first flag (in the order of All and of each
+// scenario's Flags) that set reports as set while its scenario is not among
+// chosen; "" when there is none.
+func Misplaced(chosen []string, set func(flag string) bool) (flag, owner string) {
+	for _, s := range All {
+		if slices.Contains(chosen, s.Name()) {
+			continue
+		}
+		for _, f := range s.Flags() {
+			if set(f) {
+				return f, s.Name()
+			}
+		}
+	}
+	return "", ""
+}
+
+// SplitList splits a comma-separated list of scenario names, trimming
+// spaces ("flash, sustained" names two).
+func SplitList(s string) []string {
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
 }
 
 // flash and race play Journeys on the one FlashSKU.

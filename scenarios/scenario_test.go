@@ -52,3 +52,31 @@ func TestRegistry(t *testing.T) {
 		t.Fatal("--stock belongs to every scenario")
 	}
 }
+
+// TestMisplaced: a flag only an unchosen scenario reads is found, always the
+// same one first; a chosen owner or no owner is fine.
+func TestMisplaced(t *testing.T) {
+	cases := []struct {
+		name      string
+		chosen    []string
+		set       []string
+		wantFlag  string
+		wantOwner string
+	}{
+		{"none set", []string{"flash"}, nil, "", ""},
+		{"owner chosen", []string{"flash", "sustained"}, []string{"duration", "skus"}, "", ""},
+		{"common flag", []string{"flash"}, []string{"stock", "buyers"}, "", ""},
+		{"first in declared order", []string{"flash"}, []string{"rate", "mix", "skus", "duration"}, "duration", "sustained"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, o := Misplaced(c.chosen, func(f string) bool { return slices.Contains(c.set, f) })
+			if f != c.wantFlag || o != c.wantOwner {
+				t.Fatalf("Misplaced = %q, %q; want %q, %q", f, o, c.wantFlag, c.wantOwner)
+			}
+		})
+	}
+	if got := SplitList("flash, sustained"); !slices.Equal(got, []string{"flash", "sustained"}) {
+		t.Fatalf("SplitList = %q", got)
+	}
+}

@@ -1,6 +1,7 @@
 // Package scenarios turns a scenario's parameters into buyer journeys. It is
 // pure and seeded: the same parameters and seed give the same journeys, and
-// it imports no database code.
+// it imports no database code. scenario.go holds the Scenario interface and
+// the registry (All, Lookup), the only place a scenario's name is branched on.
 package scenarios
 
 import (

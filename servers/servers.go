@@ -1,6 +1,9 @@
 // Package servers provides the MySQL and Redis servers a run talks to, behind
-// one Provider interface: local child processes, or external servers named by
-// the user. The same code serves the CLI and the integration tests.
+// one Provider interface: docker containers (official or offline images),
+// local child processes (single servers, a Redis Cluster, a Galera cluster),
+// or external servers named by the user; FaulterOf pauses, kills and
+// restarts the servers a provider started. The same code serves the CLI and
+// the integration tests.
 package servers
 
 import (

@@ -52,8 +52,10 @@ type Config struct {
 
 // Defaults are the documented defaults of every knob: WithDefaults fills
 // unset fields from them and the CLI's flags show them, so they are written
-// once.
-var Defaults = Config{
+// once (a function, so no caller can change them for everyone).
+func Defaults() Config { return defaults }
+
+var defaults = Config{
 	SweepPeriod:     500 * time.Millisecond,
 	CASRetry:        "backoff",
 	CASMaxAttempts:  200,
@@ -66,7 +68,7 @@ var Defaults = Config{
 
 // WithDefaults fills unset fields with Defaults.
 func (c Config) WithDefaults() Config {
-	d := Defaults
+	d := defaults
 	if c.SweepPeriod <= 0 {
 		c.SweepPeriod = d.SweepPeriod
 	}

@@ -55,7 +55,7 @@ func applyPreset(fs *flag.FlagSet, name string) error {
 		if set[kv[0]] {
 			continue
 		}
-		if owner := scenarios.FlagOwner(kv[0]); owner != "" && !slices.Contains(strings.Split(fs.Lookup("scenario").Value.String(), ","), owner) {
+		if owner := scenarios.FlagOwner(kv[0]); owner != "" && !slices.Contains(scenarios.SplitList(fs.Lookup("scenario").Value.String()), owner) {
 			continue // the scenarios chosen have no such load to shape
 		}
 		if err := fs.Set(kv[0], kv[1]); err != nil {

@@ -81,14 +81,14 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.calibrate, "calibrate", 2*time.Second, "duration of each store calibration probe (0: skip calibration)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice")
 	fs.StringVar(&f.out, "out", "reports/latest", "directory for results.json and summary.md")
-	fs.StringVar(&f.casRetry, "cas-retry", strategies.Defaults.CASRetry, "cas retry policy: backoff | immediate")
+	fs.StringVar(&f.casRetry, "cas-retry", strategies.Defaults().CASRetry, "cas retry policy: backoff | immediate")
 	fs.DurationVar(&f.casMaxWait, "cas-max-wait", 0, "cas backoff: total time budget of one reserve (0: --op-timeout); past it the reserve gives up as a conflict")
-	fs.DurationVar(&f.outboxPeriod, "outbox-period", strategies.Defaults.OutboxPeriod, "outbox relay poll period")
-	fs.DurationVar(&f.reconcilePeriod, "reconcile-period", strategies.Defaults.ReconcilePeriod, "outbox reconciler period")
-	fs.IntVar(&f.batchMax, "batch-max", strategies.Defaults.BatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm); 1 turns it off")
+	fs.DurationVar(&f.outboxPeriod, "outbox-period", strategies.Defaults().OutboxPeriod, "outbox relay poll period")
+	fs.DurationVar(&f.reconcilePeriod, "reconcile-period", strategies.Defaults().ReconcilePeriod, "outbox reconciler period")
+	fs.IntVar(&f.batchMax, "batch-max", strategies.Defaults().BatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm, outbox writes); 1 turns it off")
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "group commit: how long a batch waits to fill before it runs (0: no added wait)")
-	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults.SweepPeriod, "expiry sweeper period")
-	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults.OpTimeout, "timeout of each operation")
+	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
+	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.StringVar(&f.weights, "weights", reports.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
 }
@@ -152,8 +152,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, err
 	}
 	var scens []string
-	for _, sc := range strings.Split(f.scenario, ",") {
-		sc = strings.TrimSpace(sc)
+	for _, sc := range scenarios.SplitList(f.scenario) {
 		if !slices.Contains(scenarios.Names(), sc) {
 			return o, fmt.Errorf("--scenario %q: want one or more of %s", sc, strings.Join(scenarios.Names(), ", "))
 		}
@@ -219,10 +218,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	case f.out == "":
 		return o, errors.New("--out must name a directory")
 	}
-	for name := range explicit {
-		if owner := scenarios.FlagOwner(name); owner != "" && !slices.Contains(scens, owner) {
-			return o, fmt.Errorf("--%s applies to the %s scenario only", name, owner)
-		}
+	if name, owner := scenarios.Misplaced(scens, func(f string) bool { return explicit[f] }); name != "" {
+		return o, fmt.Errorf("--%s applies to the %s scenario only", name, owner)
 	}
 	plan, err := faults.ParsePlan(f.faults)
 	if err != nil {

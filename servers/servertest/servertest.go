@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,13 +31,20 @@ type Env struct {
 // Use it from TestMain: os.Exit(servertest.Main(m, &env)). Servers that
 // cannot be started fail the run with the reason; they are never mocked.
 //
-// With -short (the fast tier: no servers) it runs none of the package's
-// tests and says so: each package that uses Main needs servers throughout.
-func Main(m *testing.M, env *Env) int {
+// With -short (the fast tier: no servers) it starts none and runs only the
+// package's tests named in pure, which must not touch env.
+func Main(m *testing.M, env *Env, pure ...string) int {
 	flag.Parse()
 	if testing.Short() {
-		fmt.Println("servertest: -short: skipping this package's tests, which need real servers")
-		return 0
+		if len(pure) == 0 {
+			fmt.Println("servertest: -short: skipping this package's tests, which need real servers")
+			return 0
+		}
+		if err := flag.Set("test.run", "^("+strings.Join(pure, "|")+")$"); err != nil {
+			fmt.Fprintln(os.Stderr, "servertest:", err)
+			return 1
+		}
+		return m.Run()
 	}
 	e, stop, err := Start()
 	if err != nil {

@@ -26,8 +26,8 @@ type confirmItem struct {
 // confirmGroup coalesces the confirms of one SKU: their decision rows go
 // in with one INSERT and their units with one UPDATE, in one transaction,
 // instead of one hot-row transaction per confirm (cfg.BatchMax 1: off).
+// cfg has its defaults already (New).
 func confirmGroup(cfg strategies.Config) *groupcommit.Group[*confirmItem] {
-	cfg = cfg.WithDefaults()
 	return &groupcommit.Group[*confirmItem]{Max: cfg.BatchMax, Wait: cfg.BatchWait, Batch: confirmBatch,
 		One: func(ctx context.Context, _ string, it *confirmItem) error {
 			got, err := it.s.decide(ctx, it.ref, it.res, inventory.StateConfirmed)

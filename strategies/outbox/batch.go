@@ -76,7 +76,7 @@ func (s *Strategy) reserveBatch(ctx context.Context, sku string, rs []inventory.
 	seen := make(map[string]bool, len(rs))
 	for i, r := range rs {
 		if seen[r.OrderID] {
-			out[i] = groupcommit.Alone
+			out[i] = groupcommit.ErrAlone
 			continue
 		}
 		seen[r.OrderID] = true
@@ -124,7 +124,7 @@ func (s *Strategy) decisionBatch(ctx context.Context, sku string, ds []*decision
 		moved := map[inventory.OrderState][]any{}
 		taken := make(map[string]bool, len(ds))
 		for i, d := range ds {
-			out[i] = groupcommit.Alone
+			out[i] = groupcommit.ErrAlone
 			ord, found := orders[d.ref.OrderID]
 			switch {
 			case !found, taken[ord.ID], ord.SKU != d.ref.SKU, ord.State != inventory.StateReserved:

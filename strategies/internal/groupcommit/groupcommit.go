@@ -12,7 +12,7 @@
 // the batch as a whole fails (the transaction rolled back), every item is
 // run again on its own with One, so no caller ever gets another's error.
 // Batch may also leave single items out of a batch that otherwise commits
-// (Alone): their callers run them with One once the batch has committed.
+// (ErrAlone): their callers run them with One once the batch has committed.
 package groupcommit
 
 import (
@@ -41,12 +41,12 @@ type Group[T any] struct {
 	// either it returns one result per item (nil = success for that item)
 	// and a nil error, or a non-nil error meaning nothing the results would
 	// have said holds and every item is to be run again with One. A result
-	// that is Alone says the batch did nothing for that item (an unusual
+	// that is ErrAlone says the batch did nothing for that item (an unusual
 	// case the batch leaves to the per-item path, or a repeat of an item
 	// already in the batch): its caller then runs it with One, after the
 	// batch's commit, so the others need not fail for it.
 	Batch func(ctx context.Context, key string, items []T) ([]error, error)
-	// One runs a single item on its own. It never returns Alone.
+	// One runs a single item on its own. It never returns ErrAlone.
 	One func(ctx context.Context, key string, item T) error
 
 	mu    sync.Mutex
@@ -55,9 +55,9 @@ type Group[T any] struct {
 	fall  int64   // batches that failed and were retried item by item
 }
 
-// Alone is the result Batch gives an item it left out of the batch: the
+// ErrAlone is the result Batch gives an item it left out of the batch: the
 // caller runs that item with One once the batch has committed.
-var Alone = errors.New("group commit: item left to run alone")
+var ErrAlone = errors.New("group commit: item left to run alone")
 
 type queue[T any] struct {
 	pending []*call[T]
@@ -150,10 +150,10 @@ func (g *Group[T]) Do(ctx context.Context, key string, item T) error {
 	return g.alone(ctx, key, item, g.lead(ctx, key, q, c))
 }
 
-// alone runs item with One if its batch left it out (err is Alone), on the
+// alone runs item with One if its batch left it out (err is ErrAlone), on the
 // caller's own goroutine and context; any other err is the item's result.
 func (g *Group[T]) alone(ctx context.Context, key string, item T, err error) error {
-	if !errors.Is(err, Alone) {
+	if !errors.Is(err, ErrAlone) {
 		return err
 	}
 	return g.One(ctx, key, item)

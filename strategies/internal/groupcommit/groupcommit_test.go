@@ -33,7 +33,7 @@ type item struct {
 // records the batches it saw.
 type store struct {
 	gate  chan struct{}   // the item "first" waits here before its transaction
-	alone map[string]bool // items Batch leaves out (Alone) for One to run
+	alone map[string]bool // items Batch leaves out (ErrAlone) for One to run
 	mu    sync.Mutex
 	sizes []int // sizes of the calls to Batch and One, in order
 }
@@ -74,7 +74,7 @@ func (s *store) group(max int, wait time.Duration) *Group[item] {
 			var in []item
 			for i, it := range items {
 				if s.alone[it.id] {
-					out[i] = Alone
+					out[i] = ErrAlone
 					continue
 				}
 				in = append(in, it)

@@ -86,7 +86,7 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 // kept is an outcome that commits: see Keep.
 type kept struct{ outcome error }
 
-func (k kept) Error() string { return "kept: " + k.outcome.Error() }
+func (k kept) Error() string { return k.outcome.Error() }
 func (k kept) Unwrap() error { return k.outcome }
 
 // Keep wraps a domain outcome that InTx must return after committing fn's
@@ -107,9 +107,10 @@ func InTxWith(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *
 		}
 		var result error
 		err = fn(tx)
-		var k kept
-		if errors.As(err, &k) {
-			result, err = k.outcome, nil
+		if errors.As(err, new(kept)) {
+			// Kept, even when wrapped: commit, and return err as fn gave it
+			// (its text is the outcome's; errors.Is sees through it).
+			result, err = err, nil
 		}
 		if err != nil {
 			_ = tx.Rollback()
