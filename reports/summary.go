@@ -120,7 +120,8 @@ func Table(w io.Writer, r *results.Results) {
 	if note := safetyNote(r); note != "" {
 		fmt.Fprintln(w, note)
 	}
-	if recs := Recommend(r, WeightsOf(r)); len(recs) > 0 {
+	weights := WeightsOf(r)
+	if recs := Recommend(r, weights); len(recs) > 0 {
 		names := make([]string, len(recs))
 		for i, rec := range recs {
 			names[i] = rec.Strategy
@@ -128,7 +129,7 @@ func Table(w io.Writer, r *results.Results) {
 				names[i] += " (UNSAFE)"
 			}
 		}
-		fmt.Fprintf(w, "recommended, best first (%s): %s\n", WeightsOf(r), strings.Join(names, ", "))
+		fmt.Fprintf(w, "recommended, best first (%s): %s\n", weights, strings.Join(names, ", "))
 	}
 }
 
@@ -177,8 +178,9 @@ func Summary(r *results.Results) string {
 	b.WriteString(repeatsMarkdown(r))
 	b.WriteString(articleMarkdown(r))
 
-	if recs := Recommend(r, WeightsOf(r)); len(recs) > 0 {
-		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (oversold, leaked, phantom or drifted units, a lost or contradicted ack, a paid buyer refused, an orphan or stale reservation, a broken invariant) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", WeightsOf(r))
+	weights := WeightsOf(r)
+	if recs := Recommend(r, weights); len(recs) > 0 {
+		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (oversold, leaked, phantom or drifted units, a lost or contradicted ack, a paid buyer refused, an orphan or stale reservation, a broken invariant) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights)
 		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
 			safety := "ok"
