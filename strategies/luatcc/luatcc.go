@@ -48,8 +48,8 @@ type Strategy struct {
 
 	skus redisstock.Catalog
 
-	bgErrors, deferred, recovered, expired, reloads atomic.Int64
-	confirms                                        *groupcommit.Group[*confirmItem]
+	bgErrors, deferred, recovered, expired, reloads, restocksCaught atomic.Int64
+	confirms                                                        *groupcommit.Group[*confirmItem]
 }
 
 var _ strategies.Strategy = (*Strategy)(nil)
@@ -205,23 +205,30 @@ func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
 //   - a SKU whose stock hash is gone (Redis lost its data) gets it rebuilt
 //     by the guarded reload (redisstock.Reload), so reserves work again
 //     without re-selling held units;
+//   - a restock MySQL committed but Redis never counted (its caller died
+//     between the two writes) is caught up (redisstock.CatchUpRestocks);
 //   - a reservation MySQL holds a decision for gets it applied now, not at
 //     its deadline: a cancel whose Redis write failed, or a late Try of a
 //     cancelled order, holds its unit for at most one pass;
 //   - a reservation past its deadline without a decision is expired.
 func (s *Strategy) recover(ctx context.Context) error {
-	skus, err := redisstock.ListSKUs(ctx, s.db)
+	rows, err := redisstock.ListRows(ctx, s.db)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	now := time.Now()
-	for _, sku := range skus {
+	for _, row := range rows {
+		sku := row.SKU
 		created, err := s.rs.Reload(ctx, s.db, sku)
 		if err != nil {
 			return fmt.Errorf("recover: %w", err)
 		}
 		if created {
 			s.reloads.Add(1)
+		} else if caught, err := s.rs.CatchUpRestocks(ctx, row); err != nil {
+			return fmt.Errorf("recover: %w", err)
+		} else if caught {
+			s.restocksCaught.Add(1)
 		}
 		ids, err := s.rs.Due(ctx, sku, time.Time{}, 0)
 		if err != nil {
@@ -311,10 +318,11 @@ func (s *Strategy) Close() error { return nil }
 // and expired reservations.
 func (s *Strategy) Counters() map[string]float64 {
 	return s.withBatchCounters(map[string]float64{
-		"background_errors":  float64(s.bgErrors.Load()),
-		"tcc_deferred_redis": float64(s.deferred.Load()),
-		"tcc_recovered":      float64(s.recovered.Load()),
-		"tcc_expired":        float64(s.expired.Load()),
-		"tcc_reloads":        float64(s.reloads.Load()),
+		"background_errors":   float64(s.bgErrors.Load()),
+		"tcc_deferred_redis":  float64(s.deferred.Load()),
+		"tcc_recovered":       float64(s.recovered.Load()),
+		"tcc_expired":         float64(s.expired.Load()),
+		"tcc_reloads":         float64(s.reloads.Load()),
+		"tcc_restocks_caught": float64(s.restocksCaught.Load()),
 	})
 }

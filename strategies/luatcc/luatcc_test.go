@@ -51,18 +51,19 @@ func want(t *testing.T, what string, got, want error) {
 func TestRecoveryPaths(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
-		name  string
-		stock int64
-		run   func(t *testing.T, s *Strategy) (acks []inventory.Ack)
+		name      string
+		stock     int64
+		restocked int64 // units restocked behind the strategy's back (issued: the ledger counts them)
+		run       func(t *testing.T, s *Strategy) (acks []inventory.Ack)
 	}{
-		{"restart on live data re-sells nothing", 1, func(t *testing.T, s *Strategy) []inventory.Ack {
+		{"restart on live data re-sells nothing", 1, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
 			want(t, "reserve", s.Reserve(ctx, res("a")), nil)
 			s2 := newStrategy(t) // a service restart: Setup on running stores
 			want(t, "reserve after restart", s2.Reserve(ctx, res("b")), inventory.ErrOutOfStock)
 			want(t, "confirm after restart", s2.Confirm(ctx, ref("a")), nil)
 			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateReserved}, {OrderID: "a", SKU: sku, State: inventory.StateConfirmed}}
 		}},
-		{"lost stock hash is rebuilt from what is held", 2, func(t *testing.T, s *Strategy) []inventory.Ack {
+		{"lost stock hash is rebuilt from what is held", 2, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
 			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
 			want(t, "confirm a", s.Confirm(ctx, ref("a")), nil)
 			want(t, "reserve b", s.Reserve(ctx, res("b")), nil)
@@ -78,7 +79,7 @@ func TestRecoveryPaths(t *testing.T) {
 			want(t, "confirm b", s.Confirm(ctx, ref("b")), nil)
 			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateConfirmed}, {OrderID: "b", SKU: sku, State: inventory.StateConfirmed}}
 		}},
-		{"all Redis data lost: reload sells only what MySQL has", 2, func(t *testing.T, s *Strategy) []inventory.Ack {
+		{"all Redis data lost: reload sells only what MySQL has", 2, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
 			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
 			want(t, "confirm a", s.Confirm(ctx, ref("a")), nil)
 			want(t, "reserve b", s.Reserve(ctx, res("b")), nil)
@@ -96,7 +97,7 @@ func TestRecoveryPaths(t *testing.T) {
 			want(t, "reserve d", s.Reserve(ctx, res("d")), inventory.ErrOutOfStock)
 			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateConfirmed}, {OrderID: "c", SKU: sku, State: inventory.StateConfirmed}}
 		}},
-		{"late Try after the cancel marker is gone is released on the next pass", 1, func(t *testing.T, s *Strategy) []inventory.Ack {
+		{"late Try after the cancel marker is gone is released on the next pass", 1, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
 			want(t, "cancel first", s.Cancel(ctx, ref("a")), nil)
 			env.Redis.Del(ctx, inventory.RedisReservationKey(sku, "a")) // the marker outlived its Retain
 			want(t, "late Try", s.Reserve(ctx, res("a")), nil)          // hangs: Redis cannot see MySQL
@@ -108,7 +109,22 @@ func TestRecoveryPaths(t *testing.T) {
 			want(t, "reserve b after the pass", s.Reserve(ctx, res("b")), nil)
 			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateCancelled}}
 		}},
-		{"decision whose Redis write was lost is applied before the deadline", 1, func(t *testing.T, s *Strategy) []inventory.Ack {
+		{"restock whose caller died between MySQL and Redis is caught up on the next pass", 1, 1, func(t *testing.T, s *Strategy) []inventory.Ack {
+			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
+			// The restock's MySQL half committed (one unit); the service died
+			// before its Redis half.
+			if _, err := env.DB.Exec("UPDATE inventory SET total=total+1, available=available+1, version=version+1 WHERE sku=?", sku); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "reserve b before the pass", s.Reserve(ctx, res("b")), inventory.ErrOutOfStock)
+			if err := s.recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "reserve b after the pass", s.Reserve(ctx, res("b")), nil)
+			want(t, "reserve c: nothing more", s.Reserve(ctx, res("c")), inventory.ErrOutOfStock)
+			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateReserved}, {OrderID: "b", SKU: sku, State: inventory.StateReserved}}
+		}},
+		{"decision whose Redis write was lost is applied before the deadline", 1, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
 			want(t, "reserve", s.Reserve(ctx, res("a")), nil)
 			// The cancel committed in MySQL; its Redis write never happened.
 			if _, err := env.DB.Exec("INSERT INTO orders VALUES ('a',?,1,'cancelled',NOW(6),NULL,NOW(6))", sku); err != nil {
@@ -138,7 +154,7 @@ func TestRecoveryPaths(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, err := audit.Auditor{DB: env.DB, Redis: env.Redis, RedisReservations: true,
-				Ledger: map[string]int64{sku: c.stock}}.Audit(ctx, acks)
+				Ledger: map[string]int64{sku: c.stock + c.restocked}}.Audit(ctx, acks)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -115,6 +115,62 @@ func ListSKUs(ctx context.Context, db *sql.DB) ([]string, error) {
 	return skus, rows.Err()
 }
 
+// SKURow is one SKU's MySQL inventory row as the recovery passes need it:
+// its total and its version (bumped by every restock).
+type SKURow struct {
+	SKU            string
+	Total, Version int64
+}
+
+// ListRows reads every SKU's total and version, in SKU order.
+func ListRows(ctx context.Context, db *sql.DB) ([]SKURow, error) {
+	rows, err := db.QueryContext(ctx, "SELECT sku, total, version FROM inventory ORDER BY sku")
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer rows.Close()
+	var out []SKURow
+	for rows.Next() {
+		var c SKURow
+		if err := rows.Scan(&c.SKU, &c.Total, &c.Version); err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// CatchUpRestocks gives a SKU's stock hash the restocks MySQL committed
+// that Redis never counted: a Restock whose Redis write failed, or whose
+// caller died between its MySQL commit and its Redis write (a service
+// crash). Totals change only by restocks, so a MySQL total (read at
+// version c.Version) above Redis's is units restocked but not sellable.
+// The repair is a guarded delta (Adjust: only if the hash is still as
+// observed) that makes c.Version the hash's restock floor, so the late
+// Redis write of one of those restocks is skipped instead of counted twice.
+// It never puts Redis above MySQL, leaves a missing hash to Reload, and
+// does nothing when the hash already includes restocks newer than the
+// MySQL read (which is then stale: the next pass sees more). It reports
+// whether it repaired anything.
+func (s Store) CatchUpRestocks(ctx context.Context, c SKURow) (bool, error) {
+	t, err := s.R.HGet(ctx, inventory.RedisStockKey(c.SKU), "total").Int64()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("redis catch-up %s: %w", c.SKU, err)
+	}
+	if t >= c.Total {
+		return false, nil
+	}
+	snap, err := s.Snapshot(ctx, c.SKU)
+	if err != nil || snap.Missing || snap.RV > c.Version || snap.Stock.Total >= c.Total {
+		return false, err
+	}
+	d := c.Total - snap.Stock.Total
+	return s.Adjust(ctx, c.SKU, snap, inventory.Stock{Total: d, Available: d}, c.Version)
+}
+
 // Reload builds sku's stock hash as LoadFromMySQL describes, if it has
 // none. created is false when there was one (nothing changed).
 func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool, err error) {

@@ -175,3 +175,59 @@ func TestAdjustGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestCatchUpRestocks: a restock MySQL counted and Redis did not is added
+// once (its late Redis write is then skipped); Redis already level, a
+// stale MySQL read and a missing hash change nothing.
+func TestCatchUpRestocks(t *testing.T) {
+	cases := []struct {
+		name       string
+		rv         int64 // restock floor the hash holds
+		row        SKURow
+		late       int64 // then the late Redis write of this restock version (0: none)
+		wantCaught bool
+		wantTotal  int64
+	}{
+		{"a restock Redis missed is caught up; its late write is skipped", 0, SKURow{"S", 15, 1}, 1, true, 15},
+		{"Redis already counts it", 0, SKURow{"S", 10, 0}, 0, false, 10},
+		{"a MySQL read older than the hash's floor waits for the next pass", 3, SKURow{"S", 15, 2}, 0, false, 10},
+		{"never above MySQL", 0, SKURow{"S", 5, 0}, 0, false, 10},
+	}
+	ctx := context.Background()
+	s := Store{R: env.Redis}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			env.Redis.HSet(ctx, inventory.RedisStockKey("S"), "total", 10, "available", 10, "occupied", 0, "sold", 0, "rv", c.rv)
+			caught, err := s.CatchUpRestocks(ctx, c.row)
+			if err != nil || caught != c.wantCaught {
+				t.Fatalf("caught %v, %v; want %v", caught, err, c.wantCaught)
+			}
+			if c.late > 0 {
+				if _, err := s.applyRestock(ctx, "S", 5, c.late); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap, err := s.Snapshot(ctx, "S")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Stock.Total != c.wantTotal || snap.Stock.Available != c.wantTotal {
+				t.Fatalf("stock %+v, want total and available %d", snap.Stock, c.wantTotal)
+			}
+		})
+	}
+	t.Run("no hash: left to Reload", func(t *testing.T) {
+		if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+			t.Fatal(err)
+		}
+		if caught, err := s.CatchUpRestocks(ctx, SKURow{"S", 15, 1}); caught || err != nil {
+			t.Fatalf("caught %v, %v", caught, err)
+		}
+		if n := env.Redis.Exists(ctx, inventory.RedisStockKey("S")).Val(); n != 0 {
+			t.Fatal("a hash was created")
+		}
+	})
+}
