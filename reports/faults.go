@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
@@ -220,22 +221,32 @@ func (f faultShade) Plot(c draw.Canvas, p *plot.Plot) {
 		if x1 <= x0 {
 			continue
 		}
-		c.FillPolygon(color.RGBA{0xd6, 0x27, 0x28, 0x30}, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
+		c.FillPolygon(color.NRGBA{0xd6, 0x27, 0x28, 0x26}, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
 	}
 }
 
 // faultWindows are the applied fault windows of the rows' first runs,
-// merged (the same plan in every run of a chart).
+// merged into their union (the same plan in every run of a chart, its
+// timings a little different per run), so each stretch is shaded once.
 func faultWindows(rows []results.Row) [][2]float64 {
 	var w [][2]float64
 	for _, r := range rows {
 		for _, f := range r.Runs[0].Faults {
-			if f.Applied && !slices.Contains(w, [2]float64{f.StartSec, f.EndSec}) {
-				w = append(w, [2]float64{f.StartSec, f.EndSec})
+			if f.Applied {
+				w = append(w, [2]float64{f.StartSec, math.Max(f.EndSec, f.StartSec+0.1)})
 			}
 		}
 	}
-	return w
+	slices.SortFunc(w, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
+	var out [][2]float64
+	for _, x := range w {
+		if n := len(out); n > 0 && x[0] <= out[n-1][1] {
+			out[n-1][1] = math.Max(out[n-1][1], x[1])
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 var _ plot.Plotter = heatCells{}
