@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -60,10 +61,35 @@ func SpectrumOf(h *hdrhistogram.Histogram) []QuantileMS {
 // counts as saturated.
 const SaturatedPct = 80
 
-// additiveCounters are the counters that add up over generators; any other
-// counter of a merged run is the mean of the shards' (each shard's own is
-// kept in Shards).
-var additiveCounters = map[string]bool{"restocks": true, "open_late_starts": true, "open_dropped": true, "harness_cpu_pct": true}
+// mergeCounter combines one counter over generators (each shard's own is
+// kept in Shards): counts add up (restocks, retries, batches, recovered
+// orders…), and so does the harness's CPU (the generators together);
+// maxima and percentiles take the largest (an upper bound), minima the
+// smallest, and rates, means, shares and durations the mean.
+func mergeCounter(name string, vs []float64) float64 {
+	has := func(subs ...string) bool {
+		return slices.ContainsFunc(subs, func(s string) bool { return strings.Contains(name, s) })
+	}
+	switch {
+	case name == "harness_cpu_pct":
+		return sum(vs)
+	case strings.HasSuffix(name, "_max") || has("_p50", "_p90", "_p99", "_max_"):
+		return slices.Max(vs)
+	case strings.HasSuffix(name, "_min"):
+		return slices.Min(vs)
+	case has("per_", "_mean", "_pct", "_window", "_sec"):
+		return sum(vs) / float64(len(vs))
+	}
+	return sum(vs)
+}
+
+func sum(vs []float64) float64 {
+	var s float64
+	for _, v := range vs {
+		s += v
+	}
+	return s
+}
 
 // runKey identifies the runs of several shards that are one run.
 type runKey struct {
@@ -199,11 +225,9 @@ func MergeRuns(runs []Run) (Run, error) {
 		}
 		info.Flows, info.TPS, info.FlowP99MS = r.Flows, r.TPS, r.LatencyMS["flow"].P99
 		info.Counters = r.Counters
-		if info.Cores > 0 && info.HarnessCPUPct > SaturatedPct*float64(info.Cores) {
-			info.Saturated = true
-		}
 		m.Shards = append(m.Shards, info)
 	}
+	markSaturated(m.Shards)
 	for _, r := range runs {
 		start, _ := r.from()
 		off := int(math.Round(start.Sub(from).Seconds()))
@@ -241,15 +265,7 @@ func MergeRuns(runs []Run) (Run, error) {
 	m.Spectrum = SpectrumOf(hists["flow"])
 	m.Counters = map[string]float64{}
 	for k, vs := range counters {
-		var sum float64
-		for _, v := range vs {
-			sum += v
-		}
-		if additiveCounters[k] {
-			m.Counters[k] = sum
-		} else {
-			m.Counters[k] = sum / float64(len(vs))
-		}
+		m.Counters[k] = mergeCounter(k, vs)
 	}
 	if m.Flows > 0 && m.DurationSec > 0 {
 		if cpu, ok := m.Counters["harness_cpu_pct"]; ok {
@@ -257,6 +273,19 @@ func MergeRuns(runs []Run) (Run, error) {
 		}
 	}
 	return m, nil
+}
+
+// markSaturated flags the generators of each host whose CPU together was
+// past SaturatedPct of that host's cores: their load may be what the
+// generators could drive, not what the stores could take.
+func markSaturated(shards []ShardInfo) {
+	byHost := map[string]float64{}
+	for _, s := range shards {
+		byHost[s.Host] += s.HarnessCPUPct
+	}
+	for i, s := range shards {
+		shards[i].Saturated = s.Cores > 0 && byHost[s.Host] > SaturatedPct*float64(s.Cores)
+	}
 }
 
 // from is the wall-clock start of a run's measured phase.

@@ -40,7 +40,8 @@ func shardRun(t *testing.T, i int, from time.Time, dur time.Duration, flows []in
 		Histograms: map[string]string{"flow": enc}, MeasuredFrom: from.Format(time.RFC3339Nano),
 		Shard:     &ShardInfo{Index: i, Host: "h", HarnessCPUPct: 50, Cores: 2},
 		Restocked: map[string]int64{"sku-1": 100},
-		Counters:  map[string]float64{"restocks": 1, "harness_cpu_pct": 50, "sweeps": float64(10 * (i + 1))},
+		Counters: map[string]float64{"restocks": 1, "harness_cpu_pct": 50, "sweeps": float64(10 * (i + 1)),
+			"batch_size_max": float64(i), "lag_p99_ms": float64(i), "pool_wait_ms_per_op": 2},
 	}
 	for s, n := range series {
 		r.Series = append(r.Series, SeriesPoint{Second: s + 1, Flows: n})
@@ -126,6 +127,17 @@ func TestMerge(t *testing.T) {
 			k := int64(len(c.flows))
 			if r.Restocked["sku-1"] != 100*k || r.Counters["restocks"] != float64(k) || r.Counters["harness_cpu_pct"] != 50*float64(k) {
 				t.Errorf("restocked %v, counters %v: want sums over %d shards", r.Restocked, r.Counters, k)
+			}
+			if r.Counters["batch_size_max"] != float64(k-1) || r.Counters["lag_p99_ms"] != float64(k-1) || r.Counters["pool_wait_ms_per_op"] != 2 ||
+				r.Counters["sweeps"] != float64(5*k*(k+1)) {
+				t.Errorf("counters %v: want maxima for maxima and percentiles, means for rates, sums for counts", r.Counters)
+			}
+			// Two cores per host, every shard on host h at 50 %: past 80 %
+			// of the host from three shards on.
+			for _, s := range r.Shards {
+				if want := 50*k > 160; s.Saturated != want {
+					t.Errorf("shard %d saturated %v, want %v (%d shards on the host)", s.Index, s.Saturated, want, k)
+				}
 			}
 			if len(r.Shards) != int(k) || r.Shard != nil {
 				t.Errorf("shards %+v, shard %+v", r.Shards, r.Shard)
