@@ -92,6 +92,9 @@ const shardChildEnv = "STOCKBENCH_SHARD_CHILD"
 // selfExe is the binary generators are started from.
 var selfExe = os.Executable
 
+// onSpawn, when set (tests), is told each generator's pid once it started.
+var onSpawn func(pid int)
+
 // spawner starts each generator as a child process of this binary: the
 // run's own arguments, then what makes it shard I of N of one strategy on
 // one scenario against the parent's servers (passed in its environment,
@@ -133,7 +136,13 @@ func spawner(args []string, out string) runner.Spawn {
 		cmd.WaitDelay = 3 * time.Minute
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-		runErr := cmd.Run()
+		runErr := cmd.Start()
+		if runErr == nil {
+			if onSpawn != nil {
+				onSpawn(cmd.Process.Pid)
+			}
+			runErr = cmd.Wait()
+		}
 		res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
 		if runErr != nil && (err != nil || ctx.Err() == nil) {
 			return res, fmt.Errorf("%v: %s", runErr, lastLine(stderr.String()))

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -165,5 +166,48 @@ func TestProcs(t *testing.T) {
 					run.Flows, run.LatencyMS["flow"].P99, run.TPS)
 			}
 		})
+	}
+}
+
+// TestProcsInterrupt: Ctrl-C of a --procs run reaches its generators; the
+// run ends as interrupted (exit 130, results written) and leaves no
+// process behind.
+func TestProcsInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var pids []int
+	onSpawn = func(pid int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pids = append(pids, pid); len(pids) == 2 {
+			cancel()
+		}
+	}
+	defer func() { onSpawn = nil }()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"run", "--backend", "local", "--procs", "2", "--strategies", "rowlock,conditional", "--stock", "10",
+		"--buyers", "20", "--pay-delay", "1s-2s", "--calibrate", "0", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitInterrupted {
+		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
+	}
+	if len(pids) != 2 {
+		t.Fatalf("%d generators started, want 2 (and then the interrupt)", len(pids))
+	}
+	res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
+	if err != nil || !res.Interrupted {
+		t.Fatalf("results after the interrupt: %v, interrupted %v", err, res != nil && res.Interrupted)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("generator %d still running", pid)
+		}
+	}
+	if kids := children(); len(kids) > 0 {
+		t.Fatalf("processes left running: %v", kids)
 	}
 }
