@@ -140,6 +140,16 @@ func TestProcs(t *testing.T) {
 			if want := p99OfShards(t, shards); run.LatencyMS["flow"].P99 != want {
 				t.Errorf("merged flow P99 %v ms, P99 of all shards' samples %v ms", run.LatencyMS["flow"].P99, want)
 			}
+			if run.Scenario == "flash" {
+				// The generators' slices are the whole sale, each buyer once.
+				var buyers int64
+				for _, n := range run.Journeys {
+					buyers += n
+				}
+				if buyers != 24 {
+					t.Errorf("the generators played %d buyers of 24: %v", buyers, run.Journeys)
+				}
+			}
 			if len(run.Shards) != 2 {
 				t.Errorf("merged run names %d generators", len(run.Shards))
 			}
