@@ -77,6 +77,10 @@ type Options struct {
 	// StartBarrier, when set, names a Redis key the Shards generators meet
 	// at after their setup: load starts when the last one arrives.
 	StartBarrier string
+	// ServerPIDs ("mysql", "redis") are the servers' processes when this
+	// process did not start them but runs on their host: a shard samples
+	// its parent's servers' CPU over its own measured phase.
+	ServerPIDs map[string]int
 }
 
 // sharded reports whether this process is one of several generators.
@@ -204,7 +208,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		}
 		res.Calibration = &cal
 	}
-	cpu := newCPUSampler(ep, faulter)
+	cep := ep
+	if pid := first.ServerPIDs[servers.TargetMySQL]; pid > 0 && cep.MySQLPID == 0 {
+		cep.MySQLPID = pid
+	}
+	if pid := first.ServerPIDs[servers.TargetRedis]; pid > 0 && cep.RedisPID == 0 {
+		cep.RedisPID = pid
+	}
+	cpu := newCPUSampler(cep, faulter)
 	enough := map[string]bool{}
 	for _, pl := range plans {
 		for _, sc := range pl.Scenarios {

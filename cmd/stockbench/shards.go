@@ -19,6 +19,7 @@ import (
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/servers"
 )
 
 // shardFlags are the flags of `stockbench run` that split a run over
@@ -82,12 +83,32 @@ func (s *shardFlags) apply(o *runner.Options, spawn runner.Spawn) {
 	}
 	if s.of > 1 {
 		o.Shard, o.Shards, o.NoReset, o.StartBarrier = s.index, s.of, s.noReset, s.startBarrier
+		o.ServerPIDs = serverPIDs()
 	}
 }
 
 // shardChildEnv, set in a generator's environment, tells a test binary to
 // run Main (see TestMain); the stockbench binary ignores it.
 const shardChildEnv = "STOCKBENCH_SHARD_CHILD"
+
+// serverPIDsEnv gives a generator its parent's server processes
+// (mysql=PID,redis=PID), when they run on its host, for server CPU.
+const serverPIDsEnv = "STOCKBENCH_SHARD_SERVER_PIDS"
+
+// serverPIDs reads serverPIDsEnv (nil when unset or unreadable).
+func serverPIDs() map[string]int {
+	var m map[string]int
+	for _, kv := range strings.Split(os.Getenv(serverPIDsEnv), ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if pid, err := strconv.Atoi(v); ok && err == nil && pid > 0 {
+			if m == nil {
+				m = map[string]int{}
+			}
+			m[k] = pid
+		}
+	}
+	return m
+}
 
 // selfExe is the binary generators are started from.
 var selfExe = os.Executable
@@ -130,6 +151,10 @@ func spawner(args []string, out string) runner.Spawn {
 		cmd := exec.CommandContext(ctx, exe, cargs...)
 		cmd.Env = append(os.Environ(), shardChildEnv+"=1", "STOCKBENCH_SKIP_SETUP=1",
 			"STOCKBENCH_MYSQL_DSN="+ep.MySQLDSN, "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL="+redisURL)
+		if ep.MySQLPID > 0 || ep.RedisPID > 0 {
+			// On this host: the generator samples the servers' CPU itself.
+			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s=%d,%s=%d", serverPIDsEnv, servers.TargetMySQL, ep.MySQLPID, servers.TargetRedis, ep.RedisPID))
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		// Ctrl-C of the run: the child settles and writes what it measured.
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
