@@ -120,6 +120,7 @@ func Table(w io.Writer, r *results.Results) {
 	if note := safetyNote(r); note != "" {
 		fmt.Fprintln(w, note)
 	}
+	generatorsNote(w, r)
 	weights := WeightsOf(r)
 	if recs := Recommend(r, weights); len(recs) > 0 {
 		names := make([]string, len(recs))
@@ -239,6 +240,7 @@ func Summary(r *results.Results) string {
 	}
 
 	writeTwoAudits(&b, r)
+	writeGenerators(&b, r)
 
 	b.WriteString("\n## Latency (ms)\n\n| strategy | scenario | operation | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, run := range r.Runs {

@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/stockbench/stockbench/audit"
+	"github.com/stockbench/stockbench/inventory"
 )
 
 // Format names the version of the results.json layout. v2 renamed the
@@ -142,6 +143,48 @@ type Run struct {
 	Faults []FaultEvent `json:"faults,omitempty"`
 	// FaultImpact is what the faults did to the run. Absent without faults.
 	FaultImpact *FaultImpact `json:"fault_impact,omitempty"`
+	// Histograms are the run's latency histograms (reserve, confirm,
+	// cancel, flow; microseconds) in HdrHistogram's standard V2 compressed
+	// encoding (base64), so shards merge exactly and other tools can read
+	// them. Absent from files written before they existed.
+	Histograms map[string]string `json:"histograms,omitempty"`
+	// MeasuredFrom is the wall-clock start of the measured phase
+	// (RFC 3339, nanoseconds): the origin of Series, by which the series
+	// of several generators are aligned.
+	MeasuredFrom string `json:"measured_from,omitempty"`
+	// Shard is set on a run measured by one of several generators
+	// (run --shard I/N): which one, where, and what it cost.
+	Shard *ShardInfo `json:"shard,omitempty"`
+	// Shards lists the generators of a merged run (run --procs N, merge).
+	Shards []ShardInfo `json:"shards,omitempty"`
+	// Restocked is the stock a shard's restocks added, per SKU, and
+	// ShardAcks the acknowledgements its clients got: what the audit after
+	// the merge grades the stores against. Only in a shard's own file.
+	Restocked map[string]int64 `json:"restocked,omitempty"`
+	ShardAcks []inventory.Ack  `json:"shard_acks,omitempty"`
+}
+
+// ShardInfo names one generator of a run and what it measured.
+type ShardInfo struct {
+	// Index (from 0) of Of generators.
+	Index int    `json:"index"`
+	Of    int    `json:"of"`
+	Host  string `json:"host"`
+	PID   int    `json:"pid,omitempty"`
+	// HarnessCPUPct is the generator process's CPU during the measured
+	// phase, in percent of one core; Cores is its host's core count.
+	HarnessCPUPct float64 `json:"harness_cpu_pct"`
+	Cores         int     `json:"cores,omitempty"`
+	// Saturated is set on a merged run when this generator's CPU was
+	// past SaturatedPct of its host's cores: its figures may be the
+	// generator's limit, not the stores'.
+	Saturated bool    `json:"saturated,omitempty"`
+	Flows     int64   `json:"flows"`
+	TPS       float64 `json:"tps"`
+	FlowP99MS float64 `json:"flow_p99_ms"`
+	// Counters are the shard's own counters (its strategy instance's
+	// background loops among them).
+	Counters map[string]float64 `json:"counters,omitempty"`
 }
 
 // FaultEvent is one fault of a run's plan as the injector carried it out.

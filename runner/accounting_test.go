@@ -83,6 +83,27 @@ func TestFlowAccounting(t *testing.T) {
 			if seriesFlows != run.Flows {
 				t.Errorf("series holds %d flows, flows %d", seriesFlows, run.Flows)
 			}
+			// The histograms travel in results.json: decoded, they give
+			// the same figures, and the measured phase has a wall-clock start.
+			for _, name := range results.HistogramNames {
+				enc, ok := run.Histograms[name]
+				if !ok {
+					if run.LatencyMS[name].Count > 0 {
+						t.Errorf("no %s histogram, %d recorded", name, run.LatencyMS[name].Count)
+					}
+					continue
+				}
+				h, err := results.DecodeHistogram(enc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := results.PercentilesOf(h); got != run.LatencyMS[name] {
+					t.Errorf("decoded %s histogram %+v, latency_ms %+v", name, got, run.LatencyMS[name])
+				}
+			}
+			if from, err := time.Parse(time.RFC3339Nano, run.MeasuredFrom); err != nil || time.Since(from) < time.Duration(run.DurationSec*float64(time.Second)) {
+				t.Errorf("measured_from %q (%v): not a start before the measured phase", run.MeasuredFrom, err)
+			}
 			var reserves int64
 			for _, n := range run.Counts["reserve"] {
 				reserves += n

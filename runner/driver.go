@@ -23,6 +23,8 @@ type driver struct {
 	// onStart, when set, is told when the measured phase starts (from),
 	// as soon as load begins: the fault injector's origin.
 	onStart func(from time.Time)
+	// from is the wall-clock start of the measured phase.
+	from time.Time
 	// open loop
 	late, dropped atomic.Int64
 }
@@ -40,6 +42,7 @@ func (d *driver) counters() map[string]float64 {
 }
 
 func (d *driver) started(from time.Time) {
+	d.from = from
 	if d.onStart != nil {
 		d.onStart(from)
 	}
@@ -158,10 +161,15 @@ func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, 
 	from := t0.Add(d.o.Warmup)
 	to := from.Add(d.o.Duration)
 	d.started(from)
-	recs := make([]*recorder, d.o.Buyers)
+	var recs []*recorder
 	var wg sync.WaitGroup
-	for w := range recs {
-		recs[w] = newRecorder(from, to)
+	for w := range d.o.Buyers {
+		if !d.o.mine(w) {
+			// Another generator's worker: same seed, same stream there.
+			continue
+		}
+		rec := newRecorder(from, to)
+		recs = append(recs, rec)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -169,9 +177,9 @@ func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, 
 			for ctx.Err() == nil && time.Now().Before(to) {
 				j := src.Next(d.o.TTL)
 				if time.Now().After(from) {
-					recs[w].journey(j.Kind)
+					rec.journey(j.Kind)
 				}
-				d.journey(ctx, j, recs[w], time.Time{})
+				d.journey(ctx, j, rec, time.Time{})
 			}
 		}()
 	}
@@ -195,8 +203,19 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, ti
 		j        scenarios.Journey
 		intended time.Time
 	}
-	queue := make(chan arrival, d.o.Buyers)
-	recs := make([]*recorder, d.o.Buyers)
+	// A generator of several serves every Shards-th arrival with its
+	// share of the workers.
+	workers := d.o.Buyers
+	if d.o.sharded() {
+		workers = 0
+		for w := range d.o.Buyers {
+			if d.o.mine(w) {
+				workers++
+			}
+		}
+	}
+	queue := make(chan arrival, max(1, workers))
+	recs := make([]*recorder, workers)
 	var wg sync.WaitGroup
 	for w := range recs {
 		recs[w] = newRecorder(from, to)
@@ -219,11 +238,18 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, ti
 	interval := time.Duration(float64(time.Second) / d.o.Rate)
 	for i := 0; ; i++ {
 		at := t0.Add(time.Duration(i) * interval)
-		if !at.Before(to) || !clock.Sleep(ctx, time.Until(at)) {
+		if !at.Before(to) {
+			break
+		}
+		j := src.Next(d.o.TTL)
+		if !d.o.mine(i) {
+			continue
+		}
+		if !clock.Sleep(ctx, time.Until(at)) {
 			break
 		}
 		select {
-		case queue <- arrival{j: src.Next(d.o.TTL), intended: at}:
+		case queue <- arrival{j: j, intended: at}:
 		default:
 			if !at.Before(from) {
 				d.dropped.Add(1)

@@ -41,12 +41,20 @@ type instance struct {
 	bgDone chan struct{}
 	// replaced is closed once a new instance serves in this one's place.
 	replaced chan struct{}
+	// ran is how long the background loop ran (set when it returned,
+	// before bgDone closes).
+	ran time.Duration
 }
 
 func startInstance(s strategies.Strategy) *instance {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	in := &instance{s: s, ctx: ctx, cancel: cancel, bgDone: make(chan struct{}), replaced: make(chan struct{})}
-	go func() { defer close(in.bgDone); _ = s.Run(ctx) }()
+	go func() {
+		defer close(in.bgDone)
+		t0 := time.Now()
+		_ = s.Run(ctx)
+		in.ran = time.Since(t0)
+	}()
 	return in
 }
 
@@ -144,7 +152,14 @@ func (sv *service) Close() error {
 
 // stopBackground stops the live instance's loop (end of load) without
 // closing it: Settle still runs on it.
-func (sv *service) stopBackground() { sv.current().stop(context.Canceled) }
+// stopBackground stops the live instance's background loop and returns
+// how long it ran: from the instance's start (before the load) to now,
+// unless it returned early.
+func (sv *service) stopBackground() time.Duration {
+	in := sv.current()
+	in.stop(context.Canceled)
+	return in.ran
+}
 
 // Counters are the live instance's, plus those of the dropped ones
 // (summed) and the number of crashes.

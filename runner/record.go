@@ -218,14 +218,4 @@ func (r *recorder) seriesPoints() []results.SeriesPoint {
 	return out
 }
 
-func percentiles(h *hdrhistogram.Histogram) results.Percentiles {
-	if h == nil || h.TotalCount() == 0 {
-		return results.Percentiles{}
-	}
-	ms := func(us int64) float64 { return float64(us) / 1000 }
-	return results.Percentiles{
-		Count: h.TotalCount(),
-		P50:   ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)), P99: ms(h.ValueAtQuantile(99)),
-		P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max()), Mean: h.Mean() / 1000,
-	}
-}
+func percentiles(h *hdrhistogram.Histogram) results.Percentiles { return results.PercentilesOf(h) }

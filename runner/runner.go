@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -58,7 +60,34 @@ type Options struct {
 	// strategy is not run in the later plans (stockbench curve stops a
 	// strategy at the first rate past its latency bound).
 	Enough func(results.Run) bool
+
+	// Procs > 1 runs each strategy as that many generator processes
+	// started through Spawn, against these servers: the stores are reset
+	// and loaded here, the shards' results merged and audited here, once.
+	Procs int
+	Spawn Spawn
+	// Shard (from 0) of Shards > 1: this process is one generator of a
+	// run; it plays its slice of the buyers (journeys or workers with
+	// index % Shards == Shard), does not take the run lock (its parent
+	// holds it), settles its strategy instance and leaves the audit to the
+	// parent: its run carries the stock it restocked and its acks.
+	Shard, Shards int
+	// NoReset leaves the stores as they are (prepared by another process).
+	NoReset bool
+	// StartBarrier, when set, names a Redis key the Shards generators meet
+	// at after their setup: load starts when the last one arrives.
+	StartBarrier string
+	// ServerPIDs ("mysql", "redis") are the servers' processes when this
+	// process did not start them but runs on their host: a shard samples
+	// its parent's servers' CPU over its own measured phase.
+	ServerPIDs map[string]int
 }
+
+// sharded reports whether this process is one of several generators.
+func (o Options) sharded() bool { return o.Shards > 1 }
+
+// mine reports whether buyer (journey or worker) i is this generator's.
+func (o Options) mine(i int) bool { return !o.sharded() || i%o.Shards == o.Shard }
 
 // catalog is the initial stock of the scenario's SKUs.
 func catalog(sc scenarios.Scenario, p scenarios.Params) []inventory.Stock {
@@ -156,11 +185,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 			return nil, refuse(err)
 		}
 	}
-	release, err := Guard(ctx, ep, conns, pool)
-	if err != nil {
-		return nil, err
+	if !first.sharded() {
+		// A shard's parent holds the run lock and guarded the stores.
+		release, err := Guard(ctx, ep, conns, pool)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
-	defer release()
 	res.Env = collectEnv(ctx, ep, conns)
 	if first.CalibrateDuration > 0 {
 		// The ceilings are what the stores give through the run's pool.
@@ -176,7 +208,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		}
 		res.Calibration = &cal
 	}
-	cpu := newCPUSampler(ep, faulter)
+	cep := ep
+	if pid := first.ServerPIDs[servers.TargetMySQL]; pid > 0 && cep.MySQLPID == 0 {
+		cep.MySQLPID = pid
+	}
+	if pid := first.ServerPIDs[servers.TargetRedis]; pid > 0 && cep.RedisPID == 0 {
+		cep.RedisPID = pid
+	}
+	cpu := newCPUSampler(cep, faulter)
 	enough := map[string]bool{}
 	for _, pl := range plans {
 		for _, sc := range pl.Scenarios {
@@ -196,7 +235,13 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 						return res, err
 					}
 					conns = nc
-					run, err := runStrategy(ctx, Stores{Endpoints: ep, Conns: conns, Faulter: faulter}, e, sc, o, cpu)
+					st := Stores{Endpoints: ep, Conns: conns, Faulter: faulter}
+					var run results.Run
+					if o.Procs > 1 {
+						run, err = runShards(ctx, st, e, sc, o, rep)
+					} else {
+						run, err = runStrategy(ctx, st, e, sc, o, cpu)
+					}
 					if err != nil {
 						if ctx.Err() != nil {
 							break
@@ -300,14 +345,10 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		proxy, sconns = p, pc
 	}
 	stock := catalog(sc, o.Params)
-	if err := inventory.ResetMySQL(ctx, conns.DB); err != nil {
-		return run, err
-	}
-	if err := inventory.ResetRedis(ctx, conns.Redis); err != nil {
-		return run, err
-	}
-	if err := inventory.LoadStock(ctx, conns.DB, stock); err != nil {
-		return run, err
+	if !o.NoReset {
+		if err := prepare(ctx, conns, stock); err != nil {
+			return run, err
+		}
 	}
 	cfg := o.Strategy
 	cfg.DB, cfg.Redis = sconns.DB, sconns.Redis
@@ -361,6 +402,11 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			}()
 		}
 	}
+	if o.StartBarrier != "" {
+		if err := meet(ctx, conns.Redis, o.StartBarrier, o.Shards); err != nil {
+			return run, err
+		}
+	}
 	if o.Progress != nil {
 		d.live = newLive()
 		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
@@ -389,7 +435,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			o.logf("  faults: %v", injected.err)
 		}
 	}
-	svc.stopBackground()
+	bgRan := svc.stopBackground()
 
 	// Audit at the end of load, settle, audit again — even after Ctrl-C:
 	// what was measured is reported.
@@ -401,27 +447,51 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 	var acks []inventory.Ack
 	auditor.Ledger, acks = book.snapshot()
-	endOfLoad, err := auditor.Audit(sctx, acks)
-	if err != nil {
-		return run, err
-	}
-	auditor.StaleBefore = time.Now()
-	if err := strat.Settle(sctx); err != nil {
-		return run, fmt.Errorf("settle: %w", err)
+	if o.sharded() {
+		// The parent audits once, after every generator settled.
+		if err := strat.Settle(sctx); err != nil {
+			return run, fmt.Errorf("settle: %w", err)
+		}
+		run.ShardAcks = acks
+		for _, st := range stock {
+			auditor.Ledger[st.SKU] -= st.Total
+		}
+		for sku, n := range auditor.Ledger {
+			if n != 0 {
+				if run.Restocked == nil {
+					run.Restocked = map[string]int64{}
+				}
+				run.Restocked[sku] = n
+			}
+		}
+		host, _ := os.Hostname()
+		run.Shard = &results.ShardInfo{Index: o.Shard, Of: o.Shards, Host: host, PID: os.Getpid(),
+			HarnessCPUPct: cpuPct["harness_cpu_pct"], Cores: runtime.NumCPU()}
 	}
 	total := newRecorder(time.Time{}, time.Time{})
 	for _, r := range recs {
 		total.merge(r)
 	}
-	settled, err := auditor.Audit(sctx, acks)
-	if err != nil {
-		return run, err
-	}
-	// What settle repaired compares like with like: the node-agreement check
-	// below runs only after settle, so it stays out of the difference.
-	run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, audit.Repaired(endOfLoad, settled)
-	if err := checkNodes(sctx, conns, &settled); err != nil {
-		return run, err
+	if !o.sharded() {
+		endOfLoad, err := auditor.Audit(sctx, acks)
+		if err != nil {
+			return run, err
+		}
+		auditor.StaleBefore = time.Now()
+		if err := strat.Settle(sctx); err != nil {
+			return run, fmt.Errorf("settle: %w", err)
+		}
+		settled, err := auditor.Audit(sctx, acks)
+		if err != nil {
+			return run, err
+		}
+		// What settle repaired compares like with like: the node-agreement check
+		// below runs only after settle, so it stays out of the difference.
+		run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, audit.Repaired(endOfLoad, settled)
+		if err := checkNodes(sctx, conns, &settled); err != nil {
+			return run, err
+		}
+		run.Audit = settled
 	}
 
 	run.DurationSec = window.Seconds()
@@ -431,15 +501,20 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		run.AttemptsPerSec = float64(total.attempts) / secs
 	}
 	run.LatencyMS = map[string]results.Percentiles{}
-	for _, name := range []string{"reserve", "confirm", "cancel", "flow"} {
+	run.Histograms = map[string]string{}
+	for _, name := range results.HistogramNames {
 		run.LatencyMS[name] = percentiles(total.hist[name])
-	}
-	if h := total.hist["flow"]; h != nil && h.TotalCount() > 0 {
-		for _, q := range results.SpectrumQuantiles {
-			run.Spectrum = append(run.Spectrum, results.QuantileMS{Q: q, MS: float64(h.ValueAtQuantile(q)) / 1000})
+		if h := total.hist[name]; h != nil {
+			if run.Histograms[name], err = results.EncodeHistogram(h); err != nil {
+				return run, err
+			}
 		}
 	}
-	run.Counts, run.Journeys, run.Errors, run.Audit = total.counts, total.journeys, total.errs, settled
+	run.Spectrum = results.SpectrumOf(total.hist["flow"])
+	if !d.from.IsZero() {
+		run.MeasuredFrom = d.from.UTC().Format(time.RFC3339Nano)
+	}
+	run.Counts, run.Journeys, run.Errors = total.counts, total.journeys, total.errs
 	run.Series = total.seriesPoints()
 	run.Counters = map[string]float64{}
 	if c, ok := strat.(strategies.Counters); ok {
@@ -450,6 +525,10 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	for k, v := range cpuPct {
 		run.Counters[k] = v
 	}
+	// How long this process's strategy instance ran its background loop
+	// (sweeper, recovery, relay, reconciler): through the whole load
+	// unless the loop gave up.
+	run.Counters["background_loop_sec"] = bgRan.Seconds()
 	if v, ok := harnessPerKFlows(cpuPct["harness_cpu_pct"], window, total.flows); ok {
 		run.Counters["harness_cpu_ms_per_1k_flows"] = v
 	}
@@ -478,6 +557,13 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 // fixed plays the flash and race scenarios: one goroutine per journey, all
 // released by a start barrier; the window runs until the last buyer ends.
 func (d *driver) fixed(ctx context.Context, journeys []scenarios.Journey, cpu *cpuSampler) ([]*recorder, time.Duration) {
+	var mine []scenarios.Journey
+	for i, j := range journeys {
+		if d.o.mine(i) {
+			mine = append(mine, j)
+		}
+	}
+	journeys = mine
 	recs := make([]*recorder, len(journeys))
 	start := make(chan struct{})
 	var wg sync.WaitGroup

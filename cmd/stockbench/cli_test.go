@@ -204,6 +204,17 @@ func TestBadInput(t *testing.T) {
 		{name: "sweep of a non-flag", args: []string{"sweep", "--param", "speed=1,2"}, want: "not a sweepable"},
 		{name: "sweep of a bad value", args: []string{"sweep", "--param", "buyers=10,x"}, want: "buyers=x"},
 		{name: "sweep of the redis url", args: []string{"sweep", "--param", "redis-url=a,b"}, want: "not a sweepable"},
+		// Several generators.
+		{name: "zero procs", args: []string{"run", "--procs", "0"}, want: "--procs must be at least 1"},
+		{name: "procs and shard", args: []string{"run", "--procs", "2", "--shard", "0/2"}, want: "a shard starts no generators"},
+		{name: "procs with faults", args: []string{"run", "--procs", "2", "--scenario", "sustained", "--fault", "app-crash@2s"}, want: "--procs: not with --fault"},
+		{name: "procs on a cluster", args: []string{"run", "--procs", "2", "--redis-cluster", "3"}, want: "--procs: not on a Redis or MySQL cluster"},
+		{name: "shard out of range", args: []string{"run", "--backend", "external", "--shard", "2/2"}, want: `--shard "2/2"`},
+		{name: "shard not a fraction", args: []string{"run", "--backend", "external", "--shard", "half"}, want: `--shard "half"`},
+		{name: "shard on servers of its own", args: []string{"run", "--shard", "0/2"}, want: "--shard needs --backend external"},
+		{name: "no-reset without shard", args: []string{"run", "--no-reset"}, want: "go with --shard"},
+		{name: "merge of one argument", args: []string{"merge", filepath.Join(tmp, "out")}, want: "usage: stockbench merge OUT DIR"},
+		{name: "merge of a missing file", args: []string{"merge", filepath.Join(tmp, "out"), filepath.Join(tmp, "nothing")}, want: "read results"},
 		// Faults.
 		{name: "fault without a time", args: []string{"run", "--fault", "redis-pause"}, want: `fault "redis-pause": no @time`},
 		{name: "unknown fault", args: []string{"run", "--fault", "redis-melt@2s"}, want: "unknown process fault"},

@@ -27,6 +27,7 @@ func TestHelp(t *testing.T) {
 		{"calibrate", "[flags]"},          // flags only
 		{"report", "DIR"},                 // the results directory
 		{"compare", "OLD.json NEW.json"},  // two files
+		{"merge", "OUT DIR…"},             // generators' results
 		{"curve", "--slo p99=50ms"},       // rates and the SLO
 		{"faults", "--only COLUMNS"},      // the matrix's columns
 		{"audit", "--mysql-dsn DSN"},      // the stores to grade

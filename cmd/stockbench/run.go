@@ -41,6 +41,8 @@ type runFlags struct {
 	quiet, noRestock                              bool
 	// faults are the --fault specs, in the order given.
 	faults []string
+	// sh splits the run over generator processes (run only).
+	sh shardFlags
 	// post, when set, completes the results before they are written, and
 	// after prints more below the table (stockbench curve).
 	post  func(*results.Results)
@@ -218,7 +220,12 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	case f.out == "":
 		return o, errors.New("--out must name a directory")
 	}
-	if name, owner := scenarios.Misplaced(scens, func(f string) bool { return explicit[f] }); name != "" {
+	if err := f.sh.check(f); err != nil {
+		return o, err
+	}
+	// A shard runs one scenario of its parent's flags, which were checked
+	// against the parent's whole list.
+	if name, owner := scenarios.Misplaced(scens, func(f string) bool { return explicit[f] }); name != "" && f.sh.shard == "" {
 		return o, fmt.Errorf("--%s applies to the %s scenario only", name, owner)
 	}
 	plan, err := faults.ParsePlan(f.faults)
@@ -250,6 +257,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail f
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var f runFlags
 	f.register(fs)
+	f.sh.register(fs)
 	if code, done := parseFlags(fs, args, stdout, fail); done {
 		return code
 	}
@@ -257,6 +265,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail f
 	if err != nil {
 		return fail(exitUsage, err)
 	}
+	f.sh.apply(&o, spawner(args, f.out))
 	return f.execute(ctx, []runner.Plan{{Options: o}}, nil, stdout, stderr, fail)
 }
 
@@ -311,6 +320,20 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 	}
 	if f.post != nil {
 		f.post(res)
+	}
+	if f.sh.of > 1 {
+		// A generator's file is merged by its parent (or stockbench merge):
+		// no rendering, no table.
+		if werr := results.WriteJSON(f.out, res); werr != nil {
+			return fail(exitFailed, werr)
+		}
+		switch {
+		case err != nil:
+			return fail(exitFailed, err)
+		case res.Interrupted:
+			return fail(exitInterrupted, errors.New("interrupted"))
+		}
+		return exitOK
 	}
 	if werr := reports.WriteAll(f.out, res); werr != nil {
 		return fail(exitFailed, werr)

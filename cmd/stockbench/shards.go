@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/results"
+	"github.com/stockbench/stockbench/runner"
+	"github.com/stockbench/stockbench/servers"
+)
+
+// shardFlags are the flags of `stockbench run` that split a run over
+// several generator processes.
+type shardFlags struct {
+	procs        int
+	shard        string
+	noReset      bool
+	startBarrier string
+	// index and of are --shard parsed.
+	index, of int
+	// on is set when the flags were registered (run, not sweep).
+	on bool
+}
+
+func (s *shardFlags) register(fs *flag.FlagSet) {
+	s.on = true
+	fs.IntVar(&s.procs, "procs", 1, "generator processes: this process starts the servers, prepares the stores, runs N shards of itself (each its slice of the buyers, its own strategy instance and background loops), merges them and audits once")
+	fs.StringVar(&s.shard, "shard", "", "I/N: be generator I (from 0) of N against --backend external: play buyers with index % N == I, leave the audit to whoever merges (--procs sets it)")
+	fs.BoolVar(&s.noReset, "no-reset", false, "with --shard: use the stores as prepared (no schema reset, no stock load)")
+	fs.StringVar(&s.startBarrier, "start-barrier", "", "with --shard: Redis key the N generators meet at after setup; load starts when the last arrives")
+}
+
+// check validates the shard flags against the run's.
+func (s *shardFlags) check(f *runFlags) error {
+	if !s.on {
+		return nil
+	}
+	switch {
+	case s.procs < 1:
+		return errors.New("--procs must be at least 1")
+	case s.procs > 1 && s.shard != "":
+		return errors.New("--procs and --shard: a shard starts no generators of its own")
+	case s.procs > 1 && (f.servers.RedisCluster > 0 || f.servers.MySQLCluster > 0):
+		return errors.New("--procs: not on a Redis or MySQL cluster yet")
+	case s.procs > 1 && len(f.faults) > 0:
+		return errors.New("--procs: not with --fault yet (faults do not merge)")
+	case s.shard == "" && (s.noReset || s.startBarrier != ""):
+		return errors.New("--no-reset and --start-barrier go with --shard")
+	}
+	if s.shard == "" {
+		return nil
+	}
+	i, n, ok := strings.Cut(s.shard, "/")
+	index, err1 := strconv.Atoi(i)
+	of, err2 := strconv.Atoi(n)
+	if !ok || err1 != nil || err2 != nil || of < 1 || index < 0 || index >= of {
+		return fmt.Errorf("--shard %q: want I/N with 0 ≤ I < N", s.shard)
+	}
+	if f.servers.Backend != "external" {
+		return errors.New("--shard needs --backend external: the servers of the whole run")
+	}
+	s.index, s.of = index, of
+	return nil
+}
+
+// apply puts the shard settings into the runner options.
+func (s *shardFlags) apply(o *runner.Options, spawn runner.Spawn) {
+	if s.procs > 1 {
+		o.Procs, o.Spawn = s.procs, spawn
+	}
+	if s.of > 1 {
+		o.Shard, o.Shards, o.NoReset, o.StartBarrier = s.index, s.of, s.noReset, s.startBarrier
+		o.ServerPIDs = serverPIDs()
+	}
+}
+
+// shardChildEnv, set in a generator's environment, tells a test binary to
+// run Main (see TestMain); the stockbench binary ignores it.
+const shardChildEnv = "STOCKBENCH_SHARD_CHILD"
+
+// serverPIDsEnv gives a generator its parent's server processes
+// (mysql=PID,redis=PID), when they run on its host, for server CPU.
+const serverPIDsEnv = "STOCKBENCH_SHARD_SERVER_PIDS"
+
+// serverPIDs reads serverPIDsEnv (nil when unset or unreadable).
+func serverPIDs() map[string]int {
+	var m map[string]int
+	for _, kv := range strings.Split(os.Getenv(serverPIDsEnv), ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if pid, err := strconv.Atoi(v); ok && err == nil && pid > 0 {
+			if m == nil {
+				m = map[string]int{}
+			}
+			m[k] = pid
+		}
+	}
+	return m
+}
+
+// selfExe is the binary generators are started from.
+var selfExe = os.Executable
+
+// onSpawn, when set (tests), is told each generator's pid once it started.
+var onSpawn func(pid int)
+
+// spawner starts each generator as a child process of this binary: the
+// run's own arguments, then what makes it shard I of N of one strategy on
+// one scenario against the parent's servers (passed in its environment,
+// never on a command line). It writes into OUT/shards/…/shard-I; a child
+// is killed if the parent dies, and interrupted (so that it settles) when
+// the run is.
+func spawner(args []string, out string) runner.Spawn {
+	return func(ctx context.Context, g runner.Generator) (*results.Results, error) {
+		ep := g.Endpoints
+		if len(ep.RedisCluster) > 0 || len(ep.MySQLCluster) > 0 {
+			return nil, errors.New("several generators: not on a cluster yet")
+		}
+		exe, err := selfExe()
+		if err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(out, "shards", fmt.Sprintf("%s-%s-%d", g.Strategy, g.Scenario, max(1, g.Repeat)), fmt.Sprintf("shard-%d", g.Shard))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		redisURL := ep.RedisURL
+		if redisURL == "" {
+			u := url.URL{Scheme: "redis", Host: ep.RedisAddr}
+			if ep.RedisPassword != "" {
+				u.User = url.UserPassword("", ep.RedisPassword)
+			}
+			redisURL = u.String()
+		}
+		cargs := append([]string{"run"}, args...)
+		cargs = append(cargs, "--procs", "1", "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
+			"--start-barrier", g.Barrier, "--backend", "external", "--strategies", g.Strategy, "--scenario", g.Scenario,
+			"--repeat", "1", "--calibrate", "0", "--quiet", "--out", dir)
+		cmd := exec.CommandContext(ctx, exe, cargs...)
+		cmd.Env = append(os.Environ(), shardChildEnv+"=1", "STOCKBENCH_SKIP_SETUP=1",
+			"STOCKBENCH_MYSQL_DSN="+ep.MySQLDSN, "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL="+redisURL)
+		if ep.MySQLPID > 0 || ep.RedisPID > 0 {
+			// On this host: the generator samples the servers' CPU itself.
+			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s=%d,%s=%d", serverPIDsEnv, servers.TargetMySQL, ep.MySQLPID, servers.TargetRedis, ep.RedisPID))
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// Ctrl-C of the run: the child settles and writes what it measured.
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 3 * time.Minute
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		runErr := cmd.Start()
+		if runErr == nil {
+			if onSpawn != nil {
+				onSpawn(cmd.Process.Pid)
+			}
+			runErr = cmd.Wait()
+		}
+		res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
+		if runErr != nil && (err != nil || ctx.Err() == nil) {
+			return res, fmt.Errorf("%v: %s", runErr, lastLine(stderr.String()))
+		}
+		return res, err
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// cmdMerge merges the results.json of several generators into one report.
+func cmdMerge(args []string, stdout io.Writer, fail func(int, error) int) int {
+	fs := flag.NewFlagSet("merge", flag.ContinueOnError)
+	if code, done := parseFlagsAllowArgs(fs, args, stdout, fail); done {
+		return code
+	}
+	if fs.NArg() < 2 {
+		return fail(exitUsage, errors.New("usage: stockbench merge OUT DIR…"))
+	}
+	out := fs.Arg(0)
+	var shards []*results.Results
+	for _, dir := range fs.Args()[1:] {
+		r, err := results.ReadJSON(filepath.Join(dir, "results.json"))
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		shards = append(shards, r)
+	}
+	res, err := results.Merge(shards)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	if err := checkOut(out); err != nil {
+		return fail(exitUsage, err)
+	}
+	if err := reports.WriteAll(out, res); err != nil {
+		return fail(exitFailed, err)
+	}
+	reports.Table(stdout, res)
+	fmt.Fprintf(stdout, "\nmerged %d generators into %s; grade the stores with stockbench audit (the shards' own files hold no audit)\n",
+		len(shards), filepath.Join(out, "results.json"))
+	return exitOK
+}

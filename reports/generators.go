@@ -1,0 +1,62 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/stockbench/stockbench/results"
+)
+
+// writeGenerators adds, for runs measured by several generators (run
+// --procs, merge), a table of the generators: where each ran, what it cost
+// and measured, and whether its host was saturated. Nothing for a
+// single-process run.
+func writeGenerators(b *strings.Builder, r *results.Results) {
+	if !sharded(r) {
+		return
+	}
+	fmt.Fprintf(b, "\n## Generators\n\nEach run was played by several generator processes, merged exactly (histograms) and audited once. A generator is saturated when the generators of its host used more than %d %% of its cores together: its figures may be the generators' limit, not the stores'.\n\n", results.SaturatedPct)
+	b.WriteString("| strategy | scenario | generator | host | pid | harness CPU % | cores | flows | TPS | flow P99 (ms) | background loop (s) | saturated |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, run := range r.Runs {
+		for _, s := range run.Shards {
+			sat := ""
+			if s.Saturated {
+				sat = "SATURATED"
+			}
+			fmt.Fprintf(b, "| %s | %s | %d/%d | %s | %d | %s | %d | %d | %s | %s | %s | %s |\n", run.Strategy, label(run), s.Index, s.Of, s.Host, s.PID,
+				f1(s.HarnessCPUPct), s.Cores, s.Flows, f1(s.TPS), f2(s.FlowP99MS), f2(s.Counters["background_loop_sec"]), sat)
+		}
+	}
+}
+
+// generatorsNote is the terminal's line about several generators: how
+// many, and any saturated one. Empty for a single-process run.
+func generatorsNote(w io.Writer, r *results.Results) {
+	if !sharded(r) {
+		return
+	}
+	var sat []string
+	n := 0
+	for _, run := range r.Runs {
+		n = max(n, len(run.Shards))
+		for _, s := range run.Shards {
+			if s.Saturated {
+				sat = append(sat, fmt.Sprintf("%s on %s: generator %d on %s (%.0f %% CPU, %d cores)", run.Strategy, label(run), s.Index, s.Host, s.HarnessCPUPct, s.Cores))
+			}
+		}
+	}
+	fmt.Fprintf(w, "%d generators per run, merged exactly and audited once\n", n)
+	if len(sat) > 0 {
+		fmt.Fprintf(w, "SATURATED generators (their host's CPU past %d %%): %s\n", results.SaturatedPct, strings.Join(sat, "; "))
+	}
+}
+
+func sharded(r *results.Results) bool {
+	for _, run := range r.Runs {
+		if len(run.Shards) > 0 {
+			return true
+		}
+	}
+	return false
+}

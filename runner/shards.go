@@ -1,0 +1,193 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockbench/stockbench/audit"
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/results"
+	"github.com/stockbench/stockbench/scenarios"
+	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/strategies/registry"
+)
+
+// Generator is one shard of a run for Spawn to start.
+type Generator struct {
+	// Endpoints are the parent's servers.
+	Endpoints          servers.Endpoints
+	Strategy, Scenario string
+	// Repeat is the index (from 1) of the run among --repeat runs.
+	Repeat int
+	// Shard (from 0) of Of generators.
+	Shard, Of int
+	// Barrier is the Redis key the generators meet at (Options.StartBarrier).
+	Barrier string
+}
+
+// Spawn runs one generator (a process of its own, usually) to its end and
+// returns its results: one run of g.Strategy on g.Scenario, with its
+// histograms, acks and restocks. When ctx ends the generator should be
+// stopped as a Ctrl-C stops a run (what it measured is still returned).
+type Spawn func(ctx context.Context, g Generator) (*results.Results, error)
+
+// prepare resets the schema and Redis and loads the catalog.
+func prepare(ctx context.Context, conns servers.Conns, stock []inventory.Stock) error {
+	if err := inventory.ResetMySQL(ctx, conns.DB); err != nil {
+		return err
+	}
+	if err := inventory.ResetRedis(ctx, conns.Redis); err != nil {
+		return err
+	}
+	return inventory.LoadStock(ctx, conns.DB, stock)
+}
+
+// barrierTTL bounds how long a start barrier's keys outlive their run.
+const barrierTTL = 10 * time.Minute
+
+// meet waits at the start barrier key until n generators have arrived: each
+// counts itself in; the last one releases everyone (n tokens on a list each
+// takes one of). Blocking pops wake on the release, not on a clock.
+func meet(ctx context.Context, rdb redis.UniversalClient, key string, n int) error {
+	in, gate := "{"+key+"}:in", "{"+key+"}:go"
+	c, err := rdb.Incr(ctx, in).Result()
+	if err != nil {
+		return fmt.Errorf("start barrier: %w", err)
+	}
+	rdb.Expire(ctx, in, barrierTTL)
+	if c == int64(n) {
+		tokens := make([]any, n)
+		for i := range tokens {
+			tokens[i] = "1"
+		}
+		if err := rdb.RPush(ctx, gate, tokens...).Err(); err != nil {
+			return fmt.Errorf("start barrier: %w", err)
+		}
+		rdb.Expire(ctx, gate, barrierTTL)
+	}
+	for {
+		// A bounded block, so that ctx is seen even if the server does not
+		// cut the call.
+		err := rdb.BLPop(ctx, time.Second, gate).Err()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, redis.Nil) && ctx.Err() == nil:
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			return fmt.Errorf("start barrier: %w", err)
+		}
+	}
+}
+
+// barrierSeq makes barrier keys unique within a process.
+var barrierSeq struct {
+	sync.Mutex
+	n int
+}
+
+func barrierKey(e registry.Entry, sc string) string {
+	barrierSeq.Lock()
+	barrierSeq.n++
+	n := barrierSeq.n
+	barrierSeq.Unlock()
+	return "stockbench:barrier:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":" + strconv.Itoa(n) + ":" + e.Name + ":" + sc
+}
+
+// runShards runs one strategy on one scenario as o.Procs generators:
+// it prepares the stores once, starts the generators through o.Spawn
+// (each sets up its own strategy instance, with its background loops, and
+// they start together at a barrier), merges what they measured and
+// audits the stores once, after all of them settled, against the ledger
+// of the stock put in (the catalog plus every generator's restocks) and
+// every generator's acks.
+func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options, rep int) (results.Run, error) {
+	run := results.Run{Strategy: e.Name, Scenario: scenario, Seed: o.Seed}
+	if o.Spawn == nil {
+		return run, errors.New("several generators need a way to start them")
+	}
+	sc, err := scenarios.Lookup(scenario)
+	if err != nil {
+		return run, err
+	}
+	conns := st.Conns
+	stock := catalog(sc, o.Params)
+	if err := prepare(ctx, conns, stock); err != nil {
+		return run, err
+	}
+	key := barrierKey(e, scenario)
+	shards := make([]*results.Results, o.Procs)
+	errs := make([]error, o.Procs)
+	var wg sync.WaitGroup
+	// The first generator to fail stops the others: they would wait at
+	// the barrier for it.
+	gctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	for i := range o.Procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shards[i], errs[i] = o.Spawn(gctx, Generator{Endpoints: st.Endpoints, Strategy: e.Name, Scenario: scenario,
+				Repeat: rep, Shard: i, Of: o.Procs, Barrier: key})
+			if errs[i] != nil && ctx.Err() == nil {
+				errs[i] = fmt.Errorf("generator %d/%d: %w", i, o.Procs, errs[i])
+				stop(errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	conns.Redis.Del(context.WithoutCancel(ctx), "{"+key+"}:in", "{"+key+"}:go")
+	var runs []results.Run
+	for i, r := range shards {
+		if errs[i] != nil && (ctx.Err() == nil || r == nil) {
+			if cause := context.Cause(gctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return run, cause
+			}
+			return run, errs[i]
+		}
+		if r == nil || len(r.Runs) != 1 {
+			return run, fmt.Errorf("generator %d/%d: no run in its results", i, o.Procs)
+		}
+		runs = append(runs, r.Runs[0])
+	}
+	merged, err := results.MergeRuns(runs)
+	if err != nil {
+		return run, err
+	}
+	// One audit of the stores, after every generator settled.
+	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
+	defer cancel()
+	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: time.Now()}
+	if e.UsesRedis {
+		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
+	}
+	for _, s := range stock {
+		auditor.Ledger[s.SKU] += s.Total
+	}
+	for sku, n := range merged.Restocked {
+		auditor.Ledger[sku] += n
+	}
+	var acks []inventory.Ack
+	for _, r := range runs {
+		acks = append(acks, r.ShardAcks...)
+	}
+	settled, err := auditor.Audit(sctx, acks)
+	if err != nil {
+		return run, err
+	}
+	if err := checkNodes(sctx, conns, &settled); err != nil {
+		return run, err
+	}
+	merged.Audit, merged.Restocked = settled, nil
+	merged.AuditEndOfLoad, merged.SettleRepaired = nil, nil
+	merged.Seed, merged.CoreLines = o.Seed, e.CoreLines()
+	return merged, nil
+}
