@@ -376,7 +376,9 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	book := newLedger(strat, stock)
 	if len(o.Faults) > 0 {
 		book.totalOf = func(ctx context.Context, sku string) (total int64, err error) {
-			err = conns.DB.QueryRowContext(ctx, "SELECT total FROM inventory WHERE sku=?", sku).Scan(&total)
+			// A locking read waits for a restock still holding the row (its
+			// answer cut by the fault, its commit not yet landed).
+			err = conns.DB.QueryRowContext(ctx, "SELECT total FROM inventory WHERE sku=? LOCK IN SHARE MODE", sku).Scan(&total)
 			return total, err
 		}
 	}
