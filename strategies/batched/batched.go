@@ -180,7 +180,7 @@ func (s *Strategy) finishBatch(ctx context.Context, sku string, fs []finish) ([]
 	out := make([]error, len(fs))
 	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 		clear(out)
-		orders, err := lockOrders(ctx, tx, ids)
+		orders, err := sqlstore.LockOrders(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
@@ -238,28 +238,6 @@ func (s *Strategy) finishBatch(ctx context.Context, sku string, fs []finish) ([]
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish batch %s: %w", sku, err)
-	}
-	return out, nil
-}
-
-// lockOrders reads the order rows ids FOR UPDATE.
-func lockOrders(ctx context.Context, tx *sql.Tx, ids []any) (map[string]sqlstore.Order, error) {
-	rows, err := tx.QueryContext(ctx,
-		"SELECT order_id, sku, qty, state, expires_at FROM orders WHERE order_id IN ("+sqlstore.Placeholders(len(ids))+") FOR UPDATE", ids...)
-	if err != nil {
-		return nil, fmt.Errorf("lock orders: %w", err)
-	}
-	defer rows.Close()
-	out := make(map[string]sqlstore.Order, len(ids))
-	for rows.Next() {
-		var o sqlstore.Order
-		if err := rows.Scan(&o.ID, &o.SKU, &o.Qty, &o.State, &o.ExpiresAt); err != nil {
-			return nil, fmt.Errorf("lock orders: %w", err)
-		}
-		out[o.ID] = o
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock orders: %w", err)
 	}
 	return out, nil
 }

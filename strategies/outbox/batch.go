@@ -115,7 +115,7 @@ func (s *Strategy) decisionBatch(ctx context.Context, sku string, ds []*decision
 	// of an unknown order) takes no gap lock that would hold up reserves.
 	// The rows are read under their locks, so they are the latest versions.
 	err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sql.Tx) error {
-		orders, err := lockOrders(ctx, tx, ids)
+		orders, err := sqlstore.LockOrders(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
@@ -177,28 +177,6 @@ func (s *Strategy) finish(ctx context.Context, ref inventory.OrderRef, to invent
 		s.applyToRedis(ctx, ref, to, false)
 	}
 	return nil
-}
-
-// lockOrders reads the order rows ids FOR UPDATE.
-func lockOrders(ctx context.Context, tx *sql.Tx, ids []any) (map[string]sqlstore.Order, error) {
-	rows, err := tx.QueryContext(ctx,
-		"SELECT order_id, sku, qty, state, expires_at FROM orders WHERE order_id IN ("+sqlstore.Placeholders(len(ids))+") FOR UPDATE", ids...)
-	if err != nil {
-		return nil, fmt.Errorf("lock orders: %w", err)
-	}
-	defer rows.Close()
-	out := make(map[string]sqlstore.Order, len(ids))
-	for rows.Next() {
-		var o sqlstore.Order
-		if err := rows.Scan(&o.ID, &o.SKU, &o.Qty, &o.State, &o.ExpiresAt); err != nil {
-			return nil, fmt.Errorf("lock orders: %w", err)
-		}
-		out[o.ID] = o
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock orders: %w", err)
-	}
-	return out, nil
 }
 
 // eventRow is an outbox event to insert.

@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"strings"
 	"time"
 
@@ -37,4 +39,27 @@ func InsertOrders(ctx context.Context, q Execer, rs []inventory.Reservation, st 
 // Placeholders returns "?,?,…" with n marks, for an IN list.
 func Placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// LockOrders reads the order rows ids FOR UPDATE (the batched form of
+// LockOrder); ids missing from the result have no row.
+func LockOrders(ctx context.Context, tx *sql.Tx, ids []any) (map[string]Order, error) {
+	rows, err := tx.QueryContext(ctx,
+		"SELECT order_id, sku, qty, state, expires_at FROM orders WHERE order_id IN ("+Placeholders(len(ids))+") FOR UPDATE", ids...)
+	if err != nil {
+		return nil, fmt.Errorf("lock orders: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]Order, len(ids))
+	for rows.Next() {
+		var o Order
+		if err := rows.Scan(&o.ID, &o.SKU, &o.Qty, &o.State, &o.ExpiresAt); err != nil {
+			return nil, fmt.Errorf("lock orders: %w", err)
+		}
+		out[o.ID] = o
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock orders: %w", err)
+	}
+	return out, nil
 }
