@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"net"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -41,6 +42,7 @@ func (o Outcome) Failed() bool { return o != OK && o != OutOfStock && o != Alrea
 // Classify names an operation's outcome class.
 func Classify(err error) Outcome {
 	var me *mysql.MySQLError
+	var ne net.Error
 	switch {
 	case err == nil:
 		return OK
@@ -58,6 +60,10 @@ func Classify(err error) Outcome {
 		return Timeout
 	case errors.Is(err, context.Canceled):
 		return Canceled
+	// A read cut at the context's deadline (go-redis sets it on the
+	// connection) arrives as an I/O timeout, not as the context's error.
+	case errors.As(err, &ne) && ne.Timeout():
+		return Timeout
 	case errors.As(err, &me) && me.Number == MySQLDeadlock:
 		return Deadlock
 	case errors.As(err, &me) && me.Number == MySQLLockWaitTimeout:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -28,6 +30,7 @@ func TestClassify(t *testing.T) {
 		{"outcome unknown", fmt.Errorf("%w: commit: broken pipe", inventory.ErrOutcomeUnknown), inventory.OutcomeUnknown, true},
 		{"deadline", fmt.Errorf("reserve: %w", context.DeadlineExceeded), inventory.Timeout, true},
 		{"canceled", context.Canceled, inventory.Canceled, true},
+		{"read cut at the deadline (go-redis)", fmt.Errorf("evalsha: %w", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), inventory.Timeout, true},
 		{"deadlock (or a Galera certification failure)", &mysql.MySQLError{Number: inventory.MySQLDeadlock}, inventory.Deadlock, true},
 		{"lock wait timeout, wrapped", fmt.Errorf("confirm: %w", &mysql.MySQLError{Number: inventory.MySQLLockWaitTimeout}), inventory.LockWaitTimeout, true},
 		{"another server error", &mysql.MySQLError{Number: 1146}, inventory.Failure, true},

@@ -94,6 +94,7 @@ func (e Endpoints) RedisClient(tune func(*redis.Options)) redis.UniversalClient 
 	return redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: e.RedisCluster, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
 		PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MaxRetries: o.MaxRetries, DialerRetries: o.DialerRetries,
+		ContextTimeoutEnabled: o.ContextTimeoutEnabled,
 	})
 }
 
@@ -482,6 +483,9 @@ const DefaultPool = 64
 // Open opens the run's pools, each bounded at poolSize connections: MySQL
 // and Redis. Callers beyond that wait for a connection, as in a service; a
 // wait for Redis is bounded by the caller's context, not by a pool timeout.
+// A Redis call is bounded by its context's deadline too, as the MySQL
+// driver's are: a service gives up on a stalled store when its request's
+// time is up, not after go-redis's own 3 s read timeout.
 func Open(ep Endpoints, poolSize int) (Conns, error) {
 	var db *sql.DB
 	if len(ep.MySQLCluster) > 1 && ep.MySQLSpread {
@@ -499,7 +503,9 @@ func Open(ep Endpoints, poolSize int) (Conns, error) {
 	poolSize = max(poolSize, 1)
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
-	rdb := ep.RedisClient(func(o *redis.Options) { o.PoolSize, o.PoolTimeout = poolSize, time.Hour })
+	rdb := ep.RedisClient(func(o *redis.Options) {
+		o.PoolSize, o.PoolTimeout, o.ContextTimeoutEnabled = poolSize, time.Hour, true
+	})
 	return Conns{DB: db, Redis: rdb, MySQLNodes: ep.MySQLCluster}, nil
 }
 
