@@ -18,7 +18,8 @@ type confirmItem struct {
 	ref inventory.OrderRef
 	res redisstock.Reservation
 	// set by the group: the decision that stands, and whether Redis was
-	// already brought in line (the per-order path does it itself).
+	// already brought in line (the per-order path does it itself, a batch
+	// for all its orders at once).
 	got      inventory.OrderState
 	finished bool
 }
@@ -87,8 +88,18 @@ func confirmBatch(ctx context.Context, sku string, its []*confirmItem) ([]error,
 	if err != nil {
 		return nil, fmt.Errorf("confirm batch %s: %w", sku, err)
 	}
-	for _, it := range its {
-		it.got = inventory.StateConfirmed
+	// Redis is brought in line for the whole batch in one round trip, on a
+	// context of its own as in finishRedis; a failure is left to recovery.
+	refs := make([]inventory.OrderRef, len(its))
+	for i, it := range its {
+		it.got, it.finished, refs[i] = inventory.StateConfirmed, true, it.ref
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	for _, err := range s.rs.FinishAll(rctx, refs, inventory.StateConfirmed) {
+		if err != nil {
+			s.deferred.Add(1)
+		}
 	}
 	return make([]error, len(its)), nil
 }

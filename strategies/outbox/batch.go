@@ -37,10 +37,6 @@ import (
 type decision struct {
 	ref inventory.OrderRef
 	to  inventory.OrderState
-	// moved is set after the batch's commit when the batch moved the order
-	// to `to`: Redis is then still to be brought in line by the caller (the
-	// per-order path does it itself).
-	moved bool
 }
 
 func newGroups(s *Strategy, cfg strategies.Config) {
@@ -159,24 +155,32 @@ func (s *Strategy) decisionBatch(ctx context.Context, sku string, ds []*decision
 	if err != nil {
 		return nil, fmt.Errorf("decision batch %s: %w", sku, err)
 	}
+	// Redis is brought in line with the orders the batch moved, one round
+	// trip per target state, on a context of its own as in applyToRedis; a
+	// failure is left to the reconciler.
+	refs := map[inventory.OrderState][]inventory.OrderRef{}
 	for i, d := range ds {
-		d.moved = out[i] == nil
+		if out[i] == nil {
+			refs[d.to] = append(refs[d.to], d.ref)
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	for to, rs := range refs {
+		for _, err := range s.rs.FinishAll(rctx, rs, to) {
+			if err != nil {
+				s.deferred.Add(1)
+			}
+		}
 	}
 	return out, nil
 }
 
-// finish confirms or cancels ref through the SKU's decision batch, then
-// brings Redis in line if the batch moved the order (see Orders.Finish for
-// the outcomes; the per-order path applies Redis itself).
+// finish confirms or cancels ref through the SKU's decision batch, which
+// brings Redis in line for the orders it moved (see Orders.Finish for the
+// outcomes; the per-order path applies Redis itself).
 func (s *Strategy) finish(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState) error {
-	d := &decision{ref: ref, to: to}
-	if err := s.decisions.Do(ctx, ref.SKU, d); err != nil {
-		return err
-	}
-	if d.moved {
-		s.applyToRedis(ctx, ref, to, false)
-	}
-	return nil
+	return s.decisions.Do(ctx, ref.SKU, &decision{ref: ref, to: to})
 }
 
 // eventRow is an outbox event to insert.

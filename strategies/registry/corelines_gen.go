@@ -9,10 +9,10 @@ var coreLines = map[string]int{
 	"strategies/cas":                  139,
 	"strategies/conditional":          38,
 	"strategies/internal/groupcommit": 251,
-	"strategies/internal/redisstock":  462,
+	"strategies/internal/redisstock":  482,
 	"strategies/internal/sqlstore":    401,
-	"strategies/luatcc":               322,
+	"strategies/luatcc":               330,
 	"strategies/naive":                124,
-	"strategies/outbox":               748,
+	"strategies/outbox":               752,
 	"strategies/rowlock":              58,
 }

@@ -75,6 +75,54 @@ func TestFinishOwnerCheck(t *testing.T) {
 	}
 }
 
+// TestFinishAll: the pipelined finish of a batch does what Finish does for
+// each order — moves only reserved units, leaves a decided or unknown order
+// alone — also when the server has not loaded the script yet (NOSCRIPT).
+func TestFinishAll(t *testing.T) {
+	ctx := context.Background()
+	s := Store{R: env.Redis, Retain: time.Minute}
+	for _, flushed := range []bool{false, true} {
+		t.Run("script flushed "+strconv.FormatBool(flushed), func(t *testing.T) {
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			env.Redis.HSet(ctx, inventory.RedisStockKey("S"), "total", 10, "available", 10, "occupied", 0, "sold", 0)
+			ref := func(id string) inventory.OrderRef { return inventory.OrderRef{OrderID: id, SKU: "S"} }
+			for _, id := range []string{"o1", "o2", "o3"} {
+				if _, err := s.Try(ctx, inventory.Reservation{OrderID: id, SKU: "S", Qty: 1, Deadline: time.Now().Add(time.Minute)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.Finish(ctx, ref("o3"), inventory.StateCancelled, false); err != nil {
+				t.Fatal(err)
+			}
+			if flushed {
+				if err := env.Redis.ScriptFlush(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, err := range s.FinishAll(ctx, []inventory.OrderRef{ref("o1"), ref("o2"), ref("o3"), ref("o4")}, inventory.StateConfirmed) {
+				if err != nil {
+					t.Fatalf("order %d: %v", i+1, err)
+				}
+			}
+			h := env.Redis.HGetAll(ctx, inventory.RedisStockKey("S")).Val()
+			if h["available"] != "8" || h["occupied"] != "0" || h["sold"] != "2" {
+				t.Fatalf("stock %v, want available 8, occupied 0, sold 2", h)
+			}
+			for id, want := range map[string]inventory.OrderState{"o1": inventory.StateConfirmed, "o2": inventory.StateConfirmed, "o3": inventory.StateCancelled} {
+				r, err := s.Get(ctx, ref(id))
+				if err != nil || r.State != want {
+					t.Fatalf("%s: %+v %v, want %s", id, r, err, want)
+				}
+			}
+			if _, err := s.Get(ctx, ref("o4")); err != ErrNoReservation {
+				t.Fatalf("o4: %v, want no reservation", err)
+			}
+		})
+	}
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestRestockAppliesOnce runs restocks' Redis writes and reconciler repairs
