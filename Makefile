@@ -5,6 +5,8 @@ BIN     := bin/stockbench
 BENCH_FLAGS ?=
 # Extra flags for `make faults`, e.g. make faults FAULTS_FLAGS="--seed 2 --redis-persistence everysec"
 FAULTS_FLAGS ?=
+# Extra flags for the curve that ends `make bench`, e.g. CURVE_FLAGS="--slo p99=100ms"
+CURVE_FLAGS ?=
 
 .PHONY: build test bench faults vet fmt fmt-check clean images-offline down
 
@@ -30,10 +32,18 @@ test: vet fmt-check
 # (throughput and tail latency), with the stores' calibrated ceilings. A tenth
 # of the buyers abandon, with a 2 s TTL shorter than the run, so expiry runs
 # under load and the audit sees it.
+#
+# Then a short latency-vs-load curve (open loop, P99 against offered load,
+# SLO p99=50ms) for one strategy of each family — row lock, coalesced
+# conditional UPDATE, Redis Lua — into reports/latest/curve; `stockbench
+# curve` alone runs the full one. BENCH_FLAGS go to both (the backend, the
+# seed…); CURVE_FLAGS to the curve only.
 bench: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
-	./$(BIN) run --strategies all --scenario flash,sustained --duration 15s --warmup 3s \
+	./$(BIN) run --strategies all --scenario flash,sustained --duration 10s --warmup 2s \
 		--abandon 0.1 --ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/latest $(BENCH_FLAGS)
+	./$(BIN) curve --strategies rowlock,batched,lua-tcc --rates 250,1000,4000 $(BENCH_FLAGS) \
+		--duration 2s --warmup 500ms --out reports/latest/curve $(CURVE_FLAGS)
 
 # The fault matrix: every strategy under Redis pause, Redis restart, MySQL
 # restart, latency and an app crash, a short sustained run each, auto
