@@ -67,9 +67,13 @@ type Env struct {
 	// ClusterOnOneHost says every node of the run's cluster(s) listens on
 	// a loopback address: the nodes share this machine's cores, so the run
 	// shows the mechanics of the cluster, not its scaling.
-	ClusterOnOneHost bool   `json:"cluster_on_one_host,omitempty"`
-	MySQLVersion     string `json:"mysql_version"`
-	RedisVersion     string `json:"redis_version"`
+	ClusterOnOneHost bool `json:"cluster_on_one_host,omitempty"`
+	// LoadAverage is the machine's 1, 5 and 15 minute load averages when
+	// the run started (/proc/loadavg; absent where there is none): how
+	// busy the cores the figures were measured on already were.
+	LoadAverage  string `json:"load_average,omitempty"`
+	MySQLVersion string `json:"mysql_version"`
+	RedisVersion string `json:"redis_version"`
 	// Durability settings as reported by the servers.
 	InnodbFlushLogAtTrxCommit string `json:"innodb_flush_log_at_trx_commit"`
 	SyncBinlog                string `json:"sync_binlog"`

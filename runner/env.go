@@ -30,6 +30,11 @@ func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) resu
 		}
 	}
 	e.ClusterOnOneHost = clusterOnOneHost(ep)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			e.LoadAverage = strings.Join(f[:3], " ")
+		}
+	}
 	_ = c.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&e.MySQLVersion)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit").Scan(&e.InnodbFlushLogAtTrxCommit)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@sync_binlog").Scan(&e.SyncBinlog)
