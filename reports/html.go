@@ -45,6 +45,7 @@ func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 		"Recs": Recommend(r, weights), "Weights": weights.String(),
 		"Head": head, "Rows": rows, "RHead": rhead, "RRows": rrows,
 		"FHead": fhead, "FRows": frows, "FDHead": fdhead, "FDRows": fdrows, "Persistence": persistenceOf(r),
+		"Caveat": OneHostCaveat(r),
 	}
 	if IsArticlePreset(r) {
 		data["Article"] = articleRows(r)
@@ -170,7 +171,8 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 
 <h2 id="charts">Charts</h2>
 <p>Each strategy has one colour and marker in every chart. Bars and points are medians over repeats; whiskers span min–max. In the trade-off chart a hollow marker in a red ring means the auditor found an anomaly.</p>
-<div class="charts">
+{{with .Caveat}}<p class="caveat"><b>On one machine:</b> {{.}}</p>
+{{end}}<div class="charts">
 {{range .Charts}}<figure id="{{.ID}}">{{.SVG}}<figcaption>{{.Title}}</figcaption></figure>
 {{end}}</div>
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -177,6 +178,7 @@ func Summary(r *results.Results) string {
 	}
 	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase and flows counts them (flows = TPS × measured seconds; the warm-up is excluded); flow P99 is of the whole flow, pay delay excluded. The anomaly columns are the auditor's, counted from the stores after settling over the whole run: oversell % is oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max).\n")
 	b.WriteString(repeatsMarkdown(r))
+	b.WriteString(sweepMarkdown(r))
 	b.WriteString(articleMarkdown(r))
 
 	weights := WeightsOf(r)
@@ -367,4 +369,55 @@ func writeTwoAudits(b *strings.Builder, r *results.Results) {
 		}
 		fmt.Fprintf(b, "\n%s (%s): settle repaired %s.\n", run.Strategy, label(run), strings.Join(parts, ", "))
 	}
+}
+
+// sweepMarkdown points a sweep's reader at its charts and, when the run's
+// cluster ran on this one machine, says next to them what such a run can
+// and cannot show.
+func sweepMarkdown(r *results.Results) string {
+	if r.Sweep == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Sweep of --%s over %s\n\n", r.Sweep.Param, strings.Join(r.Sweep.Values, ", "))
+	b.WriteString("Charts: ")
+	var names []string
+	rows := results.Rows(r)
+	for _, m := range sweepMetrics {
+		// A metric no row has (CAS retries without cas) has no chart.
+		if slices.ContainsFunc(rows, func(row results.Row) bool { _, ok := m.row(row); return ok }) {
+			names = append(names, "charts/sweep-"+m.name+".png")
+		}
+	}
+	b.WriteString(strings.Join(names, ", ") + " (one line per strategy against the swept value).\n")
+	if c := OneHostCaveat(r); c != "" {
+		b.WriteString("\n**On one machine:** " + c + "\n")
+	}
+	return b.String()
+}
+
+// OneHostCaveat is the honesty note a run on a cluster whose nodes all ran
+// on this one machine needs beside any figure that could be read as
+// scaling: the server processes share the machine's cores. Empty for a
+// run on single servers or on a cluster spread over hosts.
+func OneHostCaveat(r *results.Results) string {
+	e := r.Env
+	local := e.Backend == "local" && (e.RedisClusterNodes > 0 || e.MySQLClusterNodes > 1)
+	if !e.ClusterOnOneHost && !local {
+		return ""
+	}
+	var what []string
+	if e.RedisClusterNodes > 0 {
+		what = append(what, fmt.Sprintf("a Redis Cluster of %d masters", e.RedisClusterNodes))
+	}
+	if e.MySQLClusterNodes > 1 {
+		what = append(what, fmt.Sprintf("a MySQL cluster of %d nodes", e.MySQLClusterNodes))
+	}
+	s := fmt.Sprintf("every node of %s ran on this one machine (%d cores), beside the load generator, so the server processes share the same cores. "+
+		"The run proves the mechanics (keys and rows spread over slots and nodes, routing, certification, causal reads, a clean audit), not the scaling: "+
+		"spreading stock over more SKUs spreads it over more slots and nodes here, but not over more CPUs.", strings.Join(what, " and "), e.Cores)
+	if e.LoadAverage != "" {
+		s += " Load average when the run started: " + e.LoadAverage + "."
+	}
+	return s
 }

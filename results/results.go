@@ -55,11 +55,25 @@ type Env struct {
 	// RedisClusterNodes and MySQLClusterNodes count a cluster's nodes (absent
 	// for one server); MySQLSpread says whether the pools spread their
 	// connections over the MySQL nodes.
-	RedisClusterNodes int    `json:"redis_cluster_nodes,omitempty"`
-	MySQLClusterNodes int    `json:"mysql_cluster_nodes,omitempty"`
-	MySQLSpread       bool   `json:"mysql_spread,omitempty"`
-	MySQLVersion      string `json:"mysql_version"`
-	RedisVersion      string `json:"redis_version"`
+	RedisClusterNodes int  `json:"redis_cluster_nodes,omitempty"`
+	MySQLClusterNodes int  `json:"mysql_cluster_nodes,omitempty"`
+	MySQLSpread       bool `json:"mysql_spread,omitempty"`
+	// MySQLCausalReads is how a MySQL cluster's connections read what other
+	// nodes committed (wsrep, group-replication, none;
+	// --mysql-causal-reads), MySQLCausalAuto whether auto chose it by
+	// asking the nodes. Clusters only.
+	MySQLCausalReads string `json:"mysql_causal_reads,omitempty"`
+	MySQLCausalAuto  bool   `json:"mysql_causal_reads_auto,omitempty"`
+	// ClusterOnOneHost says every node of the run's cluster(s) listens on
+	// a loopback address: the nodes share this machine's cores, so the run
+	// shows the mechanics of the cluster, not its scaling.
+	ClusterOnOneHost bool `json:"cluster_on_one_host,omitempty"`
+	// LoadAverage is the machine's 1, 5 and 15 minute load averages when
+	// the run started (/proc/loadavg; absent where there is none): how
+	// busy the cores the figures were measured on already were.
+	LoadAverage  string `json:"load_average,omitempty"`
+	MySQLVersion string `json:"mysql_version"`
+	RedisVersion string `json:"redis_version"`
 	// Durability settings as reported by the servers.
 	InnodbFlushLogAtTrxCommit string `json:"innodb_flush_log_at_trx_commit"`
 	SyncBinlog                string `json:"sync_binlog"`

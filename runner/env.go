@@ -3,10 +3,13 @@ package runner
 import (
 	"bufio"
 	"context"
+	"net"
 	"os"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/stockbench/stockbench/internal/version"
 	"github.com/stockbench/stockbench/results"
@@ -20,6 +23,18 @@ func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) resu
 		MySQLClusterNodes: len(ep.MySQLCluster), MySQLSpread: ep.MySQLSpread && len(ep.MySQLCluster) > 1, Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
 		ToolVersion: version.Tool(), CPUModel: cpuModel(), StartedAt: time.Now().UTC().Format(time.RFC3339),
 		RedisPersistence: ep.RedisPersistence}
+	if len(ep.MySQLCluster) > 1 {
+		e.MySQLCausalReads, e.MySQLCausalAuto = ep.MySQLCausalReads, ep.MySQLCausalAuto
+		if e.MySQLCausalReads == "" {
+			e.MySQLCausalReads = servers.CausalNone
+		}
+	}
+	e.ClusterOnOneHost = clusterOnOneHost(ep)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			e.LoadAverage = strings.Join(f[:3], " ")
+		}
+	}
 	_ = c.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&e.MySQLVersion)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit").Scan(&e.InnodbFlushLogAtTrxCommit)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@sync_binlog").Scan(&e.SyncBinlog)
@@ -49,4 +64,34 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// clusterOnOneHost reports whether the run has a cluster (Redis or MySQL)
+// and every node of it listens on a loopback address, that is on this
+// machine.
+func clusterOnOneHost(ep servers.Endpoints) bool {
+	var addrs []string
+	addrs = append(addrs, ep.RedisCluster...)
+	if len(ep.MySQLCluster) > 1 {
+		for _, d := range ep.MySQLCluster {
+			cfg, err := mysql.ParseDSN(d)
+			if err != nil {
+				return false
+			}
+			addrs = append(addrs, cfg.Addr)
+		}
+	}
+	if len(addrs) == 0 {
+		return false
+	}
+	for _, a := range addrs {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return false
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return false
+		}
+	}
+	return true
 }

@@ -194,6 +194,9 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		defer release()
 	}
 	res.Env = collectEnv(ctx, ep, conns)
+	if len(ep.MySQLCluster) > 1 {
+		first.logf("%s", ep.MySQLDescription())
+	}
 	if first.CalibrateDuration > 0 {
 		// The ceilings are what the stores give through the run's pool.
 		conc := min(first.Buyers, first.pool())

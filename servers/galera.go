@@ -184,9 +184,12 @@ func (c Conns) NodeDisagreement(ctx context.Context) ([]string, error) {
 		}
 		defer conn.Close()
 		// Read after the node has applied every write the cluster committed
-		// before this read (Galera applies replicated writes asynchronously).
-		if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait=1"); err != nil {
-			return fmt.Errorf("node agreement: %w", err)
+		// before this read (Galera and Group Replication apply replicated
+		// writes asynchronously).
+		if st := CausalStatement(c.MySQLCausalReads); st != "" {
+			if _, err := conn.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("node agreement: %w", err)
+			}
 		}
 		rows, err := conn.QueryContext(ctx, q)
 		if err != nil {
@@ -237,7 +240,9 @@ func (c Conns) eachNode(ctx context.Context, fn func(*sql.DB) error) error {
 // cluster in turn, so one pool's connections — and the buyers using them —
 // are spread over every primary.
 //
-// Every connection reads causally (wsrep_sync_wait=1): a node applies the
+// Every connection reads causally (on Galera wsrep_sync_wait=1, on Group
+// Replication group_replication_consistency='BEFORE'; the causal-read
+// mode): a node applies the
 // write sets other primaries committed asynchronously, so without it a
 // transaction begun on one node may not yet see what a transaction on
 // another committed just before — a confirm finds no order its reserve
@@ -252,17 +257,20 @@ type spreadConnector struct {
 	next  atomic.Uint64
 }
 
-func newSpreadConnector(dsns []string) (*spreadConnector, error) {
+func newSpreadConnector(dsns []string, causal string) (*spreadConnector, error) {
+	name, value := causalSetting(causal)
 	c := &spreadConnector{}
 	for _, dsn := range dsns {
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("mysql dsn %s: %w", RedactDSN(dsn), err)
 		}
-		if cfg.Params == nil {
-			cfg.Params = map[string]string{}
+		if name != "" {
+			if cfg.Params == nil {
+				cfg.Params = map[string]string{}
+			}
+			cfg.Params[name] = value
 		}
-		cfg.Params["wsrep_sync_wait"] = "1"
 		conn, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return nil, err

@@ -39,6 +39,9 @@ type Local struct {
 	// first node.
 	MySQLCluster int
 	NoSpread     bool
+	// CausalReads is the cluster's --mysql-causal-reads mode (empty: auto,
+	// which finds the Galera nodes and chooses wsrep).
+	CausalReads string
 	// RedisPersistence is the Redis AOF setting: PersistenceNone (or
 	// empty: no AOF), PersistenceEverysec or PersistenceAlways.
 	RedisPersistence string
@@ -99,6 +102,10 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 			return ep, err
 		}
 		ep.MySQLSpread = !l.NoSpread
+		if ep.MySQLCausalReads, err = resolveCausal(ctx, ep.MySQLCluster, l.CausalReads); err != nil {
+			return ep, err
+		}
+		ep.MySQLCausalAuto = len(ep.MySQLCluster) > 1 && (l.CausalReads == "" || l.CausalReads == CausalAuto)
 		ep.MySQLPID = pids[0]
 		ep.ExtraPIDs = map[string][]int{"mysql": pids[1:]}
 		cfg, _ := mysql.ParseDSN(dsns[0])
@@ -129,6 +136,12 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 		return ep, err
 	}
 	ep.MySQLDSN = WithDriverParams(root + "stockbench")
+	if l.MySQLCluster == 0 {
+		// An explicit mode is checked against the one server too.
+		if ep.MySQLCausalReads, err = resolveCausal(ctx, []string{ep.MySQLDSN}, l.CausalReads); err != nil {
+			return ep, err
+		}
+	}
 	ep.RedisAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(redisPort))
 	ep.RedisPassword = l.RedisPassword
 	return ep, nil

@@ -41,12 +41,18 @@ type Endpoints struct {
 	// It may hold a password: never print it, print RedisRedacted().
 	RedisURL string
 	// MySQLCluster, when set, holds one DSN per node of a multi-primary
-	// MySQL cluster (Galera); MySQLDSN is then the first. Pools spread their
+	// MySQL cluster (a local Galera, or the external nodes given as a list
+	// of --mysql-dsn); MySQLDSN is then the first. Pools spread their
 	// connections over every node (MySQLSpread).
 	MySQLCluster []string
 	// MySQLSpread says whether a cluster's pools open their connections on
 	// every node in turn (true) or on the first node only.
 	MySQLSpread bool
+	// MySQLCausalReads is the causal-read mode of the cluster's
+	// connections (CausalWsrep, CausalGroupReplication or CausalNone; empty
+	// means none); MySQLCausalAuto says auto chose it by asking the nodes.
+	MySQLCausalReads string
+	MySQLCausalAuto  bool
 	// RedisCluster, when set, lists the nodes of a Redis Cluster (a seed
 	// list: any reachable node finds the rest); RedisAddr is then the first.
 	// Credentials and TLS come from RedisURL or RedisPassword as above.
@@ -166,8 +172,12 @@ type Provider interface {
 
 // Options configure provider selection.
 type Options struct {
-	Backend    string // auto | docker | local | external
-	MySQLDSN   string // external
+	Backend  string // auto | docker | local | external
+	MySQLDSN string // external: the first (or only) node's DSN
+	// MySQLDSNs, when it holds two or more, are the nodes of an external
+	// MySQL cluster, one DSN per node (repeated --mysql-dsn); MySQLDSN is
+	// then the first.
+	MySQLDSNs  []string
 	RedisAddr  string // external
 	RedisURL   string // external, instead of RedisAddr
 	MySQLImage string // docker
@@ -182,18 +192,31 @@ type Options struct {
 	// NoSpread pins a cluster's connections to its first node instead of
 	// spreading them over every node.
 	NoSpread bool
+	// CausalReads is the --mysql-causal-reads mode (CausalModes; empty
+	// means auto).
+	CausalReads string
 	// RedisPersistence is the AOF setting of the Redis stockbench starts
 	// (local and docker): none (or empty: no AOF), everysec or always
 	// (appendfsync). What a Redis restart keeps depends on it.
 	RedisPersistence string
 }
 
-// OptionsFromEnv fills empty external settings from STOCKBENCH_MYSQL_DSN,
-// STOCKBENCH_REDIS_ADDR and STOCKBENCH_REDIS_URL (a Redis given by flag
-// is not mixed with one from the environment).
+// OptionsFromEnv fills empty external settings from STOCKBENCH_MYSQL_DSN
+// (or STOCKBENCH_MYSQL_DSNS, a cluster's nodes one DSN per line: a DSN may
+// hold a comma in its password), STOCKBENCH_REDIS_ADDR and
+// STOCKBENCH_REDIS_URL (a Redis given by flag is not mixed with one from
+// the environment, nor a MySQL).
 func OptionsFromEnv(o Options) Options {
-	if o.MySQLDSN == "" {
-		o.MySQLDSN = os.Getenv("STOCKBENCH_MYSQL_DSN")
+	if o.MySQLDSN == "" && len(o.MySQLDSNs) == 0 {
+		if list := os.Getenv("STOCKBENCH_MYSQL_DSNS"); strings.TrimSpace(list) != "" {
+			for _, l := range strings.Split(list, "\n") {
+				if l = strings.TrimSpace(l); l != "" {
+					o.MySQLDSNs = append(o.MySQLDSNs, l)
+				}
+			}
+		} else {
+			o.MySQLDSN = os.Getenv("STOCKBENCH_MYSQL_DSN")
+		}
 	}
 	if o.RedisAddr == "" && o.RedisURL == "" {
 		o.RedisAddr = os.Getenv("STOCKBENCH_REDIS_ADDR")
@@ -207,19 +230,33 @@ func (o Options) external() (*External, error) {
 	if o.RedisAddr != "" && o.RedisURL != "" {
 		return nil, errors.New("give --redis-addr or --redis-url, not both")
 	}
-	cfg, err := mysql.ParseDSN(o.MySQLDSN)
-	if err != nil {
-		return nil, fmt.Errorf("mysql dsn %s: %v (want user:pass@tcp(host:port)/database)", RedactDSN(o.MySQLDSN), err)
-	}
-	if cfg.DBName == "" {
-		return nil, fmt.Errorf("mysql dsn %s names no database: add /DATABASE (a scratch one)", RedactDSN(o.MySQLDSN))
+	seen := map[string]int{}
+	for i, dsn := range o.MySQLDSNs {
+		node := ""
+		if len(o.MySQLDSNs) > 1 {
+			node = fmt.Sprintf(" (node %d)", i+1)
+		}
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			// The driver's message does not quote the DSN.
+			return nil, fmt.Errorf("mysql dsn%s %s: %v (want user:pass@tcp(host:port)/database)", node, RedactDSN(dsn), err)
+		}
+		if cfg.DBName == "" {
+			return nil, fmt.Errorf("mysql dsn%s %s names no database: add /DATABASE (a scratch one)", node, RedactDSN(dsn))
+		}
+		key := cfg.Net + " " + cfg.Addr
+		if j, ok := seen[key]; ok {
+			return nil, fmt.Errorf("--mysql-dsn: node %d (%s) is node %d again: give each node of a cluster once", i+1, cfg.Addr, j+1)
+		}
+		seen[key] = i
 	}
 	if o.RedisURL != "" {
 		if _, err := ParseRedisURL(o.RedisURL); err != nil {
 			return nil, err
 		}
 	}
-	return &External{DSN: o.MySQLDSN, Addr: o.RedisAddr, URL: o.RedisURL}, nil
+	return &External{DSN: o.MySQLDSN, Nodes: o.MySQLDSNs, NoSpread: o.NoSpread, CausalReads: o.CausalReads,
+		Addr: o.RedisAddr, URL: o.RedisURL}, nil
 }
 
 func (o Options) redisSet() bool { return o.RedisAddr != "" || o.RedisURL != "" }
@@ -234,6 +271,24 @@ var Backends = []string{"auto", "docker", "local", "external"}
 func New(o Options) (Provider, error) {
 	if _, err := checkPersistence(o.RedisPersistence); err != nil {
 		return nil, err
+	}
+	if _, err := checkCausal(o.CausalReads); err != nil {
+		return nil, err
+	}
+	// One list of nodes: MySQLDSN is its first.
+	if len(o.MySQLDSNs) == 0 && o.MySQLDSN != "" {
+		o.MySQLDSNs = []string{o.MySQLDSN}
+	}
+	if len(o.MySQLDSNs) > 0 {
+		o.MySQLDSN = o.MySQLDSNs[0]
+	}
+	switch {
+	case len(o.MySQLDSNs) > 1 && o.MySQLCluster > 0:
+		return nil, errors.New("--mysql-cluster starts a local Galera cluster, a list of --mysql-dsn names an external one: give one or the other")
+	case len(o.MySQLDSNs) > 1 && (o.Backend == "local" || o.Backend == "docker"):
+		return nil, fmt.Errorf("a list of --mysql-dsn is an external cluster: use --backend external (or auto), not %s", o.Backend)
+	case o.MySQLCluster > 0 && o.MySQLDSN != "" && o.Backend != "local":
+		return nil, errors.New("--mysql-cluster starts a local Galera cluster, --mysql-dsn (or STOCKBENCH_MYSQL_DSN) names an external server: give one or the other")
 	}
 	external := o.Backend == "external" || (o.Backend == "auto" || o.Backend == "") && o.MySQLDSN != "" && o.redisSet()
 	if external && o.RedisPersistence != "" && o.RedisPersistence != PersistenceNone {
@@ -250,6 +305,9 @@ func New(o Options) (Provider, error) {
 	case "docker":
 		if o.RedisCluster > 0 || o.MySQLCluster > 0 {
 			return nil, errors.New("--redis-cluster and --mysql-cluster run on the local backend only (use --backend local, or give an external cluster's nodes to --redis-addr / --mysql-dsn)")
+		}
+		if c := o.CausalReads; c == CausalWsrep || c == CausalGroupReplication {
+			return nil, fmt.Errorf("--mysql-causal-reads %s: the docker backend starts one plain MySQL server, no cluster", c)
 		}
 		d, err := newDockerBackend(o.MySQLImage, o.RedisImage)
 		if err != nil {
@@ -295,15 +353,21 @@ func (o Options) local() (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.RedisCluster, l.MySQLCluster, l.NoSpread = o.RedisCluster, o.MySQLCluster, o.NoSpread
+	l.RedisCluster, l.MySQLCluster, l.NoSpread, l.CausalReads = o.RedisCluster, o.MySQLCluster, o.NoSpread, o.CausalReads
 	l.RedisPersistence = o.RedisPersistence
 	return l, nil
 }
 
 // External uses servers the user runs. Stop does nothing.
 type External struct {
-	DSN  string
-	Addr string
+	DSN string
+	// Nodes, when it holds two or more DSNs, are the nodes of a MySQL
+	// cluster (DSN is the first); NoSpread pins the pools to the first and
+	// CausalReads is the --mysql-causal-reads mode.
+	Nodes       []string
+	NoSpread    bool
+	CausalReads string
+	Addr        string
 	// URL, when set, is a redis:// or rediss:// URL used instead of Addr.
 	URL string
 }
@@ -328,6 +392,24 @@ func (e *External) Start(ctx context.Context) (Endpoints, error) {
 	if err := Ping(ctx, ep, 5*time.Second); err != nil {
 		return Endpoints{}, err
 	}
+	nodes := []string{ep.MySQLDSN}
+	if len(e.Nodes) > 1 {
+		nodes = make([]string, len(e.Nodes))
+		for i, d := range e.Nodes {
+			nodes[i] = WithDriverParams(d)
+			if i > 0 {
+				if err := pingMySQL(ctx, Endpoints{MySQLDSN: nodes[i]}, 5*time.Second); err != nil {
+					return Endpoints{}, fmt.Errorf("node %d: %w", i+1, err)
+				}
+			}
+		}
+		ep.MySQLCluster, ep.MySQLSpread = nodes, !e.NoSpread
+	}
+	mode, err := resolveCausal(ctx, nodes, e.CausalReads)
+	if err != nil {
+		return Endpoints{}, err
+	}
+	ep.MySQLCausalReads, ep.MySQLCausalAuto = mode, len(nodes) > 1 && (e.CausalReads == "" || e.CausalReads == CausalAuto)
 	return ep, nil
 }
 
@@ -474,6 +556,9 @@ type Conns struct {
 	// MySQLNodes are the DSNs of a MySQL cluster's nodes (empty for one
 	// server), for the per-node checks: GaleraCounters, NodeDisagreement.
 	MySQLNodes []string
+	// MySQLCausalReads is the causal-read mode of the cluster (see
+	// Endpoints): the per-node checks read with it.
+	MySQLCausalReads string
 }
 
 // DefaultPool is the default size of each of a run's pools (MySQL and
@@ -489,7 +574,7 @@ const DefaultPool = 64
 func Open(ep Endpoints, poolSize int) (Conns, error) {
 	var db *sql.DB
 	if len(ep.MySQLCluster) > 1 && ep.MySQLSpread {
-		c, err := newSpreadConnector(ep.MySQLCluster)
+		c, err := newSpreadConnector(ep.MySQLCluster, ep.MySQLCausalReads)
 		if err != nil {
 			return Conns{}, err
 		}
@@ -506,7 +591,7 @@ func Open(ep Endpoints, poolSize int) (Conns, error) {
 	rdb := ep.RedisClient(func(o *redis.Options) {
 		o.PoolSize, o.PoolTimeout, o.ContextTimeoutEnabled = poolSize, time.Hour, true
 	})
-	return Conns{DB: db, Redis: rdb, MySQLNodes: ep.MySQLCluster}, nil
+	return Conns{DB: db, Redis: rdb, MySQLNodes: ep.MySQLCluster, MySQLCausalReads: ep.MySQLCausalReads}, nil
 }
 
 // Close closes both pools.

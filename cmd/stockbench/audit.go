@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,10 +25,15 @@ import (
 // prints the verdict, and exits 1 when it finds an anomaly.
 func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	var dsn, addr, ledger, acksFile string
+	var dsns []string
+	var addr, ledger, acksFile, causal string
 	var redisRes, asJSON bool
 	var grace time.Duration
-	fs.StringVar(&dsn, "mysql-dsn", "", "MySQL DSN of the database to audit (or STOCKBENCH_MYSQL_DSN)")
+	fs.Func("mysql-dsn", "MySQL DSN of the database to audit (or STOCKBENCH_MYSQL_DSN); repeat it, one DSN per node, for a cluster (or STOCKBENCH_MYSQL_DSNS, one per line): the first is audited and every other node must hold the same", func(v string) error {
+		dsns = append(dsns, v)
+		return nil
+	})
+	fs.StringVar(&causal, "mysql-causal-reads", servers.CausalAuto, "on a cluster, how each node is read after it applied what the others committed: auto | wsrep | group-replication | none")
 	fs.StringVar(&addr, "redis-addr", "", "Redis host:port holding the stock hashes (or STOCKBENCH_REDIS_ADDR); none: MySQL only")
 	fs.BoolVar(&redisRes, "redis-reservations", false, "reservations live only in Redis until decided (lua-tcc); default: MySQL holds an order for each")
 	fs.StringVar(&ledger, "ledger", "", "stock put in per SKU, SKU=N,… (default: the MySQL total is the ledger)")
@@ -36,14 +43,20 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if code, done := parseFlags(fs, args, stdout, fail); done {
 		return code
 	}
-	if dsn == "" {
-		dsn = os.Getenv("STOCKBENCH_MYSQL_DSN")
+	if len(dsns) == 0 {
+		env := servers.OptionsFromEnv(servers.Options{})
+		if dsns = env.MySQLDSNs; len(dsns) == 0 && env.MySQLDSN != "" {
+			dsns = []string{env.MySQLDSN}
+		}
 	}
 	if addr == "" {
 		addr = os.Getenv("STOCKBENCH_REDIS_ADDR")
 	}
-	if dsn == "" {
+	if len(dsns) == 0 {
 		return fail(exitUsage, errors.New("audit needs --mysql-dsn (or STOCKBENCH_MYSQL_DSN)"))
+	}
+	if !slices.Contains(servers.CausalModes, causal) {
+		return fail(exitUsage, fmt.Errorf("--mysql-causal-reads %q: want one of %s", causal, strings.Join(servers.CausalModes, ", ")))
 	}
 	if redisRes && addr == "" {
 		return fail(exitUsage, errors.New("--redis-reservations needs --redis-addr"))
@@ -69,7 +82,15 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if grace >= 0 {
 		a.StaleBefore = time.Now().Add(-grace)
 	}
-	ep := servers.Endpoints{MySQLDSN: servers.WithDriverParams(dsn), RedisAddr: addr}
+	for i := range dsns {
+		dsns[i] = servers.WithDriverParams(dsns[i])
+	}
+	// The auditor reads the first node; on a cluster every other node is
+	// compared with it.
+	ep := servers.Endpoints{MySQLDSN: dsns[0], RedisAddr: addr}
+	if len(dsns) > 1 {
+		ep.MySQLCluster = dsns
+	}
 	conns, err := servers.Open(ep, 4)
 	if err != nil {
 		return fail(exitUsage, err)
@@ -82,6 +103,19 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if err := conns.DB.PingContext(ctx); err != nil {
 		return fail(exitUsage, fmt.Errorf("mysql %s does not answer: %w", ep.Redacted(), err))
 	}
+	if len(dsns) > 1 {
+		for i, d := range dsns[1:] {
+			if err := pingOne(ctx, d); err != nil {
+				return fail(exitUsage, fmt.Errorf("mysql node %d %s does not answer: %w", i+2, servers.RedactDSN(d), err))
+			}
+		}
+		mode, err := servers.ResolveCausalReads(ctx, dsns, causal)
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		ep.MySQLCausalReads, ep.MySQLCausalAuto = mode, causal == servers.CausalAuto
+		conns.MySQLCausalReads = mode
+	}
 	if a.Redis != nil {
 		if err := conns.Redis.Ping(ctx).Err(); err != nil {
 			return fail(exitUsage, fmt.Errorf("redis %s does not answer: %w", addr, err))
@@ -91,6 +125,14 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if err != nil {
 		return fail(exitFailed, err)
 	}
+	// A replicated cluster's nodes must all hold what the first holds.
+	diffs, err := conns.NodeDisagreement(ctx)
+	if err != nil {
+		return fail(exitFailed, err)
+	}
+	res.InvariantViolations += len(diffs)
+	res.Anomalies += int64(len(diffs))
+	res.Violations = append(res.Violations, diffs...)
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -98,7 +140,7 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 			return fail(exitFailed, err)
 		}
 	} else {
-		printAudit(stdout, ep.Redacted(), addr, res)
+		printAudit(stdout, ep.MySQLDescription(), addr, res)
 	}
 	if res.Anomalies > 0 {
 		return exitFailed
@@ -123,7 +165,7 @@ func parseLedger(s string) (map[string]int64, error) {
 // printAudit writes the verdict: every anomaly figure by its results.json
 // name, a line per SKU, then the violations found.
 func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
-	where := "mysql " + mysql
+	where := mysql
 	if redisAddr != "" {
 		where += ", redis " + redisAddr
 	}
@@ -170,4 +212,14 @@ func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
 	if a.Anomalies == 0 {
 		fmt.Fprintln(w, "no anomaly")
 	}
+}
+
+// pingOne checks that the MySQL server of dsn answers.
+func pingOne(ctx context.Context, dsn string) error {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.PingContext(ctx)
 }

@@ -75,18 +75,23 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 // registerServerFlags adds the flags that choose the servers.
 func registerServerFlags(fs *flag.FlagSet, o *servers.Options) {
 	fs.StringVar(&o.Backend, "backend", "auto", "servers: auto | docker | local | external")
-	fs.StringVar(&o.MySQLDSN, "mysql-dsn", "", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used; TLS: add ?tls=true")
+	fs.Func("mysql-dsn", "external MySQL DSN (or STOCKBENCH_MYSQL_DSN); the database named in it is used; TLS: add ?tls=true. Repeat it, one DSN per node, for a cluster (or STOCKBENCH_MYSQL_DSNS, one per line): Galera, Group Replication, …", func(v string) error {
+		o.MySQLDSNs = append(o.MySQLDSNs, v)
+		o.MySQLDSN = o.MySQLDSNs[0]
+		return nil
+	})
 	fs.StringVar(&o.RedisAddr, "redis-addr", "", "external Redis host:port, or a Redis Cluster's nodes host:port,host:port,… (or STOCKBENCH_REDIS_ADDR)")
 	fs.StringVar(&o.RedisURL, "redis-url", "", "external Redis as redis://[user:pass@]host:port[/db] or rediss:// for TLS (or STOCKBENCH_REDIS_URL); instead of --redis-addr")
 	fs.StringVar(&o.MySQLImage, "mysql-image", servers.DefaultMySQLImage, "docker: MySQL image")
 	fs.StringVar(&o.RedisImage, "redis-image", servers.DefaultRedisImage, "docker: Redis image")
 	fs.IntVar(&o.RedisCluster, "redis-cluster", 0, "local: a Redis Cluster of N masters instead of one server (0: one server)")
 	fs.IntVar(&o.MySQLCluster, "mysql-cluster", 0, "local: a Galera cluster of N MariaDB primaries (1, or 3 or more) instead of one server (0: one server)")
-	fs.BoolFunc("mysql-spread", "with --mysql-cluster: spread the pool's connections over every node (default true; =false pins them to the first)", func(v string) error {
+	fs.BoolFunc("mysql-spread", "on a MySQL cluster (--mysql-cluster, or several --mysql-dsn): spread the pool's connections over every node (default true; =false pins them to the first)", func(v string) error {
 		spread, err := strconv.ParseBool(v)
 		o.NoSpread = !spread
 		return err
 	})
+	fs.StringVar(&o.CausalReads, "mysql-causal-reads", servers.CausalAuto, "on a MySQL cluster, how a connection reads what other nodes committed: auto (ask each node) | wsrep (SET SESSION wsrep_sync_wait=1) | group-replication (group_replication_consistency='BEFORE') | none")
 }
 
 // cmdDown removes leftover stockbench containers, and the data directories

@@ -254,6 +254,16 @@ func TestBadInput(t *testing.T) {
 		{name: "missing database", args: ext("nosuchdb"), want: "Unknown database"},
 		{name: "redis requires a password", args: []string{"run", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "stockbench"), "--redis-addr", cs.ep.RedisAddr}, want: "NOAUTH"},
 		{name: "wrong redis password", args: []string{"run", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "stockbench"), "--redis-url", "redis://:not-" + catalogueRedisPW + "@" + cs.ep.RedisAddr}, want: "WRONGPASS"},
+		// External MySQL clusters: a list of --mysql-dsn, one per node.
+		{name: "dsn list and a local cluster", args: []string{"run", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--mysql-dsn", "root@tcp(127.0.0.1:2)/x", "--mysql-cluster", "3"}, want: "give one or the other"},
+		{name: "dsn list on the local backend", args: []string{"run", "--backend", "local", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--mysql-dsn", "root@tcp(127.0.0.1:2)/x"}, want: "use --backend external"},
+		{name: "a node given twice", args: ext("stockbench", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "stockbench")), want: "is node 1 again"},
+		{name: "a node without a database", args: ext("stockbench", "--mysql-dsn", "app:"+catalogueMySQLPW+"@tcp(127.0.0.1:1)/"), want: "mysql dsn (node 2)"},
+		{name: "unknown causal reads", args: []string{"run", "--mysql-causal-reads", "eventually"}, want: "--mysql-causal-reads \"eventually\""},
+		{name: "causal reads wsrep on a plain server", args: ext("stockbench", "--mysql-causal-reads", "wsrep"), want: "is neither a Galera node"},
+		{name: "causal reads on docker", args: []string{"run", "--backend", "docker", "--mysql-causal-reads", "group-replication"}, want: "one plain MySQL server"},
+		{name: "procs on a dsn list", args: ext("stockbench", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--procs", "2"), want: "--procs: not on a MySQL cluster"},
+		{name: "audit unknown causal reads", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--mysql-causal-reads", "eventually"}, want: "--mysql-causal-reads"},
 		// The stores are not ours to use.
 		{name: "a foreign table", args: ext("shop"), want: "shop.orders exists and was not created by stockbench"},
 		{name: "a held lock", args: ext("locked"), arrange: holdLock, want: "host ci-7 pid 4242"},

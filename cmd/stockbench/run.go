@@ -223,6 +223,9 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err := f.sh.check(f); err != nil {
 		return o, err
 	}
+	if f.sh.procs > 1 && len(f.servers.MySQLDSNs) > 1 {
+		return o, errors.New("--procs: not on a MySQL cluster yet (several --mysql-dsn)")
+	}
 	// A shard runs one scenario of its parent's flags, which were checked
 	// against the parent's whole list.
 	if name, owner := scenarios.Misplaced(scens, func(f string) bool { return explicit[f] }); name != "" && f.sh.shard == "" {
@@ -385,7 +388,7 @@ func timedOnly(scens []string) bool {
 }
 
 // notSweepable are run flags that choose where and how to run, not what.
-var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true, "redis-cluster": true, "mysql-cluster": true, "mysql-spread": true,
+var notSweepable = map[string]bool{"f": true, "out": true, "backend": true, "mysql-dsn": true, "redis-addr": true, "redis-url": true, "redis-cluster": true, "mysql-cluster": true, "mysql-spread": true, "mysql-causal-reads": true,
 	"mysql-image": true, "redis-image": true, "redis-persistence": true,
 	"quiet": true, "repeat": true, "preset": true, "weights": true, "scenario": true, "strategies": true, "calibrate": true}
 
