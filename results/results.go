@@ -171,6 +171,9 @@ type ShardInfo struct {
 	Of    int    `json:"of"`
 	Host  string `json:"host"`
 	PID   int    `json:"pid,omitempty"`
+	// Container names the container the generator ran in (run --procs N
+	// --generators docker); empty for a process.
+	Container string `json:"container,omitempty"`
 	// HarnessCPUPct is the generator process's CPU during the measured
 	// phase, in percent of one core; Cores is its host's core count.
 	HarnessCPUPct float64 `json:"harness_cpu_pct"`

@@ -70,6 +70,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		driverLog = f
 	}
 	servers.DriverLog(driverLog)
+	watchLifeline(stderr)
 	switch args[0] {
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr, fail)

@@ -213,6 +213,10 @@ func TestBadInput(t *testing.T) {
 		{name: "shard not a fraction", args: []string{"run", "--backend", "external", "--shard", "half"}, want: `--shard "half"`},
 		{name: "shard on servers of its own", args: []string{"run", "--shard", "0/2"}, want: "--shard needs --backend external"},
 		{name: "no-reset without shard", args: []string{"run", "--no-reset"}, want: "go with --shard"},
+		{name: "unknown generators", args: []string{"run", "--procs", "2", "--generators", "vm"}, want: `--generators "vm": want process or docker`},
+		{name: "docker generators of one process", args: []string{"run", "--generators", "docker"}, want: "--generators docker goes with --procs N"},
+		{name: "docker generators without an engine", args: []string{"run", "--procs", "2", "--generators", "docker"},
+			env: map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(tmp, "no-docker.sock")}, want: "--generators docker: docker engine does not answer"},
 		{name: "merge of one argument", args: []string{"merge", filepath.Join(tmp, "out")}, want: "usage: stockbench merge OUT DIR"},
 		{name: "merge of a missing file", args: []string{"merge", filepath.Join(tmp, "out"), filepath.Join(tmp, "nothing")}, want: "read results"},
 		// Faults.

@@ -29,6 +29,10 @@ type shardFlags struct {
 	shard        string
 	noReset      bool
 	startBarrier string
+	// generators is how --procs starts its generators: process or docker.
+	generators string
+	// image is the docker generators' image (checked by check).
+	image string
 	// index and of are --shard parsed.
 	index, of int
 	// on is set when the flags were registered (run, not sweep).
@@ -41,6 +45,7 @@ func (s *shardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.shard, "shard", "", "I/N: be generator I (from 0) of N against --backend external: play buyers with index % N == I, leave the audit to whoever merges (--procs sets it)")
 	fs.BoolVar(&s.noReset, "no-reset", false, "with --shard: use the stores as prepared (no schema reset, no stock load)")
 	fs.StringVar(&s.startBarrier, "start-barrier", "", "with --shard: Redis key the N generators meet at after setup; load starts when the last arrives")
+	fs.StringVar(&s.generators, "generators", generatorsProcess, "with --procs N: how the generators run: process (children of this process) | docker (containers on this host: host networking, this binary mounted read-only)")
 }
 
 // check validates the shard flags against the run's.
@@ -59,6 +64,19 @@ func (s *shardFlags) check(f *runFlags) error {
 		return errors.New("--procs: not with --fault yet (faults do not merge)")
 	case s.shard == "" && (s.noReset || s.startBarrier != ""):
 		return errors.New("--no-reset and --start-barrier go with --shard")
+	case s.generators != generatorsProcess && s.generators != generatorsDocker:
+		return fmt.Errorf("--generators %q: want process or docker", s.generators)
+	case s.generators == generatorsDocker && s.procs < 2:
+		return errors.New("--generators docker goes with --procs N, N ≥ 2")
+	}
+	if s.generators == generatorsDocker {
+		exe, err := selfExe()
+		if err != nil {
+			return err
+		}
+		if s.image, err = generatorImage(exe); err != nil {
+			return fmt.Errorf("--generators docker: %w", err)
+		}
 	}
 	if s.shard == "" {
 		return nil
@@ -77,7 +95,11 @@ func (s *shardFlags) check(f *runFlags) error {
 }
 
 // apply puts the shard settings into the runner options.
-func (s *shardFlags) apply(o *runner.Options, spawn runner.Spawn) {
+func (s *shardFlags) apply(o *runner.Options, args []string, out string) {
+	spawn := spawner(args, out, "")
+	if s.generators == generatorsDocker {
+		spawn = spawner(args, out, s.image)
+	}
 	if s.procs > 1 {
 		o.Procs, o.Spawn = s.procs, spawn
 	}
@@ -121,8 +143,9 @@ var onSpawn func(pid int)
 // one scenario against the parent's servers (passed in its environment,
 // never on a command line). It writes into OUT/shards/…/shard-I; a child
 // is killed if the parent dies, and interrupted (so that it settles) when
-// the run is.
-func spawner(args []string, out string) runner.Spawn {
+// the run is. With image set, each child is a container of that image
+// (dockerCommand): the same arguments, the same environment.
+func spawner(args []string, out, image string) runner.Spawn {
 	return func(ctx context.Context, g runner.Generator) (*results.Results, error) {
 		ep := g.Endpoints
 		if len(ep.RedisCluster) > 0 || len(ep.MySQLCluster) > 0 {
@@ -145,15 +168,29 @@ func spawner(args []string, out string) runner.Spawn {
 			redisURL = u.String()
 		}
 		cargs := append([]string{"run"}, args...)
-		cargs = append(cargs, "--procs", "1", "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
+		cargs = append(cargs, "--procs", "1", "--generators", generatorsProcess, "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
 			"--start-barrier", g.Barrier, "--backend", "external", "--strategies", g.Strategy, "--scenario", g.Scenario,
 			"--repeat", "1", "--calibrate", "0", "--quiet", "--out", dir)
-		cmd := exec.CommandContext(ctx, exe, cargs...)
-		cmd.Env = append(os.Environ(), shardChildEnv+"=1", "STOCKBENCH_SKIP_SETUP=1",
-			"STOCKBENCH_MYSQL_DSN="+ep.MySQLDSN, "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL="+redisURL)
+		env := []string{shardChildEnv + "=1", "STOCKBENCH_SKIP_SETUP=1",
+			"STOCKBENCH_MYSQL_DSN=" + ep.MySQLDSN, "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL=" + redisURL}
 		if ep.MySQLPID > 0 || ep.RedisPID > 0 {
 			// On this host: the generator samples the servers' CPU itself.
-			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s=%d,%s=%d", serverPIDsEnv, servers.TargetMySQL, ep.MySQLPID, servers.TargetRedis, ep.RedisPID))
+			env = append(env, fmt.Sprintf("%s=%s=%d,%s=%d", serverPIDsEnv, servers.TargetMySQL, ep.MySQLPID, servers.TargetRedis, ep.RedisPID))
+		}
+		var cmd *exec.Cmd
+		var name string
+		var lifeline *os.File
+		if image == "" {
+			cmd = exec.CommandContext(ctx, exe, cargs...)
+			cmd.Env = append(os.Environ(), env...)
+		} else {
+			name = fmt.Sprintf("stockbench-gen-%d-%s-%s-%d-%d", os.Getpid(), g.Strategy, g.Scenario, max(1, g.Repeat), g.Shard)
+			if cmd, lifeline, err = dockerCommand(ctx, image, exe, name, dir, env, cargs); err != nil {
+				return nil, err
+			}
+			defer lifeline.Close()
+			// Whatever happened, no container of this generator stays.
+			defer removeContainer(name)
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		// Ctrl-C of the run: the child settles and writes what it measured.
@@ -162,6 +199,10 @@ func spawner(args []string, out string) runner.Spawn {
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 		runErr := cmd.Start()
+		if cmd.Stdin != nil {
+			// The child's end of the lifeline belongs to the child now.
+			_ = cmd.Stdin.(*os.File).Close()
+		}
 		if runErr == nil {
 			if onSpawn != nil {
 				onSpawn(cmd.Process.Pid)
