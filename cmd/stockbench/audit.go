@@ -23,11 +23,12 @@ import (
 // prints the verdict, and exits 1 when it finds an anomaly.
 func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	var dsn, addr, ledger, acksFile string
+	var dsn, addr, rurl, ledger, acksFile string
 	var redisRes, asJSON bool
 	var grace time.Duration
 	fs.StringVar(&dsn, "mysql-dsn", "", "MySQL DSN of the database to audit (or STOCKBENCH_MYSQL_DSN)")
 	fs.StringVar(&addr, "redis-addr", "", "Redis host:port holding the stock hashes (or STOCKBENCH_REDIS_ADDR); none: MySQL only")
+	fs.StringVar(&rurl, "redis-url", "", "Redis URL instead of --redis-addr (or STOCKBENCH_REDIS_URL): redis[s]://[user:password@]host:port[/db], for a Redis with a password")
 	fs.BoolVar(&redisRes, "redis-reservations", false, "reservations live only in Redis until decided (lua-tcc); default: MySQL holds an order for each")
 	fs.StringVar(&ledger, "ledger", "", "stock put in per SKU, SKU=N,… (default: the MySQL total is the ledger)")
 	fs.StringVar(&acksFile, "acks", "", "JSON file of acknowledgements clients got: [{\"order_id\":…,\"sku\":…,\"state\":\"reserved|confirmed|cancelled|refused\"}]")
@@ -39,14 +40,22 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if dsn == "" {
 		dsn = os.Getenv("STOCKBENCH_MYSQL_DSN")
 	}
-	if addr == "" {
-		addr = os.Getenv("STOCKBENCH_REDIS_ADDR")
+	if addr == "" && rurl == "" {
+		addr, rurl = os.Getenv("STOCKBENCH_REDIS_ADDR"), os.Getenv("STOCKBENCH_REDIS_URL")
+	}
+	if addr != "" && rurl != "" {
+		return fail(exitUsage, errors.New("--redis-addr or --redis-url, not both"))
+	}
+	if rurl != "" {
+		if _, err := servers.ParseRedisURL(rurl); err != nil {
+			return fail(exitUsage, err)
+		}
 	}
 	if dsn == "" {
 		return fail(exitUsage, errors.New("audit needs --mysql-dsn (or STOCKBENCH_MYSQL_DSN)"))
 	}
-	if redisRes && addr == "" {
-		return fail(exitUsage, errors.New("--redis-reservations needs --redis-addr"))
+	if redisRes && addr == "" && rurl == "" {
+		return fail(exitUsage, errors.New("--redis-reservations needs --redis-addr or --redis-url"))
 	}
 	a := audit.Auditor{RedisReservations: redisRes}
 	if ledger != "" {
@@ -69,7 +78,11 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if grace >= 0 {
 		a.StaleBefore = time.Now().Add(-grace)
 	}
-	ep := servers.Endpoints{MySQLDSN: servers.WithDriverParams(dsn), RedisAddr: addr}
+	ep := servers.Endpoints{MySQLDSN: servers.WithDriverParams(dsn), RedisAddr: addr, RedisURL: rurl}
+	if rurl != "" {
+		// What is printed: the URL without its password.
+		addr = servers.RedactURL(rurl)
+	}
 	conns, err := servers.Open(ep, 4)
 	if err != nil {
 		return fail(exitUsage, err)

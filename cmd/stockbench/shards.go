@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
@@ -159,14 +161,7 @@ func spawner(args []string, out, image string) runner.Spawn {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		redisURL := ep.RedisURL
-		if redisURL == "" {
-			u := url.URL{Scheme: "redis", Host: ep.RedisAddr}
-			if ep.RedisPassword != "" {
-				u.User = url.UserPassword("", ep.RedisPassword)
-			}
-			redisURL = u.String()
-		}
+		redisURL := redisURLOf(ep)
 		cargs := append([]string{"run"}, args...)
 		cargs = append(cargs, "--procs", "1", "--generators", generatorsProcess, "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
 			"--start-barrier", g.Barrier, "--backend", "external", "--strategies", g.Strategy, "--scenario", g.Scenario,
@@ -217,6 +212,19 @@ func spawner(args []string, out, image string) runner.Spawn {
 	}
 }
 
+// redisURLOf is the URL of the servers' Redis (with its password), as
+// generators are given it.
+func redisURLOf(ep servers.Endpoints) string {
+	if ep.RedisURL != "" {
+		return ep.RedisURL
+	}
+	u := url.URL{Scheme: "redis", Host: ep.RedisAddr}
+	if ep.RedisPassword != "" {
+		u.User = url.UserPassword("", ep.RedisPassword)
+	}
+	return u.String()
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -250,8 +258,30 @@ func cmdMerge(args []string, stdout io.Writer, fail func(int, error) int) int {
 	if err := reports.WriteAll(out, res); err != nil {
 		return fail(exitFailed, err)
 	}
+	// The acks the generators' clients got, for stockbench audit --acks:
+	// one file when each generator ran one run (several runs' acks were
+	// given on stores reset between them).
+	var acks []inventory.Ack
+	one := true
+	for _, r := range shards {
+		one = one && len(r.Runs) == 1
+		for _, run := range r.Runs {
+			acks = append(acks, run.ShardAcks...)
+		}
+	}
+	auditHint := "stockbench audit"
+	if one && len(acks) > 0 {
+		b, err := json.Marshal(acks)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(out, "acks.json"), b, 0o644)
+		}
+		if err != nil {
+			return fail(exitFailed, err)
+		}
+		auditHint += " --acks " + filepath.Join(out, "acks.json")
+	}
 	reports.Table(stdout, res)
-	fmt.Fprintf(stdout, "\nmerged %d generators into %s; grade the stores with stockbench audit (the shards' own files hold no audit)\n",
-		len(shards), filepath.Join(out, "results.json"))
+	fmt.Fprintf(stdout, "\nmerged %d generators into %s; grade the stores with %s (the shards' own files hold no audit)\n",
+		len(shards), filepath.Join(out, "results.json"), auditHint)
 	return exitOK
 }
