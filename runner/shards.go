@@ -201,7 +201,17 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	// One audit of the stores, after every generator settled.
 	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
 	defer cancel()
-	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: time.Now()}
+	// Stale: past its deadline before every generator began to settle (as
+	// a single run's audit counts from the start of its settle); a
+	// reservation of one generator that lapsed after another settled is
+	// not.
+	staleBefore := time.Now()
+	for _, r := range runs {
+		if r.Shard != nil && !r.Shard.SettleFrom.IsZero() && r.Shard.SettleFrom.Before(staleBefore) {
+			staleBefore = r.Shard.SettleFrom
+		}
+	}
+	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: staleBefore}
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}
