@@ -23,20 +23,13 @@ import (
 // prints the verdict, and exits 1 when it finds an anomaly.
 func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	var dsn, addr, rurl, ledger, acksFile string
-	var redisRes, asJSON bool
-	var grace time.Duration
-	fs.StringVar(&dsn, "mysql-dsn", "", "MySQL DSN of the database to audit (or STOCKBENCH_MYSQL_DSN)")
-	fs.StringVar(&addr, "redis-addr", "", "Redis host:port holding the stock hashes (or STOCKBENCH_REDIS_ADDR); none: MySQL only")
-	fs.StringVar(&rurl, "redis-url", "", "Redis URL instead of --redis-addr (or STOCKBENCH_REDIS_URL): redis[s]://[user:password@]host:port[/db], for a Redis with a password")
-	fs.BoolVar(&redisRes, "redis-reservations", false, "reservations live only in Redis until decided (lua-tcc); default: MySQL holds an order for each")
-	fs.StringVar(&ledger, "ledger", "", "stock put in per SKU, SKU=N,… (default: the MySQL total is the ledger)")
-	fs.StringVar(&acksFile, "acks", "", "JSON file of acknowledgements clients got: [{\"order_id\":…,\"sku\":…,\"state\":\"reserved|confirmed|cancelled|refused\"}]")
-	fs.DurationVar(&grace, "stale-grace", time.Minute, "a live Redis reservation this long past its deadline is stale (negative: no check)")
-	fs.BoolVar(&asJSON, "json", false, "print the audit as JSON")
+	var af auditFlags
+	af.register(fs)
 	if code, done := parseFlags(fs, args, stdout, fail); done {
 		return code
 	}
+	dsn, addr, rurl, ledger, acksFile := af.dsn, af.addr, af.rurl, af.ledger, af.acksFile
+	redisRes, asJSON, grace := af.redisRes, af.asJSON, af.grace
 	if dsn == "" {
 		dsn = os.Getenv("STOCKBENCH_MYSQL_DSN")
 	}
@@ -117,6 +110,24 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 		return exitFailed
 	}
 	return exitOK
+}
+
+// auditFlags are the flags of stockbench audit.
+type auditFlags struct {
+	dsn, addr, rurl, ledger, acksFile string
+	redisRes, asJSON                  bool
+	grace                             time.Duration
+}
+
+func (a *auditFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.dsn, "mysql-dsn", "", "MySQL DSN of the database to audit (or STOCKBENCH_MYSQL_DSN)")
+	fs.StringVar(&a.addr, "redis-addr", "", "Redis host:port holding the stock hashes (or STOCKBENCH_REDIS_ADDR); none: MySQL only")
+	fs.StringVar(&a.rurl, "redis-url", "", "Redis URL instead of --redis-addr (or STOCKBENCH_REDIS_URL): redis[s]://[user:password@]host:port[/db], for a Redis with a password")
+	fs.BoolVar(&a.redisRes, "redis-reservations", false, "reservations live only in Redis until decided (lua-tcc); default: MySQL holds an order for each")
+	fs.StringVar(&a.ledger, "ledger", "", "stock put in per SKU, SKU=N,… (default: the MySQL total is the ledger)")
+	fs.StringVar(&a.acksFile, "acks", "", "JSON file of acknowledgements clients got: [{\"order_id\":…,\"sku\":…,\"state\":\"reserved|confirmed|cancelled|refused\"}]")
+	fs.DurationVar(&a.grace, "stale-grace", time.Minute, "a live Redis reservation this long past its deadline is stale (negative: no check)")
+	fs.BoolVar(&a.asJSON, "json", false, "print the audit as JSON")
 }
 
 // parseLedger reads SKU=N,….
