@@ -121,7 +121,11 @@ func dockerCommand(ctx context.Context, image, exe, name, dir string, env, args 
 	env = append(env, lifelineEnv+"=1", generatorContainerEnv+"="+name)
 	dargs := []string{"run", "--rm", "-i", "--sig-proxy=true", "--name", name, "--network", "host", "--pid", "host",
 		"--user", user(), "--label", servers.Label + "=1", "--label", servers.LabelPID + "=" + strconv.Itoa(os.Getpid()),
-		"-v", exe + ":" + containerExe + ":ro", "-v", cwd + ":" + cwd + ":ro", "-v", abs + ":" + abs, "-w", cwd}
+		"-v", exe + ":" + containerExe + ":ro", "-v", abs + ":" + abs}
+	if cwd != "/" {
+		// (The host's root over the image's would leave it no system.)
+		dargs = append(dargs, "-v", cwd+":"+cwd+":ro", "-w", cwd)
+	}
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		dargs = append(dargs, "-e", k)
