@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stockbench/stockbench/results"
@@ -205,4 +206,43 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestProcsDockerInterrupt: Ctrl-C of a run whose generators are
+// containers reaches them; the run ends as interrupted (exit 130, results
+// written) and no container or process is left.
+func TestProcsDockerInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
+	dockerOrSkip(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	spawned := 0
+	onSpawn = func(int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if spawned++; spawned == 2 {
+			cancel()
+		}
+	}
+	defer func() { onSpawn = nil }()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"run", "--backend", "local", "--procs", "2", "--generators", "docker", "--strategies", "rowlock,conditional",
+		"--stock", "10", "--buyers", "20", "--pay-delay", "1s-2s", "--calibrate", "0", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitInterrupted {
+		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
+	}
+	res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
+	if err != nil || !res.Interrupted {
+		t.Fatalf("results after the interrupt: %v, interrupted %v", err, res != nil && res.Interrupted)
+	}
+	if n := containersOfThisProcess(t); n != 0 {
+		t.Fatalf("%d containers left after Ctrl-C", n)
+	}
+	if kids := children(); len(kids) > 0 {
+		t.Fatalf("processes left running: %v", kids)
+	}
 }
