@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
@@ -185,6 +186,13 @@ type ShardInfo struct {
 	Of    int    `json:"of"`
 	Host  string `json:"host"`
 	PID   int    `json:"pid,omitempty"`
+	// SettleFrom is when the generator began to settle its strategy
+	// instance: a reservation past its deadline before every generator
+	// began to settle is stale in the audit after the merge.
+	SettleFrom time.Time `json:"settle_from,omitzero"`
+	// Container names the container the generator ran in (run --procs N
+	// --generators docker); empty for a process.
+	Container string `json:"container,omitempty"`
 	// HarnessCPUPct is the generator process's CPU during the measured
 	// phase, in percent of one core; Cores is its host's core count.
 	HarnessCPUPct float64 `json:"harness_cpu_pct"`

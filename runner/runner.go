@@ -452,8 +452,10 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 	var acks []inventory.Ack
 	auditor.Ledger, acks = book.snapshot()
+	var settleFrom time.Time
 	if o.sharded() {
 		// The parent audits once, after every generator settled.
+		settleFrom = time.Now()
 		if err := strat.Settle(sctx); err != nil {
 			return run, fmt.Errorf("settle: %w", err)
 		}
@@ -471,7 +473,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		}
 		host, _ := os.Hostname()
 		run.Shard = &results.ShardInfo{Index: o.Shard, Of: o.Shards, Host: host, PID: os.Getpid(),
-			HarnessCPUPct: cpuPct["harness_cpu_pct"], Cores: runtime.NumCPU()}
+			HarnessCPUPct: cpuPct["harness_cpu_pct"], Cores: runtime.NumCPU(), SettleFrom: settleFrom}
 	}
 	total := newRecorder(time.Time{}, time.Time{})
 	for _, r := range recs {

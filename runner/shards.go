@@ -48,6 +48,46 @@ func prepare(ctx context.Context, conns servers.Conns, stock []inventory.Stock) 
 	return inventory.LoadStock(ctx, conns.DB, stock)
 }
 
+// prepareShards is what the parent of several generators does before it
+// starts them, for one scenario: reset the stores and load the scenario's
+// catalog into MySQL. Each generator's strategy Setup then loads what it
+// keeps in Redis (never overwriting live stock). It returns the catalog.
+func prepareShards(ctx context.Context, conns servers.Conns, scenario string, p scenarios.Params) ([]inventory.Stock, error) {
+	sc, err := scenarios.Lookup(scenario)
+	if err != nil {
+		return nil, err
+	}
+	stock := catalog(sc, p)
+	return stock, prepare(ctx, conns, stock)
+}
+
+// Prepare is that step alone, for generators started by someone else
+// (stockbench prepare, then N run --shard I/N --no-reset): it starts the
+// servers through p (external ones, usually), guards them as Execute does
+// (run lock, foreign tables, pool), prepares them for o's one scenario and
+// releases the lock. It returns the catalog loaded.
+func Prepare(ctx context.Context, p servers.Provider, o Options) ([]inventory.Stock, error) {
+	if len(o.Scenarios) != 1 {
+		return nil, fmt.Errorf("prepare: one scenario, not %d", len(o.Scenarios))
+	}
+	ep, err := p.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Stop()
+	conns, err := servers.Open(ep, o.pool())
+	if err != nil {
+		return nil, err
+	}
+	defer conns.Close()
+	release, err := Guard(ctx, ep, conns, o.pool())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return prepareShards(ctx, conns, o.Scenarios[0], o.Params)
+}
+
 // barrierTTL bounds how long a start barrier's keys outlive their run.
 const barrierTTL = 10 * time.Minute
 
@@ -114,13 +154,9 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	if o.Spawn == nil {
 		return run, errors.New("several generators need a way to start them")
 	}
-	sc, err := scenarios.Lookup(scenario)
-	if err != nil {
-		return run, err
-	}
 	conns := st.Conns
-	stock := catalog(sc, o.Params)
-	if err := prepare(ctx, conns, stock); err != nil {
+	stock, err := prepareShards(ctx, conns, scenario, o.Params)
+	if err != nil {
 		return run, err
 	}
 	key := barrierKey(e, scenario)
@@ -165,7 +201,17 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	// One audit of the stores, after every generator settled.
 	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
 	defer cancel()
-	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: time.Now()}
+	// Stale: past its deadline before every generator began to settle (as
+	// a single run's audit counts from the start of its settle); a
+	// reservation of one generator that lapsed after another settled is
+	// not.
+	staleBefore := time.Now()
+	for _, r := range runs {
+		if r.Shard != nil && !r.Shard.SettleFrom.IsZero() && r.Shard.SettleFrom.Before(staleBefore) {
+			staleBefore = r.Shard.SettleFrom
+		}
+	}
+	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: staleBefore}
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}

@@ -25,32 +25,29 @@ import (
 // prints the verdict, and exits 1 when it finds an anomaly.
 func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	var dsns []string
-	var addr, ledger, acksFile, causal string
-	var redisRes, asJSON bool
-	var grace time.Duration
-	fs.Func("mysql-dsn", "MySQL DSN of the database to audit (or STOCKBENCH_MYSQL_DSN); repeat it, one DSN per node, for a cluster (or STOCKBENCH_MYSQL_DSNS, one per line): the first is audited and every other node must hold the same", func(v string) error {
-		dsns = append(dsns, v)
-		return nil
-	})
-	fs.StringVar(&causal, "mysql-causal-reads", servers.CausalAuto, "on a cluster, how each node is read after it applied what the others committed: auto | wsrep | group-replication | none")
-	fs.StringVar(&addr, "redis-addr", "", "Redis host:port holding the stock hashes (or STOCKBENCH_REDIS_ADDR); none: MySQL only")
-	fs.BoolVar(&redisRes, "redis-reservations", false, "reservations live only in Redis until decided (lua-tcc); default: MySQL holds an order for each")
-	fs.StringVar(&ledger, "ledger", "", "stock put in per SKU, SKU=N,… (default: the MySQL total is the ledger)")
-	fs.StringVar(&acksFile, "acks", "", "JSON file of acknowledgements clients got: [{\"order_id\":…,\"sku\":…,\"state\":\"reserved|confirmed|cancelled|refused\"}]")
-	fs.DurationVar(&grace, "stale-grace", time.Minute, "a live Redis reservation this long past its deadline is stale (negative: no check)")
-	fs.BoolVar(&asJSON, "json", false, "print the audit as JSON")
+	var af auditFlags
+	af.register(fs)
 	if code, done := parseFlags(fs, args, stdout, fail); done {
 		return code
 	}
+	dsns, addr, rurl, causal, ledger, acksFile := af.dsns, af.addr, af.rurl, af.causal, af.ledger, af.acksFile
+	redisRes, asJSON, grace := af.redisRes, af.asJSON, af.grace
 	if len(dsns) == 0 {
 		env := servers.OptionsFromEnv(servers.Options{})
 		if dsns = env.MySQLDSNs; len(dsns) == 0 && env.MySQLDSN != "" {
 			dsns = []string{env.MySQLDSN}
 		}
 	}
-	if addr == "" {
-		addr = os.Getenv("STOCKBENCH_REDIS_ADDR")
+	if addr == "" && rurl == "" {
+		addr, rurl = os.Getenv("STOCKBENCH_REDIS_ADDR"), os.Getenv("STOCKBENCH_REDIS_URL")
+	}
+	if addr != "" && rurl != "" {
+		return fail(exitUsage, errors.New("--redis-addr or --redis-url, not both"))
+	}
+	if rurl != "" {
+		if _, err := servers.ParseRedisURL(rurl); err != nil {
+			return fail(exitUsage, err)
+		}
 	}
 	if len(dsns) == 0 {
 		return fail(exitUsage, errors.New("audit needs --mysql-dsn (or STOCKBENCH_MYSQL_DSN)"))
@@ -58,8 +55,8 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if !slices.Contains(servers.CausalModes, causal) {
 		return fail(exitUsage, fmt.Errorf("--mysql-causal-reads %q: want one of %s", causal, strings.Join(servers.CausalModes, ", ")))
 	}
-	if redisRes && addr == "" {
-		return fail(exitUsage, errors.New("--redis-reservations needs --redis-addr"))
+	if redisRes && addr == "" && rurl == "" {
+		return fail(exitUsage, errors.New("--redis-reservations needs --redis-addr or --redis-url"))
 	}
 	a := audit.Auditor{RedisReservations: redisRes}
 	if ledger != "" {
@@ -87,7 +84,11 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	}
 	// The auditor reads the first node; on a cluster every other node is
 	// compared with it.
-	ep := servers.Endpoints{MySQLDSN: dsns[0], RedisAddr: addr}
+	ep := servers.Endpoints{MySQLDSN: dsns[0], RedisAddr: addr, RedisURL: rurl}
+	if rurl != "" {
+		// What is printed: the URL without its password.
+		addr = servers.RedactURL(rurl)
+	}
 	if len(dsns) > 1 {
 		ep.MySQLCluster = dsns
 	}
@@ -146,6 +147,29 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 		return exitFailed
 	}
 	return exitOK
+}
+
+// auditFlags are the flags of stockbench audit.
+type auditFlags struct {
+	dsns                                 []string
+	addr, rurl, causal, ledger, acksFile string
+	redisRes, asJSON                     bool
+	grace                                time.Duration
+}
+
+func (a *auditFlags) register(fs *flag.FlagSet) {
+	fs.Func("mysql-dsn", "MySQL DSN of the database to audit (or STOCKBENCH_MYSQL_DSN); repeat it, one DSN per node, for a cluster (or STOCKBENCH_MYSQL_DSNS, one per line): the first is audited and every other node must hold the same", func(v string) error {
+		a.dsns = append(a.dsns, v)
+		return nil
+	})
+	fs.StringVar(&a.causal, "mysql-causal-reads", servers.CausalAuto, "on a cluster, how each node is read after it applied what the others committed: auto | wsrep | group-replication | none")
+	fs.StringVar(&a.addr, "redis-addr", "", "Redis host:port holding the stock hashes (or STOCKBENCH_REDIS_ADDR); none: MySQL only")
+	fs.StringVar(&a.rurl, "redis-url", "", "Redis URL instead of --redis-addr (or STOCKBENCH_REDIS_URL): redis[s]://[user:password@]host:port[/db], for a Redis with a password")
+	fs.BoolVar(&a.redisRes, "redis-reservations", false, "reservations live only in Redis until decided (lua-tcc); default: MySQL holds an order for each")
+	fs.StringVar(&a.ledger, "ledger", "", "stock put in per SKU, SKU=N,… (default: the MySQL total is the ledger)")
+	fs.StringVar(&a.acksFile, "acks", "", "JSON file of acknowledgements clients got: [{\"order_id\":…,\"sku\":…,\"state\":\"reserved|confirmed|cancelled|refused\"}]")
+	fs.DurationVar(&a.grace, "stale-grace", time.Minute, "a live Redis reservation this long past its deadline is stale (negative: no check)")
+	fs.BoolVar(&a.asJSON, "json", false, "print the audit as JSON")
 }
 
 // parseLedger reads SKU=N,….

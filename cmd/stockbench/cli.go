@@ -36,6 +36,7 @@ commands:
   faults     every strategy under each standard fault (Redis/MySQL pause, restart, latency, app-crash): the fault matrix
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
   compare    OLD.json NEW.json: side-by-side table, exit 1 on a regression (the CI gate)
+  prepare    reset and load external stores for generators started elsewhere (run --shard I/N --no-reset)
   merge      OUT DIR…: one report from several generators' results.json (histograms merged exactly)
   audit      grade any MySQL (and Redis) in this schema: the reconciliation job; exit 1 on an anomaly
   down       remove leftover stockbench containers, and data dirs of killed local runs
@@ -70,6 +71,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		driverLog = f
 	}
 	servers.DriverLog(driverLog)
+	watchLifeline(stderr)
 	switch args[0] {
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr, fail)
@@ -81,6 +83,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdCompare(args[1:], stdout, fail)
 	case "merge":
 		return cmdMerge(args[1:], stdout, fail)
+	case "prepare":
+		return cmdPrepare(ctx, args[1:], stdout, stderr, fail)
 	case "down":
 		return cmdDown(args[1:], stdout, fail)
 	case "sweep":
@@ -102,7 +106,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, curve, faults, calibrate, report, compare, merge, audit, down or version)", args[0]))
+	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, curve, faults, calibrate, report, compare, prepare, merge, audit, down or version)", args[0]))
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

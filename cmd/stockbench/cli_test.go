@@ -213,6 +213,16 @@ func TestBadInput(t *testing.T) {
 		{name: "shard not a fraction", args: []string{"run", "--backend", "external", "--shard", "half"}, want: `--shard "half"`},
 		{name: "shard on servers of its own", args: []string{"run", "--shard", "0/2"}, want: "--shard needs --backend external"},
 		{name: "no-reset without shard", args: []string{"run", "--no-reset"}, want: "go with --shard"},
+		{name: "unknown generators", args: []string{"run", "--procs", "2", "--generators", "vm"}, want: `--generators "vm": want process or docker`},
+		{name: "docker generators of one process", args: []string{"run", "--generators", "docker"}, want: "--generators docker goes with --procs N"},
+		{name: "docker generators without an engine", args: []string{"run", "--procs", "2", "--generators", "docker"},
+			env: map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(tmp, "no-docker.sock")}, want: "--generators docker: docker engine does not answer"},
+		{name: "prepare on servers of its own", args: []string{"prepare", "--scenario", "flash"}, want: "prepare needs --backend external"},
+		{name: "prepare of two scenarios", args: []string{"prepare", "--backend", "external", "--scenario", "flash,sustained"}, want: "the stores are prepared for one"},
+		{name: "prepare of a held lock", args: []string{"prepare", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "locked"), "--redis-url", cs.redisURL},
+			arrange: holdLock, want: "host ci-7 pid 4242"},
+		{name: "prepare of a foreign table", args: []string{"prepare", "--backend", "external", "--mysql-dsn", cs.dsn("app", catalogueMySQLPW, "shop"), "--redis-url", cs.redisURL},
+			want: "shop.orders exists and was not created by stockbench"},
 		{name: "merge of one argument", args: []string{"merge", filepath.Join(tmp, "out")}, want: "usage: stockbench merge OUT DIR"},
 		{name: "merge of a missing file", args: []string{"merge", filepath.Join(tmp, "out"), filepath.Join(tmp, "nothing")}, want: "read results"},
 		// Faults.
@@ -274,6 +284,8 @@ func TestBadInput(t *testing.T) {
 		// The audit command.
 		{name: "audit bad ledger", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--ledger", "S=ten"}, want: "--ledger"},
 		{name: "audit redis-only without redis", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-reservations"}, want: "--redis-addr"},
+		{name: "audit redis addr and url", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-addr", "127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1"}, want: "not both"},
+		{name: "audit bad redis url", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-url", "http://:" + catalogueRedisPW + "@127.0.0.1:1"}, want: "scheme"},
 		{name: "audit unreachable", args: []string{"audit", "--mysql-dsn", "root:" + catalogueMySQLPW + "@tcp(127.0.0.1:1)/x"}, want: "does not answer"},
 	}
 	keep := map[string]bool{strconv.Itoa(cs.ep.MySQLPID): true, strconv.Itoa(cs.ep.RedisPID): true}

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
 
@@ -115,5 +118,131 @@ func TestDockerInterrupt(t *testing.T) {
 	}
 	if n := containersOfThisProcess(t); n != 0 {
 		t.Fatalf("%d containers left after Ctrl-C", n)
+	}
+}
+
+// TestProcsDocker: run --procs 2 --generators docker plays each shard in a
+// container (host networking, this test binary mounted) against local
+// servers: the merged counts are the shards' sums, the audit after the
+// merge is clean, each generator is named by its container, and no
+// container is left.
+func TestProcsDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
+	dockerOrSkip(t)
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"run", "--backend", "local", "--procs", "2", "--generators", "docker",
+		"--strategies", "lua-tcc,rowlock", "--scenario", "flash", "--stock", "30", "--buyers", "24", "--pay-delay", "2ms-10ms",
+		"--seed", "3", "--calibrate", "0", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(res.Runs))
+	}
+	for _, run := range res.Runs {
+		t.Run(run.Strategy, func(t *testing.T) {
+			var flows, buyers int64
+			counts := map[string]int64{}
+			for i := range 2 {
+				d := filepath.Join(dir, "shards", run.Strategy+"-flash-1", fmt.Sprintf("shard-%d", i))
+				r, err := results.ReadJSON(filepath.Join(d, "results.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := r.Runs[0]
+				if s.Shard == nil || s.Shard.Index != i || !strings.HasPrefix(s.Shard.Container, "stockbench-gen-") {
+					t.Fatalf("shard %d: %+v", i, s.Shard)
+				}
+				flows += s.Flows
+				for op, m := range s.Counts {
+					for cls, n := range m {
+						counts[op+"/"+cls] += n
+					}
+				}
+			}
+			merged := map[string]int64{}
+			for op, m := range run.Counts {
+				for cls, n := range m {
+					merged[op+"/"+cls] += n
+				}
+			}
+			if run.Flows != flows || fmt.Sprint(merged) != fmt.Sprint(counts) {
+				t.Errorf("merged flows %d counts %v; the shards' sums %d %v", run.Flows, merged, flows, counts)
+			}
+			for _, n := range run.Journeys {
+				buyers += n
+			}
+			if buyers != 24 {
+				t.Errorf("the generators played %d buyers of 24: %v", buyers, run.Journeys)
+			}
+			if len(run.Shards) != 2 || run.Shards[0].Container == run.Shards[1].Container {
+				t.Errorf("merged run's generators: %+v", run.Shards)
+			}
+			a := run.Audit
+			if n := results.AnomalyCount(a); n != 0 || a.ConfirmedUnits != flows {
+				t.Errorf("audit after the merge: %d anomalies, %d confirmed units (flows %d): %+v", n, a.ConfirmedUnits, flows, a)
+			}
+		})
+	}
+	if n := containersOfThisProcess(t); n != 0 {
+		t.Fatalf("%d containers left after the run", n)
+	}
+	if !strings.Contains(readFile(t, filepath.Join(dir, "summary.md")), "(container stockbench-gen-") {
+		t.Error("summary.md does not name the generators' containers")
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestProcsDockerInterrupt: Ctrl-C of a run whose generators are
+// containers reaches them; the run ends as interrupted (exit 130, results
+// written) and no container or process is left.
+func TestProcsDockerInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
+	dockerOrSkip(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	spawned := 0
+	onSpawn = func(int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if spawned++; spawned == 2 {
+			cancel()
+		}
+	}
+	defer func() { onSpawn = nil }()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"run", "--backend", "local", "--procs", "2", "--generators", "docker", "--strategies", "rowlock,conditional",
+		"--stock", "10", "--buyers", "20", "--pay-delay", "1s-2s", "--calibrate", "0", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitInterrupted {
+		t.Fatalf("exit %d, want %d: %s", code, exitInterrupted, errb.String())
+	}
+	res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
+	if err != nil || !res.Interrupted {
+		t.Fatalf("results after the interrupt: %v, interrupted %v", err, res != nil && res.Interrupted)
+	}
+	if n := containersOfThisProcess(t); n != 0 {
+		t.Fatalf("%d containers left after Ctrl-C", n)
+	}
+	if kids := children(); len(kids) > 0 {
+		t.Fatalf("processes left running: %v", kids)
 	}
 }

@@ -28,6 +28,7 @@ func TestHelp(t *testing.T) {
 		{"report", "DIR"},                 // the results directory
 		{"compare", "OLD.json NEW.json"},  // two files
 		{"merge", "OUT DIR…"},             // generators' results
+		{"prepare", "--backend external"}, // the stores the generators share
 		{"curve", "--slo p99=50ms"},       // rates and the SLO
 		{"faults", "--only COLUMNS"},      // the matrix's columns
 		{"audit", "--mysql-dsn DSN"},      // the stores to grade
@@ -96,7 +97,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, cmd := range []string{"run", "sweep", "curve", "faults", "calibrate", "compare", "audit"} {
+	for _, cmd := range []string{"run", "sweep", "curve", "faults", "calibrate", "compare", "audit", "prepare"} {
 		var out bytes.Buffer
 		if code := Main(context.Background(), []string{cmd, "-h"}, &out, &out); code != exitOK {
 			t.Fatalf("%s -h: exit %d", cmd, code)

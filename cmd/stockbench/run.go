@@ -268,7 +268,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail f
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	f.sh.apply(&o, spawner(args, f.out))
+	f.sh.apply(&o, args, f.out)
 	return f.execute(ctx, []runner.Plan{{Options: o}}, nil, stdout, stderr, fail)
 }
 
@@ -327,6 +327,13 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 	if f.sh.of > 1 {
 		// A generator's file is merged by its parent (or stockbench merge):
 		// no rendering, no table.
+		if c := os.Getenv(generatorContainerEnv); c != "" {
+			for _, run := range res.Runs {
+				if run.Shard != nil {
+					run.Shard.Container = c
+				}
+			}
+		}
 		if werr := results.WriteJSON(f.out, res); werr != nil {
 			return fail(exitFailed, werr)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
@@ -29,6 +31,10 @@ type shardFlags struct {
 	shard        string
 	noReset      bool
 	startBarrier string
+	// generators is how --procs starts its generators: process or docker.
+	generators string
+	// image is the docker generators' image (checked by check).
+	image string
 	// index and of are --shard parsed.
 	index, of int
 	// on is set when the flags were registered (run, not sweep).
@@ -41,6 +47,7 @@ func (s *shardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.shard, "shard", "", "I/N: be generator I (from 0) of N against --backend external: play buyers with index % N == I, leave the audit to whoever merges (--procs sets it)")
 	fs.BoolVar(&s.noReset, "no-reset", false, "with --shard: use the stores as prepared (no schema reset, no stock load)")
 	fs.StringVar(&s.startBarrier, "start-barrier", "", "with --shard: Redis key the N generators meet at after setup; load starts when the last arrives")
+	fs.StringVar(&s.generators, "generators", generatorsProcess, "with --procs N: how the generators run: process (children of this process) | docker (containers on this host: host networking, this binary mounted read-only)")
 }
 
 // check validates the shard flags against the run's.
@@ -59,6 +66,19 @@ func (s *shardFlags) check(f *runFlags) error {
 		return errors.New("--procs: not with --fault yet (faults do not merge)")
 	case s.shard == "" && (s.noReset || s.startBarrier != ""):
 		return errors.New("--no-reset and --start-barrier go with --shard")
+	case s.generators != generatorsProcess && s.generators != generatorsDocker:
+		return fmt.Errorf("--generators %q: want process or docker", s.generators)
+	case s.generators == generatorsDocker && s.procs < 2:
+		return errors.New("--generators docker goes with --procs N, N ≥ 2")
+	}
+	if s.generators == generatorsDocker {
+		exe, err := selfExe()
+		if err != nil {
+			return err
+		}
+		if s.image, err = generatorImage(exe); err != nil {
+			return fmt.Errorf("--generators docker: %w", err)
+		}
 	}
 	if s.shard == "" {
 		return nil
@@ -77,7 +97,11 @@ func (s *shardFlags) check(f *runFlags) error {
 }
 
 // apply puts the shard settings into the runner options.
-func (s *shardFlags) apply(o *runner.Options, spawn runner.Spawn) {
+func (s *shardFlags) apply(o *runner.Options, args []string, out string) {
+	spawn := spawner(args, out, "")
+	if s.generators == generatorsDocker {
+		spawn = spawner(args, out, s.image)
+	}
 	if s.procs > 1 {
 		o.Procs, o.Spawn = s.procs, spawn
 	}
@@ -121,8 +145,9 @@ var onSpawn func(pid int)
 // one scenario against the parent's servers (passed in its environment,
 // never on a command line). It writes into OUT/shards/…/shard-I; a child
 // is killed if the parent dies, and interrupted (so that it settles) when
-// the run is.
-func spawner(args []string, out string) runner.Spawn {
+// the run is. With image set, each child is a container of that image
+// (dockerCommand): the same arguments, the same environment.
+func spawner(args []string, out, image string) runner.Spawn {
 	return func(ctx context.Context, g runner.Generator) (*results.Results, error) {
 		ep := g.Endpoints
 		if len(ep.RedisCluster) > 0 || len(ep.MySQLCluster) > 0 {
@@ -136,24 +161,31 @@ func spawner(args []string, out string) runner.Spawn {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		redisURL := ep.RedisURL
-		if redisURL == "" {
-			u := url.URL{Scheme: "redis", Host: ep.RedisAddr}
-			if ep.RedisPassword != "" {
-				u.User = url.UserPassword("", ep.RedisPassword)
-			}
-			redisURL = u.String()
-		}
+		redisURL := redisURLOf(ep)
 		cargs := append([]string{"run"}, args...)
-		cargs = append(cargs, "--procs", "1", "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
+		cargs = append(cargs, "--procs", "1", "--generators", generatorsProcess, "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
 			"--start-barrier", g.Barrier, "--backend", "external", "--strategies", g.Strategy, "--scenario", g.Scenario,
 			"--repeat", "1", "--calibrate", "0", "--quiet", "--out", dir)
-		cmd := exec.CommandContext(ctx, exe, cargs...)
-		cmd.Env = append(os.Environ(), shardChildEnv+"=1", "STOCKBENCH_SKIP_SETUP=1",
-			"STOCKBENCH_MYSQL_DSN="+ep.MySQLDSN, "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL="+redisURL)
+		env := []string{shardChildEnv + "=1", "STOCKBENCH_SKIP_SETUP=1",
+			"STOCKBENCH_MYSQL_DSN=" + ep.MySQLDSN, "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL=" + redisURL}
 		if ep.MySQLPID > 0 || ep.RedisPID > 0 {
 			// On this host: the generator samples the servers' CPU itself.
-			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s=%d,%s=%d", serverPIDsEnv, servers.TargetMySQL, ep.MySQLPID, servers.TargetRedis, ep.RedisPID))
+			env = append(env, fmt.Sprintf("%s=%s=%d,%s=%d", serverPIDsEnv, servers.TargetMySQL, ep.MySQLPID, servers.TargetRedis, ep.RedisPID))
+		}
+		var cmd *exec.Cmd
+		var name string
+		var lifeline *os.File
+		if image == "" {
+			cmd = exec.CommandContext(ctx, exe, cargs...)
+			cmd.Env = append(os.Environ(), env...)
+		} else {
+			name = fmt.Sprintf("stockbench-gen-%d-%s-%s-%d-%d", os.Getpid(), g.Strategy, g.Scenario, max(1, g.Repeat), g.Shard)
+			if cmd, lifeline, err = dockerCommand(ctx, image, exe, name, dir, env, cargs); err != nil {
+				return nil, err
+			}
+			defer lifeline.Close()
+			// Whatever happened, no container of this generator stays.
+			defer removeContainer(name)
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		// Ctrl-C of the run: the child settles and writes what it measured.
@@ -162,6 +194,10 @@ func spawner(args []string, out string) runner.Spawn {
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 		runErr := cmd.Start()
+		if cmd.Stdin != nil {
+			// The child's end of the lifeline belongs to the child now.
+			_ = cmd.Stdin.(*os.File).Close()
+		}
 		if runErr == nil {
 			if onSpawn != nil {
 				onSpawn(cmd.Process.Pid)
@@ -174,6 +210,19 @@ func spawner(args []string, out string) runner.Spawn {
 		}
 		return res, err
 	}
+}
+
+// redisURLOf is the URL of the servers' Redis (with its password), as
+// generators are given it.
+func redisURLOf(ep servers.Endpoints) string {
+	if ep.RedisURL != "" {
+		return ep.RedisURL
+	}
+	u := url.URL{Scheme: "redis", Host: ep.RedisAddr}
+	if ep.RedisPassword != "" {
+		u.User = url.UserPassword("", ep.RedisPassword)
+	}
+	return u.String()
 }
 
 func lastLine(s string) string {
@@ -209,8 +258,30 @@ func cmdMerge(args []string, stdout io.Writer, fail func(int, error) int) int {
 	if err := reports.WriteAll(out, res); err != nil {
 		return fail(exitFailed, err)
 	}
+	// The acks the generators' clients got, for stockbench audit --acks:
+	// one file when each generator ran one run (several runs' acks were
+	// given on stores reset between them).
+	var acks []inventory.Ack
+	one := true
+	for _, r := range shards {
+		one = one && len(r.Runs) == 1
+		for _, run := range r.Runs {
+			acks = append(acks, run.ShardAcks...)
+		}
+	}
+	auditHint := "stockbench audit"
+	if one && len(acks) > 0 {
+		b, err := json.Marshal(acks)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(out, "acks.json"), b, 0o644)
+		}
+		if err != nil {
+			return fail(exitFailed, err)
+		}
+		auditHint += " --acks " + filepath.Join(out, "acks.json")
+	}
 	reports.Table(stdout, res)
-	fmt.Fprintf(stdout, "\nmerged %d generators into %s; grade the stores with stockbench audit (the shards' own files hold no audit)\n",
-		len(shards), filepath.Join(out, "results.json"))
+	fmt.Fprintf(stdout, "\nmerged %d generators into %s; grade the stores with %s (the shards' own files hold no audit)\n",
+		len(shards), filepath.Join(out, "results.json"), auditHint)
 	return exitOK
 }
