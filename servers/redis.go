@@ -95,6 +95,9 @@ func formRedisCluster(ctx context.Context, who string, addrs, buses []string, pa
 			return nil
 		}
 		if !clock.Sleep(wctx, 50*time.Millisecond) {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", who, ctx.Err())
+			}
 			return fmt.Errorf("%s: not ok after %s: %s", who, wait, last)
 		}
 	}

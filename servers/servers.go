@@ -303,7 +303,7 @@ func New(o Options) (Provider, error) {
 	case "local":
 		return o.local()
 	case "docker":
-		if o.MySQLCluster > 0 {
+		if o.MySQLCluster != 0 {
 			return nil, errors.New("--mysql-cluster: not on the docker backend: the official mysql image has no Galera (use --backend local, which starts MariaDB with galera-4, or give an external cluster's nodes to --mysql-dsn)")
 		}
 		if err := checkRedisCluster(o.RedisCluster); err != nil {
