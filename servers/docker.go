@@ -72,6 +72,10 @@ type Docker struct {
 	Notice string
 	// RedisPersistence is the Redis AOF setting (see Local).
 	RedisPersistence string
+	// RedisCluster, when > 0, runs a Redis Cluster of that many masters
+	// (no replicas), one container each, instead of one Redis
+	// (dockercluster.go; host networking only).
+	RedisCluster int
 
 	pool      *dockertest.Pool
 	mu        sync.Mutex
@@ -281,14 +285,24 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 	if err != nil {
 		return ep, err
 	}
-	rd, err := d.run(d.RedisImage, "6379/tcp", nil,
+	var rd *dockertest.Resource
+	var rdMore []*dockertest.Resource // a cluster's further nodes
+	if d.RedisCluster > 0 {
+		var nodes []*dockertest.Resource
+		if ep.RedisCluster, nodes, err = d.startRedisCluster(ctx, d.RedisCluster, rconf, redisPW, ep.RedisPersistence); err != nil {
+			return ep, err
+		}
+		rd, rdMore = nodes[0], nodes[1:]
+	} else if rd, err = d.run(d.RedisImage, "6379/tcp", nil,
 		append(append([]string{"redis-server", "/usr/local/etc/redis/redis.conf", "--requirepass", redisPW}, rdCmd...),
 			persistenceArgs(ep.RedisPersistence)...),
-		[]string{rconf + ":/usr/local/etc/redis/redis.conf:ro"})
-	if err != nil {
+		[]string{rconf + ":/usr/local/etc/redis/redis.conf:ro"}); err != nil {
 		return ep, err
 	}
 	myAddr, rdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(myPort)), net.JoinHostPort("127.0.0.1", strconv.Itoa(rdPort))
+	if len(ep.RedisCluster) > 0 {
+		rdAddr = ep.RedisCluster[0]
+	}
 	if d.Network != NetworkHost {
 		myAddr, rdAddr = my.GetHostPort("3306/tcp"), rd.GetHostPort("6379/tcp")
 	}
@@ -302,9 +316,16 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 	d.watches = append(d.watches, myCPU, rdCPU)
 	d.mu.Unlock()
 	ep.CPU = map[string]func() (time.Duration, time.Time, bool){"mysql": myCPU.latest, "redis": rdCPU.latest}
+	if len(rdMore) > 0 {
+		ep.CPU["redis"] = d.watchNodesCPU(rdCPU, rdMore)
+	}
 	d.mu.Lock()
 	d.roles = map[string]*dockerRole{TargetMySQL: {res: my, cpu: myCPU, port: "3306/tcp", addr: myAddr},
 		TargetRedis: {res: rd, cpu: rdCPU, port: "6379/tcp", addr: rdAddr}}
+	if d.RedisCluster > 0 {
+		// One node's fault is not the run's Redis stalling (dockerfaulter.go).
+		delete(d.roles, TargetRedis)
+	}
 	d.ep = ep
 	d.mu.Unlock()
 
@@ -319,7 +340,7 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 		if ctx.Err() != nil {
 			return ep, ctx.Err()
 		}
-		for _, r := range []*dockertest.Resource{my, rd} {
+		for _, r := range append([]*dockertest.Resource{my, rd}, rdMore...) {
 			c, ierr := d.pool.Client.InspectContainer(r.Container.ID)
 			if ierr == nil && !c.State.Running {
 				return ep, fmt.Errorf("docker: container %s (%s) %w with code %d", c.Name, c.Config.Image, errContainerExited, c.State.ExitCode)

@@ -25,7 +25,10 @@ func (d *Docker) role(target string) (*dockerRole, error) {
 	if r := d.roles[target]; r != nil {
 		return r, nil
 	}
-	if target != TargetRedis && target != TargetMySQL {
+	switch {
+	case target == TargetRedis && d.RedisCluster > 0:
+		return nil, fmt.Errorf("%w on a Redis Cluster (one node's fault is not the run's Redis stalling)", ErrNoFaults)
+	case target != TargetRedis && target != TargetMySQL:
 		return nil, fmt.Errorf("process fault target %q: want mysql or redis", target)
 	}
 	return nil, fmt.Errorf("docker %s: not started", target)

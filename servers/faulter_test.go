@@ -231,6 +231,9 @@ func TestFaulterRefused(t *testing.T) {
 			t.Errorf("cluster %s: %v", target, err)
 		}
 	}
+	if err := (&Docker{RedisCluster: 3}).Pause(context.Background(), TargetRedis); !errors.Is(err, ErrNoFaults) {
+		t.Errorf("docker redis cluster: %v", err)
+	}
 	if _, err := New(Options{Backend: "local", RedisPersistence: "sometimes"}); err == nil {
 		t.Error("persistence sometimes accepted")
 	}

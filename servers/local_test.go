@@ -61,6 +61,11 @@ func TestNewProvider(t *testing.T) {
 		{"auto with half external", Options{Backend: "auto", MySQLDSN: "root@tcp(127.0.0.1:1)/x"}, "both"},
 		{"external complete", Options{Backend: "external", MySQLDSN: "root@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1"}, ""},
 		{"auto prefers external", Options{Backend: "auto", MySQLDSN: "root@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1"}, ""},
+		// Refused before any engine is asked.
+		{"galera on docker", Options{Backend: "docker", MySQLCluster: 3}, "the official mysql image has no Galera"},
+		{"negative galera on docker", Options{Backend: "docker", MySQLCluster: -1}, "the official mysql image has no Galera"},
+		{"negative redis cluster on docker", Options{Backend: "docker", RedisCluster: -1}, "--redis-cluster -1"},
+		{"negative redis cluster on local", Options{Backend: "local", RedisCluster: -1}, "--redis-cluster -1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -22,10 +22,9 @@ func pingRedis(ctx context.Context, addr, password string) error {
 // clusterSlots is the number of hash slots of a Redis Cluster.
 const clusterSlots = 16384
 
-// startRedisCluster starts n redis-server nodes in cluster mode, gives each
-// an equal range of the hash slots, introduces them to each other and waits
-// until every node reports cluster_state:ok with n known nodes. The bus port
-// of each node is a free port of its own (port+10000 may not exist).
+// startRedisCluster starts n redis-server nodes in cluster mode and forms
+// them into one cluster (formRedisCluster). The bus port of each node is a
+// free port of its own (port+10000 may not exist).
 func (l *Local) startRedisCluster(ctx context.Context, n int) (addrs []string, pids []int, err error) {
 	var buses []string
 	for i := 0; i < n; i++ {
@@ -33,8 +32,7 @@ func (l *Local) startRedisCluster(ctx context.Context, n int) (addrs []string, p
 		if err != nil {
 			return nil, nil, err
 		}
-		port, pid, _, err := l.startRedis(ctx, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000", "--cluster-port", strconv.Itoa(bus))
+		port, pid, _, err := l.startRedis(ctx, clusterArgs(bus)...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -42,24 +40,45 @@ func (l *Local) startRedisCluster(ctx context.Context, n int) (addrs []string, p
 		buses = append(buses, strconv.Itoa(bus))
 		pids = append(pids, pid)
 	}
+	if err := formRedisCluster(ctx, "local redis cluster", addrs, buses, l.RedisPassword, l.StartTimeout); err != nil {
+		return nil, nil, err
+	}
+	return addrs, pids, nil
+}
+
+// clusterArgs are redis-server's arguments for a cluster node whose bus
+// listens on bus.
+func clusterArgs(bus int) []string {
+	return []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", "5000", "--cluster-port", strconv.Itoa(bus)}
+}
+
+// formRedisCluster makes one Redis Cluster of the empty cluster-mode nodes
+// at addrs (buses are their bus ports, in the same order), which every
+// provider that starts a cluster shares: it gives each node an equal range
+// of the 16384 hash slots, introduces every node to the first (CLUSTER
+// MEET) and waits, at most wait, until every node reports cluster_state:ok
+// with all the nodes known. who starts its error messages.
+func formRedisCluster(ctx context.Context, who string, addrs, buses []string, password string, wait time.Duration) error {
+	n := len(addrs)
 	clients := make([]*redis.Client, n)
 	for i, a := range addrs {
-		clients[i] = redis.NewClient(&redis.Options{Addr: a, Password: l.RedisPassword})
+		clients[i] = redis.NewClient(&redis.Options{Addr: a, Password: password})
 		defer clients[i].Close()
 	}
 	for i, c := range clients {
 		lo, hi := i*clusterSlots/n, (i+1)*clusterSlots/n-1
 		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			return nil, nil, fmt.Errorf("local redis cluster: assign slots %d-%d to %s: %w", lo, hi, addrs[i], err)
+			return fmt.Errorf("%s: assign slots %d-%d to %s: %w", who, lo, hi, addrs[i], err)
 		}
 		if i > 0 {
 			host, port, _ := net.SplitHostPort(addrs[i])
 			if err := clients[0].Do(ctx, "CLUSTER", "MEET", host, port, buses[i]).Err(); err != nil {
-				return nil, nil, fmt.Errorf("local redis cluster: meet %s: %w", addrs[i], err)
+				return fmt.Errorf("%s: meet %s: %w", who, addrs[i], err)
 			}
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, l.StartTimeout)
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
 		ok := true
@@ -73,10 +92,13 @@ func (l *Local) startRedisCluster(ctx context.Context, n int) (addrs []string, p
 			}
 		}
 		if ok {
-			return addrs, pids, nil
+			return nil
 		}
 		if !clock.Sleep(wctx, 50*time.Millisecond) {
-			return nil, nil, fmt.Errorf("local redis cluster: not ok after %s: %s", l.StartTimeout, last)
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", who, ctx.Err())
+			}
+			return fmt.Errorf("%s: not ok after %s: %s", who, wait, last)
 		}
 	}
 }

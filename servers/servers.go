@@ -182,9 +182,9 @@ type Options struct {
 	RedisURL   string // external, instead of RedisAddr
 	MySQLImage string // docker
 	RedisImage string // docker
-	// RedisCluster, when > 0, asks the local provider for a Redis Cluster of
-	// that many masters (auto then means local). An external cluster is
-	// given as a comma-separated RedisAddr (its seed list).
+	// RedisCluster, when > 0, asks the local or docker provider for a Redis
+	// Cluster of that many masters (auto then means local). An external
+	// cluster is given as a comma-separated RedisAddr (its seed list).
 	RedisCluster int
 	// MySQLCluster, when > 0, asks the local provider for a Galera cluster
 	// of that many MariaDB primaries (auto then means local).
@@ -303,8 +303,11 @@ func New(o Options) (Provider, error) {
 	case "local":
 		return o.local()
 	case "docker":
-		if o.RedisCluster > 0 || o.MySQLCluster > 0 {
-			return nil, errors.New("--redis-cluster and --mysql-cluster run on the local backend only (use --backend local, or give an external cluster's nodes to --redis-addr / --mysql-dsn)")
+		if o.MySQLCluster != 0 {
+			return nil, errors.New("--mysql-cluster: not on the docker backend: the official mysql image has no Galera (use --backend local, which starts MariaDB with galera-4, or give an external cluster's nodes to --mysql-dsn)")
+		}
+		if err := checkRedisCluster(o.RedisCluster); err != nil {
+			return nil, err
 		}
 		if c := o.CausalReads; c == CausalWsrep || c == CausalGroupReplication {
 			return nil, fmt.Errorf("--mysql-causal-reads %s: the docker backend starts one plain MySQL server, no cluster", c)
@@ -313,7 +316,10 @@ func New(o Options) (Provider, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.RedisPersistence = o.RedisPersistence
+		d.RedisPersistence, d.RedisCluster = o.RedisPersistence, o.RedisCluster
+		if d.RedisCluster > 0 && d.Network != NetworkHost {
+			return nil, errClusterPublished
+		}
 		return d, nil
 	case "auto", "":
 		if o.MySQLDSN != "" && o.redisSet() {
@@ -341,10 +347,18 @@ func New(o Options) (Provider, error) {
 	}
 }
 
+// checkRedisCluster checks a --redis-cluster value.
+func checkRedisCluster(n int) error {
+	if n < 0 {
+		return fmt.Errorf("--redis-cluster %d: want 0 (one server) or the number of masters", n)
+	}
+	return nil
+}
+
 // local is the local provider with the clusters asked for.
 func (o Options) local() (*Local, error) {
-	if o.RedisCluster < 0 {
-		return nil, fmt.Errorf("--redis-cluster %d: want 0 (one server) or the number of masters", o.RedisCluster)
+	if err := checkRedisCluster(o.RedisCluster); err != nil {
+		return nil, err
 	}
 	if o.MySQLCluster < 0 || o.MySQLCluster == 2 {
 		return nil, fmt.Errorf("--mysql-cluster %d: want 0 (one server), 1, or 3 or more nodes (Galera needs a majority to survive a node's loss)", o.MySQLCluster)

@@ -84,8 +84,8 @@ func registerServerFlags(fs *flag.FlagSet, o *servers.Options) {
 	fs.StringVar(&o.RedisURL, "redis-url", "", "external Redis as redis://[user:pass@]host:port[/db] or rediss:// for TLS (or STOCKBENCH_REDIS_URL); instead of --redis-addr")
 	fs.StringVar(&o.MySQLImage, "mysql-image", servers.DefaultMySQLImage, "docker: MySQL image")
 	fs.StringVar(&o.RedisImage, "redis-image", servers.DefaultRedisImage, "docker: Redis image")
-	fs.IntVar(&o.RedisCluster, "redis-cluster", 0, "local: a Redis Cluster of N masters instead of one server (0: one server)")
-	fs.IntVar(&o.MySQLCluster, "mysql-cluster", 0, "local: a Galera cluster of N MariaDB primaries (1, or 3 or more) instead of one server (0: one server)")
+	fs.IntVar(&o.RedisCluster, "redis-cluster", 0, "local or docker: a Redis Cluster of N masters (no replicas) on 127.0.0.1 instead of one server (0: one server; auto then means local)")
+	fs.IntVar(&o.MySQLCluster, "mysql-cluster", 0, "local: a Galera cluster of N MariaDB primaries (1, or 3 or more) instead of one server (0: one server; not on docker: the official mysql image has no Galera)")
 	fs.BoolFunc("mysql-spread", "on a MySQL cluster (--mysql-cluster, or several --mysql-dsn): spread the pool's connections over every node (default true; =false pins them to the first)", func(v string) error {
 		spread, err := strconv.ParseBool(v)
 		o.NoSpread = !spread

@@ -70,8 +70,9 @@ func StartWith(tune func(*servers.Options)) (env Env, stop func(), err error) {
 	}
 	o := servers.Options{Backend: backend}
 	// STOCKBENCH_TEST_REDIS_CLUSTER=N and STOCKBENCH_TEST_MYSQL_CLUSTER=N run
-	// the package's tests on a local Redis Cluster of N masters and a local
-	// Galera cluster of N primaries.
+	// the package's tests on a Redis Cluster of N masters (local, or docker
+	// with STOCKBENCH_TEST_BACKEND=docker) and a local Galera cluster of N
+	// primaries.
 	for _, c := range []struct {
 		env string
 		dst *int
