@@ -290,6 +290,14 @@ func New(o Options) (Provider, error) {
 	case o.MySQLCluster > 0 && o.MySQLDSN != "" && o.Backend != "local":
 		return nil, errors.New("--mysql-cluster starts a local Galera cluster, --mysql-dsn (or STOCKBENCH_MYSQL_DSN) names an external server: give one or the other")
 	}
+	// A negative size is refused whatever the backend: auto branches on
+	// sizes above 0 and would otherwise start plain servers.
+	if o.RedisCluster < 0 {
+		return nil, checkRedisCluster(o.RedisCluster)
+	}
+	if o.MySQLCluster < 0 {
+		return nil, fmt.Errorf("--mysql-cluster %d: want 0 (one server), 1, or 3 or more nodes", o.MySQLCluster)
+	}
 	external := o.Backend == "external" || (o.Backend == "auto" || o.Backend == "") && o.MySQLDSN != "" && o.redisSet()
 	if external && o.RedisPersistence != "" && o.RedisPersistence != PersistenceNone {
 		return nil, fmt.Errorf("--redis-persistence %s applies to the servers stockbench starts, not to external ones (set appendonly/appendfsync on your Redis)", o.RedisPersistence)

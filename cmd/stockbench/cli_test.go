@@ -273,6 +273,8 @@ func TestBadInput(t *testing.T) {
 		{name: "causal reads wsrep on a plain server", args: ext("stockbench", "--mysql-causal-reads", "wsrep"), want: "is neither a Galera node"},
 		{name: "galera on docker", args: []string{"run", "--backend", "docker", "--mysql-cluster", "3"}, want: "the official mysql image has no Galera"},
 		{name: "negative redis cluster on docker", args: []string{"run", "--backend", "docker", "--redis-cluster", "-1"}, want: "--redis-cluster -1"},
+		{name: "negative redis cluster on auto", args: []string{"run", "--redis-cluster", "-1"}, want: "--redis-cluster -1"},
+		{name: "negative mysql cluster on auto", args: []string{"run", "--mysql-cluster", "-2"}, want: "--mysql-cluster -2"},
 		{name: "causal reads on docker", args: []string{"run", "--backend", "docker", "--mysql-causal-reads", "group-replication"}, want: "one plain MySQL server"},
 		{name: "procs on a dsn list", args: ext("stockbench", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--procs", "2"), want: "--procs: not on a MySQL cluster"},
 		{name: "audit unknown causal reads", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--mysql-causal-reads", "eventually"}, want: "--mysql-causal-reads"},
