@@ -34,7 +34,20 @@ func confirmGroup(cfg strategies.Config) *groupcommit.Group[*confirmItem] {
 			got, err := it.s.decide(ctx, it.ref, it.res, inventory.StateConfirmed)
 			it.got, it.finished = got, true
 			return err
-		}}
+		},
+		After: finishBatch}
+}
+
+// finishBatch brings Redis in line for a committed batch in one round trip,
+// once the SKU's next batch may run, as finishRedis does per order; a
+// failure is left to recovery.
+func finishBatch(ctx context.Context, _ string, its []*confirmItem, _ []error) {
+	s := its[0].s
+	refs := make([]inventory.OrderRef, len(its))
+	for i, it := range its {
+		refs[i] = it.ref
+	}
+	s.deferred.Add(s.rs.FinishAfterCommit(ctx, s.cfg.OpTimeout, refs, inventory.StateConfirmed))
 }
 
 // decideConfirm is decide for a confirm, with the MySQL transaction shared
@@ -88,18 +101,9 @@ func confirmBatch(ctx context.Context, sku string, its []*confirmItem) ([]error,
 	if err != nil {
 		return nil, fmt.Errorf("confirm batch %s: %w", sku, err)
 	}
-	// Redis is brought in line for the whole batch in one round trip, on a
-	// context of its own as in finishRedis; a failure is left to recovery.
-	refs := make([]inventory.OrderRef, len(its))
-	for i, it := range its {
-		it.got, it.finished, refs[i] = inventory.StateConfirmed, true, it.ref
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
-	defer cancel()
-	for _, err := range s.rs.FinishAll(rctx, refs, inventory.StateConfirmed) {
-		if err != nil {
-			s.deferred.Add(1)
-		}
+	// Redis is brought in line by finishBatch, after the commit.
+	for _, it := range its {
+		it.got, it.finished = inventory.StateConfirmed, true
 	}
 	return make([]error, len(its)), nil
 }

@@ -47,7 +47,24 @@ func newGroups(s *Strategy, cfg strategies.Config) {
 		Batch: s.decisionBatch,
 		One: func(ctx context.Context, _ string, d *decision) error {
 			return s.orders.Finish(ctx, d.ref, d.to)
-		}}
+		},
+		After: s.finishBatch}
+}
+
+// finishBatch brings Redis in line with the orders a committed decision
+// batch moved, one round trip per target state, once the SKU's next batch
+// may run, as applyToRedis does per order; a failure is left to the
+// reconciler. Decisions the batch left alone are applied by Orders.Finish.
+func (s *Strategy) finishBatch(ctx context.Context, _ string, ds []*decision, results []error) {
+	refs := map[inventory.OrderState][]inventory.OrderRef{}
+	for i, d := range ds {
+		if results[i] == nil {
+			refs[d.to] = append(refs[d.to], d.ref)
+		}
+	}
+	for to, rs := range refs {
+		s.deferred.Add(s.rs.FinishAfterCommit(ctx, s.cfg.OpTimeout, rs, to))
+	}
 }
 
 // reserveOne writes one reserve's order row and event in one transaction.
@@ -155,30 +172,12 @@ func (s *Strategy) decisionBatch(ctx context.Context, sku string, ds []*decision
 	if err != nil {
 		return nil, fmt.Errorf("decision batch %s: %w", sku, err)
 	}
-	// Redis is brought in line with the orders the batch moved, one round
-	// trip per target state, on a context of its own as in applyToRedis; a
-	// failure is left to the reconciler.
-	refs := map[inventory.OrderState][]inventory.OrderRef{}
-	for i, d := range ds {
-		if out[i] == nil {
-			refs[d.to] = append(refs[d.to], d.ref)
-		}
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
-	defer cancel()
-	for to, rs := range refs {
-		for _, err := range s.rs.FinishAll(rctx, rs, to) {
-			if err != nil {
-				s.deferred.Add(1)
-			}
-		}
-	}
 	return out, nil
 }
 
-// finish confirms or cancels ref through the SKU's decision batch, which
-// brings Redis in line for the orders it moved (see Orders.Finish for the
-// outcomes; the per-order path applies Redis itself).
+// finish confirms or cancels ref through the SKU's decision batch, whose
+// finishBatch brings Redis in line for the orders it moved (see
+// Orders.Finish for the outcomes; the per-order path applies Redis itself).
 func (s *Strategy) finish(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState) error {
 	return s.decisions.Do(ctx, ref.SKU, &decision{ref: ref, to: to})
 }

@@ -48,6 +48,13 @@ type Group[T any] struct {
 	Batch func(ctx context.Context, key string, items []T) ([]error, error)
 	// One runs a single item on its own. It never returns ErrAlone.
 	One func(ctx context.Context, key string, item T) error
+	// After, when set, runs after a Batch that succeeded, with the items
+	// and Batch's results, once leadership has passed on — so the next
+	// batch of the key commits meanwhile — and before any caller of the
+	// batch gets its result. It is for work that follows the commit and
+	// may be slow (bringing a cache in line), which the per-item path does
+	// in One.
+	After func(ctx context.Context, key string, items []T, results []error)
 
 	mu    sync.Mutex
 	keys  map[string]*queue[T]
@@ -191,8 +198,18 @@ func (g *Group[T]) lead(ctx context.Context, key string, q *queue[T], c *call[T]
 	}
 	g.mu.Unlock()
 
-	results, fellBack := g.run(key, batch)
+	results, batched, fellBack := g.run(key, batch)
 	g.record(len(batch), fellBack)
+	g.mu.Lock()
+	g.handOff(q)
+	g.mu.Unlock()
+	if batched && g.After != nil {
+		items := make([]T, len(batch))
+		for i, b := range batch {
+			items[i] = b.item
+		}
+		g.After(context.WithoutCancel(batch[0].ctx), key, items, results)
+	}
 
 	var mine error
 	for i, b := range batch {
@@ -202,9 +219,6 @@ func (g *Group[T]) lead(ctx context.Context, key string, q *queue[T], c *call[T]
 		}
 		b.ch <- msg{err: results[i]}
 	}
-	g.mu.Lock()
-	g.handOff(q)
-	g.mu.Unlock()
 	return mine
 }
 
@@ -221,14 +235,15 @@ func (g *Group[T]) handOff(q *queue[T]) {
 }
 
 // run executes batch: with One for a single item, else with Batch, falling
-// back to One per item when the batch fails.
-func (g *Group[T]) run(key string, batch []*call[T]) ([]error, bool) {
+// back to One per item when the batch fails. batched reports that Batch
+// succeeded.
+func (g *Group[T]) run(key string, batch []*call[T]) (results []error, batched, fellBack bool) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
-	results := make([]error, len(batch))
+	results = make([]error, len(batch))
 	if len(batch) == 1 {
 		results[0] = g.One(ctx, key, batch[0].item)
-		return results, false
+		return results, false, false
 	}
 	items := make([]T, len(batch))
 	for i, b := range batch {
@@ -236,14 +251,14 @@ func (g *Group[T]) run(key string, batch []*call[T]) ([]error, bool) {
 	}
 	res, err := g.Batch(ctx, key, items)
 	if err == nil && len(res) == len(batch) {
-		return res, false
+		return res, true, false
 	}
 	// The batch failed as a whole: no item may get its error. Run each on
 	// its own, under its own context.
 	for i, b := range batch {
 		results[i] = g.One(b.ctx, key, b.item)
 	}
-	return results, true
+	return results, false, true
 }
 
 // batchContext keeps the values of the first member's context, and ends at

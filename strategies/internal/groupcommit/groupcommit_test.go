@@ -19,7 +19,7 @@ import (
 
 var env servertest.Env
 
-func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env, "TestAfter")) }
 
 const sku = "GC-1"
 
@@ -257,5 +257,90 @@ func TestStats(t *testing.T) {
 	want := Stats{Batches: 6, Items: 22, Min: 1, Median: 2, P90: 4, Max: 10, Fallbacks: 1}
 	if got != want {
 		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+}
+
+// TestAfter: After runs for a batch that Batch committed — with its items
+// and results — once the key's next batch may run, and before any caller of
+// the batch returns; never for an item run alone by One, nor for a batch
+// that failed and fell back to One. The group's coordination is plain Go, so
+// the items here touch no store.
+func TestAfter(t *testing.T) {
+	cases := []struct {
+		name      string
+		max       int
+		batchErr  error
+		wantAfter int // batches After saw
+	}{
+		{"committed batches", 2, nil, 2},
+		{"failed batch falls back to One", 2, errors.New("lost commit answer"), 0},
+		{"one item at a time", 1, nil, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var afters [][]string
+			secondRan := make(chan struct{})
+			var batches int
+			g := &Group[string]{Max: c.max, Wait: time.Hour,
+				Batch: func(_ context.Context, _ string, items []string) ([]error, error) {
+					mu.Lock()
+					batches++
+					if batches == 2 {
+						close(secondRan)
+					}
+					mu.Unlock()
+					if c.batchErr != nil {
+						return nil, c.batchErr
+					}
+					return make([]error, len(items)), nil
+				},
+				One: func(context.Context, string, string) error { return nil },
+				After: func(_ context.Context, _ string, items []string, results []error) {
+					if len(items) != len(results) {
+						t.Errorf("After: %d items, %d results", len(items), len(results))
+					}
+					mu.Lock()
+					first := len(afters) == 0
+					afters = append(afters, slices.Clone(items))
+					mu.Unlock()
+					if first {
+						// The first batch's After waits until the second
+						// batch has run: leadership has passed on.
+						<-secondRan
+					}
+				}}
+			var wg sync.WaitGroup
+			done := make(chan string, 4)
+			for _, id := range []string{"a", "b", "c", "d"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := g.Do(context.Background(), sku, id); err != nil {
+						t.Errorf("%s: %v", id, err)
+					}
+					mu.Lock()
+					seen := slices.ContainsFunc(afters, func(b []string) bool { return slices.Contains(b, id) })
+					mu.Unlock()
+					if c.wantAfter > 0 && !seen {
+						t.Errorf("%s returned before After ran for its batch", id)
+					}
+					done <- id
+				}()
+			}
+			if c.wantAfter == 0 {
+				// No After waits on the second batch: let it go either way.
+				mu.Lock()
+				if batches < 2 {
+					close(secondRan)
+					batches = 2
+				}
+				mu.Unlock()
+			}
+			wg.Wait()
+			if len(afters) != c.wantAfter {
+				t.Fatalf("After ran for %d batches %v, want %d", len(afters), afters, c.wantAfter)
+			}
+		})
 	}
 }

@@ -317,6 +317,24 @@ func (s Store) FinishAll(ctx context.Context, refs []inventory.OrderRef, to inve
 	return errs
 }
 
+// FinishAfterCommit brings Redis in line with decisions already durable in
+// MySQL — refs all moved to `to` — with FinishAll, on a context of its own
+// bounded by timeout, so the caller's ending cannot cut the write off. It
+// returns how many failed: those are left to the strategy's recovery.
+func (s Store) FinishAfterCommit(ctx context.Context, timeout time.Duration, refs []inventory.OrderRef, to inventory.OrderState) (failed int64) {
+	if len(refs) == 0 {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	for _, err := range s.FinishAll(ctx, refs, to) {
+		if err != nil {
+			failed++
+		}
+	}
+	return failed
+}
+
 // Reservation is a reservation as recorded in Redis.
 type Reservation struct {
 	Qty      int64
