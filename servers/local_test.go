@@ -63,7 +63,7 @@ func TestNewProvider(t *testing.T) {
 		{"auto prefers external", Options{Backend: "auto", MySQLDSN: "root@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1"}, ""},
 		// Refused before any engine is asked.
 		{"galera on docker", Options{Backend: "docker", MySQLCluster: 3}, "the official mysql image has no Galera"},
-		{"negative galera on docker", Options{Backend: "docker", MySQLCluster: -1}, "the official mysql image has no Galera"},
+		{"negative galera on docker", Options{Backend: "docker", MySQLCluster: -1}, "--mysql-cluster -1"},
 		{"negative redis cluster on docker", Options{Backend: "docker", RedisCluster: -1}, "--redis-cluster -1"},
 		{"negative redis cluster on local", Options{Backend: "local", RedisCluster: -1}, "--redis-cluster -1"},
 	}

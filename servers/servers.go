@@ -208,7 +208,10 @@ type Options struct {
 // the environment, nor a MySQL).
 func OptionsFromEnv(o Options) Options {
 	if o.MySQLDSN == "" && len(o.MySQLDSNs) == 0 {
-		if list := os.Getenv("STOCKBENCH_MYSQL_DSNS"); strings.TrimSpace(list) != "" {
+		// A list in the environment names an external cluster: it does not
+		// apply to the servers the local and docker backends start.
+		ownServers := o.Backend == "local" || o.Backend == "docker"
+		if list := os.Getenv("STOCKBENCH_MYSQL_DSNS"); strings.TrimSpace(list) != "" && !ownServers {
 			for _, l := range strings.Split(list, "\n") {
 				if l = strings.TrimSpace(l); l != "" {
 					o.MySQLDSNs = append(o.MySQLDSNs, l)
