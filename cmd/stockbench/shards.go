@@ -140,6 +140,31 @@ var selfExe = os.Executable
 // onSpawn, when set (tests), is told each generator's pid once it started.
 var onSpawn func(pid int)
 
+// serverFlags name the servers; a generator gets them in its environment.
+var serverFlags = map[string]bool{"mysql-dsn": true, "redis-addr": true, "redis-url": true}
+
+// withoutServerFlags drops the server flags (and their values) from a run's
+// arguments, so that no DSN or URL — and no password in one — is on a
+// generator's command line, where ps and docker inspect would show it.
+func withoutServerFlags(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && serverFlags[name] {
+			if !hasValue {
+				i++ // the value is the next argument
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 // spawner starts each generator as a child process of this binary: the
 // run's own arguments, then what makes it shard I of N of one strategy on
 // one scenario against the parent's servers (passed in its environment,
@@ -162,12 +187,12 @@ func spawner(args []string, out, image string) runner.Spawn {
 			return nil, err
 		}
 		redisURL := redisURLOf(ep)
-		cargs := append([]string{"run"}, args...)
+		cargs := append([]string{"run"}, withoutServerFlags(args)...)
 		cargs = append(cargs, "--procs", "1", "--generators", generatorsProcess, "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
 			"--start-barrier", g.Barrier, "--backend", "external", "--strategies", g.Strategy, "--scenario", g.Scenario,
 			"--repeat", "1", "--calibrate", "0", "--quiet", "--out", dir)
 		env := []string{shardChildEnv + "=1", "STOCKBENCH_SKIP_SETUP=1",
-			"STOCKBENCH_MYSQL_DSN=" + ep.MySQLDSN, "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL=" + redisURL}
+			"STOCKBENCH_MYSQL_DSN=" + ep.MySQLDSN, "STOCKBENCH_MYSQL_DSNS=", "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL=" + redisURL}
 		if ep.MySQLPID > 0 || ep.RedisPID > 0 {
 			// On this host: the generator samples the servers' CPU itself.
 			env = append(env, fmt.Sprintf("%s=%s=%d,%s=%d", serverPIDsEnv, servers.TargetMySQL, ep.MySQLPID, servers.TargetRedis, ep.RedisPID))

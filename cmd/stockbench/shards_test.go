@@ -229,3 +229,27 @@ func TestProcsInterrupt(t *testing.T) {
 		t.Fatalf("processes left running: %v", kids)
 	}
 }
+
+// TestWithoutServerFlags: a generator's command line carries no server flag
+// (the servers travel in its environment), in every form a flag takes.
+func TestWithoutServerFlags(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"none", []string{"--strategies", "lua-tcc", "--procs", "2"}, []string{"--strategies", "lua-tcc", "--procs", "2"}},
+		{"value after", []string{"--mysql-dsn", "u:pw@tcp(h:1)/d", "--buyers", "8"}, []string{"--buyers", "8"}},
+		{"with =", []string{"--redis-url=redis://:pw@h:1", "-mysql-dsn=u:pw@tcp(h:1)/d", "--quiet"}, []string{"--quiet"}},
+		{"repeated dsn", []string{"--mysql-dsn", "a", "--mysql-dsn", "b", "--redis-addr", "h:1"}, []string{}},
+		{"similar names kept", []string{"--mysql-cluster", "3", "--redis-cluster", "3"}, []string{"--mysql-cluster", "3", "--redis-cluster", "3"}},
+		{"after --", []string{"--", "--mysql-dsn", "x"}, []string{"--", "--mysql-dsn", "x"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := withoutServerFlags(c.args); !slices.Equal(got, c.want) {
+				t.Fatalf("withoutServerFlags(%q) = %q, want %q", c.args, got, c.want)
+			}
+		})
+	}
+}
