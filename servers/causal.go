@@ -53,6 +53,24 @@ func causalSetting(mode string) (name, value string) {
 	return "", ""
 }
 
+// WithCausalReads adds mode's session setting to dsn, so that every
+// connection of a pool opened on it reads causally ("none": dsn as is).
+func WithCausalReads(dsn, mode string) (string, error) {
+	name, value := causalSetting(mode)
+	if name == "" {
+		return dsn, nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("mysql dsn %s: %w", RedactDSN(dsn), err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params[name] = value
+	return cfg.FormatDSN(), nil
+}
+
 // CausalStatement is the SET statement of a mode, or "" for none.
 func CausalStatement(mode string) string {
 	name, value := causalSetting(mode)

@@ -83,14 +83,27 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 		dsns[i] = servers.WithDriverParams(dsns[i])
 	}
 	// The auditor reads the first node; on a cluster every other node is
-	// compared with it.
+	// compared with it, and every node — the first too — is read after it
+	// applied what the others committed.
 	ep := servers.Endpoints{MySQLDSN: dsns[0], RedisAddr: addr, RedisURL: rurl}
 	if rurl != "" {
 		// What is printed: the URL without its password.
 		addr = servers.RedactURL(rurl)
 	}
 	if len(dsns) > 1 {
-		ep.MySQLCluster = dsns
+		for i, d := range dsns {
+			if err := pingOne(ctx, d); err != nil {
+				return fail(exitUsage, fmt.Errorf("mysql node %d %s does not answer: %w", i+1, servers.RedactDSN(d), err))
+			}
+		}
+		mode, err := servers.ResolveCausalReads(ctx, dsns, causal)
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		if ep.MySQLDSN, err = servers.WithCausalReads(dsns[0], mode); err != nil {
+			return fail(exitUsage, err)
+		}
+		ep.MySQLCluster, ep.MySQLCausalReads, ep.MySQLCausalAuto = dsns, mode, causal == servers.CausalAuto
 	}
 	conns, err := servers.Open(ep, 4)
 	if err != nil {
@@ -103,19 +116,6 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	}
 	if err := conns.DB.PingContext(ctx); err != nil {
 		return fail(exitUsage, fmt.Errorf("mysql %s does not answer: %w", ep.Redacted(), err))
-	}
-	if len(dsns) > 1 {
-		for i, d := range dsns[1:] {
-			if err := pingOne(ctx, d); err != nil {
-				return fail(exitUsage, fmt.Errorf("mysql node %d %s does not answer: %w", i+2, servers.RedactDSN(d), err))
-			}
-		}
-		mode, err := servers.ResolveCausalReads(ctx, dsns, causal)
-		if err != nil {
-			return fail(exitUsage, err)
-		}
-		ep.MySQLCausalReads, ep.MySQLCausalAuto = mode, causal == servers.CausalAuto
-		conns.MySQLCausalReads = mode
 	}
 	if a.Redis != nil {
 		if err := conns.Redis.Ping(ctx).Err(); err != nil {
