@@ -595,7 +595,8 @@ const DefaultPool = 64
 // wait for Redis is bounded by the caller's context, not by a pool timeout.
 // A Redis call is bounded by its context's deadline too, as the MySQL
 // driver's are: a service gives up on a stalled store when its request's
-// time is up, not after go-redis's own 3 s read timeout.
+// time is up, not after go-redis's own 3 s read timeout. go-redis does not
+// send a failed command again (see below).
 func Open(ep Endpoints, poolSize int) (Conns, error) {
 	var db *sql.DB
 	if len(ep.MySQLCluster) > 1 && ep.MySQLSpread {
@@ -615,6 +616,11 @@ func Open(ep Endpoints, poolSize int) (Conns, error) {
 	db.SetMaxIdleConns(poolSize)
 	rdb := ep.RedisClient(func(o *redis.Options) {
 		o.PoolSize, o.PoolTimeout, o.ContextTimeoutEnabled = poolSize, time.Hour, true
+		// No silent re-send: a script whose reply was lost may have run,
+		// and run again it answers "already there", which a strategy would
+		// take for a client's repeat. The strategies see the error and
+		// settle it the way they settle any cut reply.
+		o.MaxRetries = -1
 	})
 	return Conns{DB: db, Redis: rdb, MySQLNodes: ep.MySQLCluster, MySQLCausalReads: ep.MySQLCausalReads}, nil
 }
