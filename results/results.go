@@ -187,7 +187,7 @@ type ShardInfo struct {
 	Host  string `json:"host"`
 	PID   int    `json:"pid,omitempty"`
 	// SettleFrom is when the generator began to settle its strategy
-	// instance: a reservation past its deadline before every generator
+	// instance: a reservation past its deadline before the last generator
 	// began to settle is stale in the audit after the merge.
 	SettleFrom time.Time `json:"settle_from,omitzero"`
 	// Container names the container the generator ran in (run --procs N

@@ -201,15 +201,20 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	// One audit of the stores, after every generator settled.
 	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
 	defer cancel()
-	// Stale: past its deadline before every generator began to settle (as
-	// a single run's audit counts from the start of its settle); a
-	// reservation of one generator that lapsed after another settled is
-	// not.
-	staleBefore := time.Now()
+	// Stale: past its deadline before the last generator began to settle,
+	// as a single run's audit counts from the start of its settle. Every
+	// load had ended by then, and that generator's settle passes over every
+	// SKU, so it releases whatever had lapsed; one that lapsed earlier and
+	// is still held was missed by every settle. (No generator recorded it:
+	// the time of this audit.)
+	var staleBefore time.Time
 	for _, r := range runs {
-		if r.Shard != nil && !r.Shard.SettleFrom.IsZero() && r.Shard.SettleFrom.Before(staleBefore) {
+		if r.Shard != nil && r.Shard.SettleFrom.After(staleBefore) {
 			staleBefore = r.Shard.SettleFrom
 		}
+	}
+	if staleBefore.IsZero() {
+		staleBefore = time.Now()
 	}
 	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: staleBefore}
 	if e.UsesRedis {
