@@ -30,8 +30,8 @@ const (
 // CausalModes lists the accepted --mysql-causal-reads values.
 var CausalModes = []string{CausalAuto, CausalWsrep, CausalGroupReplication, CausalNone}
 
-// checkCausal checks a --mysql-causal-reads value; empty means auto.
-func checkCausal(mode string) (string, error) {
+// CheckCausal checks a --mysql-causal-reads value; empty means auto.
+func CheckCausal(mode string) (string, error) {
 	if mode == "" {
 		return CausalAuto, nil
 	}
@@ -94,7 +94,7 @@ func ResolveCausalReads(ctx context.Context, nodes []string, mode string) (strin
 // wsrep or group-replication is checked against every node. The error
 // names the node by address, never by its DSN.
 func resolveCausal(ctx context.Context, nodes []string, mode string) (string, error) {
-	mode, err := checkCausal(mode)
+	mode, err := CheckCausal(mode)
 	if err != nil {
 		return "", err
 	}

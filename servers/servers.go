@@ -275,7 +275,7 @@ func New(o Options) (Provider, error) {
 	if _, err := checkPersistence(o.RedisPersistence); err != nil {
 		return nil, err
 	}
-	if _, err := checkCausal(o.CausalReads); err != nil {
+	if _, err := CheckCausal(o.CausalReads); err != nil {
 		return nil, err
 	}
 	// One list of nodes: MySQLDSN is its first.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -52,8 +51,8 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if len(dsns) == 0 {
 		return fail(exitUsage, errors.New("audit needs --mysql-dsn (or STOCKBENCH_MYSQL_DSN)"))
 	}
-	if !slices.Contains(servers.CausalModes, causal) {
-		return fail(exitUsage, fmt.Errorf("--mysql-causal-reads %q: want one of %s", causal, strings.Join(servers.CausalModes, ", ")))
+	if _, err := servers.CheckCausal(causal); err != nil {
+		return fail(exitUsage, err)
 	}
 	if redisRes && addr == "" && rurl == "" {
 		return fail(exitUsage, errors.New("--redis-reservations needs --redis-addr or --redis-url"))
