@@ -573,15 +573,9 @@ func TestSweepAndCompare(t *testing.T) {
 // readConfig reads the config block of DIR/results.json.
 func readConfig(t *testing.T, dir string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res struct {
 		Config map[string]any `json:"config"`
 	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	readResultsJSON(t, dir, &res)
 	return res.Config
 }

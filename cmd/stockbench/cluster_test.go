@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,10 +55,6 @@ func TestExternalMySQLCluster(t *testing.T) {
 		if want := "causal reads wsrep (wsrep_sync_wait=1), chosen by auto"; !strings.Contains(errb.String(), want) {
 			t.Errorf("header does not say %q:\n%s", want, errb.String())
 		}
-		b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var res struct {
 			Env struct {
 				Backend    string `json:"backend"`
@@ -78,9 +73,7 @@ func TestExternalMySQLCluster(t *testing.T) {
 				} `json:"audit"`
 			} `json:"runs"`
 		}
-		if err := json.Unmarshal(b, &res); err != nil {
-			t.Fatal(err)
-		}
+		readResultsJSON(t, dir, &res)
 		e := res.Env
 		if e.Backend != "external" || e.Nodes != 3 || !e.Spread || e.Causal != servers.CausalWsrep || !e.CausalAuto || !e.OneHost {
 			t.Errorf("env %+v: want external, 3 nodes spread, wsrep chosen by auto, on one host", e)

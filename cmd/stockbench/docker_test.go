@@ -246,3 +246,16 @@ func TestProcsDockerInterrupt(t *testing.T) {
 		t.Fatalf("processes left running: %v", kids)
 	}
 }
+
+// readResultsJSON decodes DIR/results.json into v, failing the test if it
+// cannot.
+func readResultsJSON(t *testing.T, dir string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}

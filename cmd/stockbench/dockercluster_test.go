@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stockbench/stockbench/servers"
@@ -35,10 +32,6 @@ func TestDockerRedisClusterRun(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res struct {
 		Env struct {
 			Backend string `json:"backend"`
@@ -55,9 +48,7 @@ func TestDockerRedisClusterRun(t *testing.T) {
 			} `json:"audit"`
 		} `json:"runs"`
 	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	readResultsJSON(t, dir, &res)
 	if e := res.Env; e.Backend != "docker" || e.Network != "host" || e.Nodes != 3 || !e.OneHost {
 		t.Errorf("env %+v: want docker, host networking, a cluster of 3 nodes on one host", e)
 	}
