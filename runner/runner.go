@@ -16,6 +16,7 @@ import (
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/calibrate"
 	"github.com/stockbench/stockbench/faults"
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
@@ -40,8 +41,14 @@ type Options struct {
 	// Pool bounds each of the run's connection pools (MySQL and Redis);
 	// buyers beyond it wait for a connection. 0 means servers.DefaultPool.
 	Pool int
-	// OpTimeout bounds each operation.
+	// OpTimeout bounds each operation (its wait in the service's queue
+	// included).
 	OpTimeout time.Duration
+	// Inflight and Queue are the service model in front of each strategy
+	// instance: at most Inflight calls in the strategy at once, at most
+	// Queue new requests (reserves) waiting, the rest shed as busy.
+	// Inflight 0 means the pool size; negative means no service model.
+	Inflight, Queue int
 	// SettleTimeout bounds settling and auditing after the measured phase.
 	SettleTimeout time.Duration
 	// Strategy carries the strategy knobs; DB and Redis are filled in.
@@ -113,6 +120,7 @@ func (o Options) Resolved() map[string]any {
 		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
 		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
 		"pool": o.pool(), "batch_max": c.BatchMax, "batch_wait": c.BatchWait.String(),
+		"inflight": o.inflight(), "queue": o.Queue,
 	}
 	if len(o.Faults) > 0 {
 		m["faults"] = o.Faults.Strings()
@@ -126,6 +134,17 @@ func (o Options) Resolved() map[string]any {
 		}
 	}
 	return m
+}
+
+// inflight is the service model's limit (0: none).
+func (o Options) inflight() int {
+	switch {
+	case o.Inflight < 0:
+		return 0
+	case o.Inflight == 0:
+		return o.pool()
+	}
+	return o.Inflight
 }
 
 // pool is the size of each connection pool.
@@ -385,7 +404,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			return total, err
 		}
 	}
-	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o)}
+	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o), gate: newGate(o.inflight(), o.Queue)}
 	var injected struct {
 		events []faults.Event
 		err    error
@@ -413,22 +432,25 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		}
 	}
 	if o.Progress != nil {
-		d.live = newLive()
+		d.live = newLive(&d.begun)
 		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
 		defer stopProgress()
 	}
-	var recs []*recorder
+	var recs stripes
 	var window time.Duration
 	poolFrom, galeraFrom := markPools(sconns), markGalera(ctx, conns)
+	peakReset := resetPeakRSS()
+	cpuFrom := selfCPU()
 	switch {
 	case !sc.Timed():
-		recs, window = d.fixed(ctx, sc.Journeys(o.Params), cpu)
-	case o.Rate > 0:
+		recs, window = d.fixed(ctx, sc, cpu)
+	case o.Rate > 0 || sc.Arrivals(o.Params).Rated():
 		recs, window = d.openLoop(ctx, cpu)
 	default:
 		recs, window = d.closedLoop(ctx, cpu)
 	}
 	cpuPct := cpu.end()
+	run.Harness = harnessFigures(peakReset, selfCPU()-cpuFrom, d.begun.Load())
 	poolTo, galeraTo := markPools(sconns), markGalera(context.Background(), conns)
 	if injected.done != nil {
 		// Load is over: whatever fault is still on is undone now (a restart
@@ -554,6 +576,13 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	for k, v := range galeraCounters(galeraFrom, galeraTo) {
 		run.Counters[k] = v
 	}
+	if total.sale != nil {
+		run.Flash = total.sale.figures(d.from, d.late.Load())
+	}
+	if d.gate != nil {
+		run.Service = &results.Service{Inflight: d.gate.limit, Queue: d.gate.queue}
+		run.Service.Shed, run.Service.PeakQueue = d.gate.stats()
+	}
 	run.CoreLines = e.CoreLines()
 	if len(run.Faults) > 0 {
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)
@@ -561,36 +590,65 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	return run, nil
 }
 
-// fixed plays the flash and race scenarios: one goroutine per journey, all
-// released by a start barrier; the window runs until the last buyer ends.
-func (d *driver) fixed(ctx context.Context, journeys []scenarios.Journey, cpu *cpuSampler) ([]*recorder, time.Duration) {
-	var mine []scenarios.Journey
-	for i, j := range journeys {
-		if d.o.mine(i) {
-			mine = append(mine, j)
-		}
-	}
-	journeys = mine
-	recs := make([]*recorder, len(journeys))
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, j := range journeys {
-		recs[i] = newRecorder(time.Time{}, time.Time{})
-		recs[i].journey(j.Kind)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			d.journey(ctx, j, recs[i], time.Time{})
-		}()
-	}
+// fixed plays the flash and race scenarios: buyers arrive on the arrival
+// profile's schedule, generated lazily; a dispatcher starts each at its
+// time, taking its first call's place in the service model first, so a
+// buyer shed as busy costs no goroutine. The window runs until the last
+// buyer ends. Memory is bounded by the stripes, the buyers in the
+// service or paying, and the timeline — not by the buyers.
+func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampler) (stripes, time.Duration) {
+	gen := sc.Fixed(d.o.Params)
+	sched := scenarios.NewSchedule(sc.Arrivals(d.o.Params), d.o.Buyers, d.o.Seed)
+	recs := newStripes(stripeCount(d.o.Buyers, runtime.GOMAXPROCS(0)), time.Time{}, time.Time{})
 	t0 := time.Now()
 	for _, r := range recs {
 		r.from = t0
+		r.sale = newSale(d.o.Stock)
 	}
 	d.started(t0)
 	cpu.begin()
-	close(start)
+	var wg sync.WaitGroup
+	for i := 0; ctx.Err() == nil; i++ {
+		off, ok := sched.Next()
+		if !ok {
+			break
+		}
+		j := gen.Next()
+		if !d.o.mine(i) {
+			continue
+		}
+		at := t0.Add(off)
+		if wait := time.Until(at); wait > 0 && !clock.Sleep(ctx, wait) {
+			break
+		}
+		d.begun.Add(1)
+		if time.Since(at) > lateThreshold {
+			d.late.Add(1)
+		}
+		rec := recs.at(i)
+		rec.journey(j.Kind)
+		b := buyer{early: int64(i) < d.o.Stock}
+		if first := j.Phases[0]; first.Think == 0 && len(first.Ops) == 1 {
+			t, err := d.gate.try(first.Ops[0] != scenarios.Reserve)
+			if err != nil {
+				// Shed before it started: the buyer heard "busy" and left.
+				r := opResult{op: first.Ops[0], err: err, start: at, lat: time.Since(at)}
+				d.record(ctx, j, rec, r)
+				var seen outcomes
+				seen.add(r)
+				rec.mu.Lock()
+				rec.sale.end(seen.end(false, false, j.Kind), b.early && j.Kind == "buy")
+				rec.mu.Unlock()
+				continue
+			}
+			b.t = t
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.journey(ctx, j, rec, at, b)
+		}()
+	}
 	wg.Wait()
 	return recs, time.Since(t0)
 }
