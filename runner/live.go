@@ -23,8 +23,8 @@ type live struct {
 	// lastCPU, lastAt are the harness CPU reading of the previous line.
 	lastCPU time.Duration
 	lastAt  time.Time
-	mu            sync.Mutex
-	hist          *hdrhistogram.Histogram // flow latency of the current second, µs
+	mu      sync.Mutex
+	hist    *hdrhistogram.Histogram // flow latency of the current second, µs
 }
 
 func newLive(buyers *atomic.Int64) *live {
