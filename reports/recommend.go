@@ -75,7 +75,7 @@ type Recommendation struct {
 	Throughput  float64 `json:"throughput"`
 	Latency     float64 `json:"latency"`
 	Complexity  float64 `json:"complexity"`
-	// Unsafe is true when the auditor found any anomaly (AnomalyClasses) in
+	// Unsafe is true when the auditor found any anomaly (audit.Classes) in
 	// any scenario or repeat of this strategy: it then ranks after every
 	// clean strategy, whatever its score.
 	Unsafe bool `json:"unsafe"`
@@ -242,7 +242,7 @@ func faultReason(name string, bad, classes int, tps, p99 float64, lines int, per
 }
 
 func reason(name string, anomalies int64, oversell, tps, p99 float64, lines int, perf string) string {
-	cons := "no oversell, leak, lost or contradicted ack, drift or broken invariant in any scenario"
+	cons := "no anomaly of any class in any scenario"
 	if anomalies > 0 {
 		cons = fmt.Sprintf("UNSAFE: the auditor found %d anomalies (worst oversell %.3f %%)", anomalies, 100*oversell)
 	}

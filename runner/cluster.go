@@ -40,8 +40,6 @@ func checkNodes(ctx context.Context, c servers.Conns, a *audit.Audit) error {
 	if err != nil {
 		return err
 	}
-	a.InvariantViolations += len(diffs)
-	a.Anomalies += int64(len(diffs))
-	a.Violations = append(a.Violations, diffs...)
+	a.AddViolations(diffs)
 	return nil
 }

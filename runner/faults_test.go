@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stockbench/stockbench/faults"
-	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies"
@@ -140,7 +139,7 @@ func TestAppCrashRecovery(t *testing.T) {
 			if run.FaultImpact.ErrorsInWindow["canceled"] == 0 {
 				t.Errorf("no call was in flight at either crash: %v", run.FaultImpact.ErrorsInWindow)
 			}
-			if n := results.AnomalyCount(a); n != 0 {
+			if n := a.Count(); n != 0 {
 				t.Errorf("after settle %d anomalies (oversold %d, leaked %d, lost acks %d, stale %d, orphan %d, invariants %d: %v)",
 					n, a.OversoldUnits, a.LeakedUnits, a.LostAcks, a.StaleReservations, a.OrphanReservations, a.InvariantViolations, a.Violations)
 			}

@@ -162,7 +162,7 @@ func TestProcs(t *testing.T) {
 				t.Errorf("merged run names %d generators", len(run.Shards))
 			}
 			a := run.Audit
-			if n := results.AnomalyCount(a); n != 0 || a.ConfirmedUnits == 0 {
+			if n := a.Count(); n != 0 || a.ConfirmedUnits == 0 {
 				t.Errorf("audit after the merge: %d anomalies, %d confirmed units: %+v", n, a.ConfirmedUnits, a)
 			}
 			if run.Scenario == "flash" && a.ConfirmedUnits != flows {
