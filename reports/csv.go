@@ -34,8 +34,8 @@ func SummaryCSV(r *results.Results) []byte {
 		f := run.LatencyMS["flow"]
 		a := run.Audit
 		cpu := ""
-		if v, ok := run.Counters["server_cpu_pct"]; ok {
-			cpu = num(v)
+		if v := run.Harness.ServerCPUPct; v != nil {
+			cpu = num(*v)
 		}
 		line := []string{run.Strategy, run.Scenario, run.Param, run.Value, strconv.Itoa(run.Repeat), num(run.DurationSec),
 			num(run.TPS), num(run.AttemptsPerSec), num(f.P50), num(f.P90), num(f.P99), num(f.P999), num(f.Max),

@@ -68,7 +68,7 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 		}))
 		cpu := "n/a"
 		if row.HasCPU {
-			cpu = fold(runs, func(r results.Run) float64 { return r.Counters["server_cpu_pct"] }, f1)
+			cpu = fold(runs, results.ServerCPU, f1)
 		}
 		safety := "ok"
 		if row.Unsafe() {
@@ -265,10 +265,15 @@ func Summary(r *results.Results) string {
 			parts = append(parts, op+" ("+strings.Join(cs, ", ")+")")
 		}
 		b.WriteString(strings.Join(parts, "; "))
-		if len(run.Counters) > 0 {
+		// The harness's figures and the strategy's counters, by key.
+		figs := run.Harness.Figures()
+		for k, v := range run.Counters {
+			figs[k] = v
+		}
+		if len(figs) > 0 {
 			var cs []string
-			for _, k := range sortedKeys(run.Counters) {
-				cs = append(cs, fmt.Sprintf("%s %.4g", k, run.Counters[k]))
+			for _, k := range sortedKeys(figs) {
+				cs = append(cs, fmt.Sprintf("%s %.4g", k, figs[k]))
 			}
 			b.WriteString("; counters: " + strings.Join(cs, ", "))
 		}
@@ -292,7 +297,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // WeightsOf reads the recommendation weights recorded in the results'
 // config, or returns the defaults.
 func WeightsOf(r *results.Results) Weights {
-	if s, ok := r.Config["weights"].(string); ok {
+	if s := r.Config.Weights; s != "" {
 		if w, err := ParseWeights(s); err == nil {
 			return w
 		}

@@ -46,9 +46,9 @@ func Rows(r *Results) []Row {
 		row.TPS = median(runs, func(r Run) float64 { return r.TPS })
 		row.P99 = median(runs, func(r Run) float64 { return r.LatencyMS["flow"].P99 })
 		row.OversellRate = median(runs, func(r Run) float64 { return r.Audit.OversellRate })
-		if _, ok := runs[0].Counters["server_cpu_pct"]; ok {
+		if runs[0].Harness.ServerCPUPct != nil {
 			row.HasCPU = true
-			row.ServerCPU = median(runs, func(r Run) float64 { return r.Counters["server_cpu_pct"] })
+			row.ServerCPU = median(runs, ServerCPU)
 		}
 		if _, ok := runs[0].Counters["cas_retries_per_success"]; ok {
 			row.HasCASRetries = true
@@ -60,6 +60,15 @@ func Rows(r *Results) []Row {
 		out = append(out, row)
 	}
 	return out
+}
+
+// ServerCPU is the run's MySQL + Redis CPU (percent of one core), 0 when
+// it was not sampled.
+func ServerCPU(r Run) float64 {
+	if p := r.Harness.ServerCPUPct; p != nil {
+		return *p
+	}
+	return 0
 }
 
 // Scenarios lists the scenarios of the results in order of appearance.
@@ -105,7 +114,7 @@ func Aggregates(r *Results) []Aggregate {
 			TPS:          SpreadOf(rs, func(r Run) float64 { return r.TPS }),
 			FlowP99MS:    SpreadOf(rs, func(r Run) float64 { return r.LatencyMS["flow"].P99 }),
 			OversellRate: SpreadOf(rs, func(r Run) float64 { return r.Audit.OversellRate }),
-			ServerCPUPct: SpreadOf(rs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }),
+			ServerCPUPct: SpreadOf(rs, ServerCPU),
 		}
 	}
 	return out

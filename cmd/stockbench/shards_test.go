@@ -122,12 +122,12 @@ func TestProcs(t *testing.T) {
 					journeys[k] += n
 				}
 				// Its own instance's background loop ran through its load.
-				if ran := s.Counters["background_loop_sec"]; ran < s.DurationSec {
+				if ran := s.Harness.BackgroundLoopSec; ran < s.DurationSec {
 					t.Errorf("shard %d: background loop ran %.3f s, its load %.3f s", i, ran, s.DurationSec)
 				}
 				// On the servers' host, each generator samples their CPU.
-				if _, ok := s.Counters["server_cpu_pct"]; !ok {
-					t.Errorf("shard %d sampled no server CPU: %v", i, s.Counters)
+				if s.Harness.ServerCPUPct == nil {
+					t.Errorf("shard %d sampled no server CPU: %+v", i, s.Harness)
 				}
 				if s.Audit.Anomalies != 0 || len(s.Audit.SKUs) != 0 {
 					t.Errorf("shard %d audited the stores itself: %+v", i, s.Audit)
