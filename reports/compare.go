@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -34,7 +35,7 @@ type Verdict struct {
 // Compare matches the rows of old and new by strategy, scenario and sweep
 // value, and flags as a regression:
 //   - a row of OLD missing from NEW (a strategy or a whole scenario);
-//   - any anomaly class (AnomalyClasses) whose worst repeat in NEW exceeds
+//   - any anomaly class (audit.Classes) whose worst repeat in NEW exceeds
 //     its worst repeat in OLD: a new anomaly, or more of an old one;
 //   - a median TPS drop past th.MaxTPSDropPct, or a median P99 rise past
 //     th.MaxP99RisePct, that is also beyond the spread of the repeats: NEW's
@@ -89,13 +90,13 @@ func Compare(old, new *results.Results, th Thresholds) []Verdict {
 				}
 			}
 		}
-		for _, c := range results.AnomalyClasses {
+		for _, c := range audit.Classes {
 			was, now := worst(o.Runs, c), worst(n.Runs, c)
 			switch {
 			case now > was && was == 0:
-				v.Problems = append(v.Problems, fmt.Sprintf("%d %s, none before", now, c.Name))
+				v.Problems = append(v.Problems, fmt.Sprintf("%d %s, none before", now, c.Title))
 			case now > was:
-				v.Problems = append(v.Problems, fmt.Sprintf("%s rose from %d to %d", c.Name, was, now))
+				v.Problems = append(v.Problems, fmt.Sprintf("%s rose from %d to %d", c.Title, was, now))
 			}
 		}
 		out = append(out, v)
@@ -104,7 +105,7 @@ func Compare(old, new *results.Results, th Thresholds) []Verdict {
 }
 
 // worst is the largest count of anomaly class c over runs.
-func worst(runs []results.Run, c results.AnomalyClass) int64 {
+func worst(runs []results.Run, c audit.Class) int64 {
 	var n int64
 	for _, r := range runs {
 		n = max(n, c.Of(r.Audit))

@@ -81,8 +81,8 @@ var page = template.Must(template.New("index").Funcs(template.FuncMap{
 	// swatch is the strategy's chart colour, for a key beside its name.
 	"swatch": func(strategy string) template.CSS { return template.CSS("background:" + StyleOf(strategy).Hex()) },
 	"cpu": func(run results.Run) string {
-		if v, ok := run.Counters["server_cpu_pct"]; ok {
-			return f1(v)
+		if v := run.Harness.ServerCPUPct; v != nil {
+			return f1(*v)
 		}
 		return "n/a"
 	},

@@ -10,7 +10,7 @@ import (
 )
 
 func fixture() *results.Results {
-	return &results.Results{Format: results.Format, Config: map[string]any{"seed": float64(1)},
+	return &results.Results{Format: results.Format, Config: results.Config{Seed: 1},
 		Env: results.Env{Backend: "local", MySQLVersion: "10.11", RedisVersion: "7.0", Cores: 2},
 		Runs: []results.Run{
 			{Strategy: "rowlock", Scenario: "flash", TPS: 170.5, LatencyMS: map[string]results.Percentiles{"flow": {Count: 100, P99: 88.1}},

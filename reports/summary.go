@@ -13,11 +13,6 @@ import (
 	"github.com/stockbench/stockbench/results"
 )
 
-// headlineClasses is how many anomaly classes get a column of their own in
-// the headline; the rest are summed under "other anomalies" (each has its
-// own line in the audit section).
-const headlineClasses = 6
-
 // comparison is the headline table shared by the terminal and summary.md,
 // so the two never disagree: one row per strategy, scenario and sweep
 // value, repeats folded into "median (min–max)". Column names follow the
@@ -33,9 +28,11 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 		head = append(head, "runs")
 	}
 	head = append(head, "TPS", "flow P99 ms", "flows")
-	head = append(head, "oversold units", "oversell %")
-	for _, c := range results.AnomalyClasses[1:headlineClasses] {
-		head = append(head, c.Name)
+	for _, c := range audit.HeadlineClasses() {
+		head = append(head, c.Title)
+		if c.RateTitle != "" {
+			head = append(head, c.RateTitle)
+		}
 	}
 	head = append(head, "other anomalies")
 	head = append(head, "server CPU %", "core lines", "safety")
@@ -55,22 +52,23 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 		cells = append(cells,
 			fold(runs, func(r results.Run) float64 { return r.TPS }, f1),
 			fold(runs, func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }, f2),
-			count(func(r results.Run) int64 { return r.Flows }),
-			count(func(r results.Run) int64 { return r.Audit.OversoldUnits }),
-			fold(runs, func(r results.Run) float64 { return r.Audit.OversellRate }, pct))
-		for _, c := range results.AnomalyClasses[1:headlineClasses] {
+			count(func(r results.Run) int64 { return r.Flows }))
+		for _, c := range audit.HeadlineClasses() {
 			cells = append(cells, count(func(r results.Run) int64 { return c.Of(r.Audit) }))
+			if c.RateTitle != "" {
+				cells = append(cells, fold(runs, func(r results.Run) float64 { return r.Audit.OversellRate }, pct))
+			}
 		}
 		cells = append(cells, count(func(r results.Run) int64 {
 			var n int64
-			for _, c := range results.AnomalyClasses[headlineClasses:] {
+			for _, c := range audit.OtherClasses() {
 				n += c.Of(r.Audit)
 			}
 			return n
 		}))
 		cpu := "n/a"
 		if row.HasCPU {
-			cpu = fold(runs, func(r results.Run) float64 { return r.Counters["server_cpu_pct"] }, f1)
+			cpu = fold(runs, results.ServerCPU, f1)
 		}
 		safety := "ok"
 		if row.Unsafe() {
@@ -139,7 +137,7 @@ func Table(w io.Writer, r *results.Results) {
 func safetyNote(r *results.Results) string {
 	for _, row := range results.Rows(r) {
 		if row.Unsafe() {
-			return "UNSAFE: the auditor found oversold, leaked, phantom or drifted units, lost or contradicted acks, a paid buyer refused, orphan or stale reservations, or broken invariants; such a strategy ranks after every clean one."
+			return "UNSAFE: the auditor found " + audit.UnsafeTitles() + "; such a strategy ranks after every clean one."
 		}
 	}
 	return ""
@@ -183,7 +181,7 @@ func Summary(r *results.Results) string {
 
 	weights := WeightsOf(r)
 	if recs := Recommend(r, weights); len(recs) > 0 {
-		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (oversold, leaked, phantom or drifted units, a lost or contradicted ack, a paid buyer refused, an orphan or stale reservation, a broken invariant) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights)
+		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights, audit.UnsafeTitles())
 		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
 			safety := "ok"
@@ -221,13 +219,13 @@ func Summary(r *results.Results) string {
 	// One column per anomaly class: the section the headline's "other
 	// anomalies" points to.
 	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units |")
-	for _, c := range results.AnomalyClasses {
-		b.WriteString(" " + c.Name + " |")
+	for _, c := range audit.Classes {
+		b.WriteString(" " + c.Title + " |")
 	}
-	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(results.AnomalyClasses)) + "\n")
+	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(audit.Classes)) + "\n")
 	for _, run := range r.Runs {
 		fmt.Fprintf(&b, "| %s | %s | %d |", run.Strategy, label(run), run.Audit.ConfirmedUnits)
-		for _, c := range results.AnomalyClasses {
+		for _, c := range audit.Classes {
 			fmt.Fprintf(&b, " %d |", c.Of(run.Audit))
 		}
 		b.WriteString("\n")
@@ -267,10 +265,15 @@ func Summary(r *results.Results) string {
 			parts = append(parts, op+" ("+strings.Join(cs, ", ")+")")
 		}
 		b.WriteString(strings.Join(parts, "; "))
-		if len(run.Counters) > 0 {
+		// The harness's figures and the strategy's counters, by key.
+		figs := run.Harness.Figures()
+		for k, v := range run.Counters {
+			figs[k] = v
+		}
+		if len(figs) > 0 {
 			var cs []string
-			for _, k := range sortedKeys(run.Counters) {
-				cs = append(cs, fmt.Sprintf("%s %.4g", k, run.Counters[k]))
+			for _, k := range sortedKeys(figs) {
+				cs = append(cs, fmt.Sprintf("%s %.4g", k, figs[k]))
 			}
 			b.WriteString("; counters: " + strings.Join(cs, ", "))
 		}
@@ -294,7 +297,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // WeightsOf reads the recommendation weights recorded in the results'
 // config, or returns the defaults.
 func WeightsOf(r *results.Results) Weights {
-	if s, ok := r.Config["weights"].(string); ok {
+	if s := r.Config.Weights; s != "" {
 		if w, err := ParseWeights(s); err == nil {
 			return w
 		}
@@ -338,8 +341,12 @@ func writeTwoAudits(b *strings.Builder, r *results.Results) {
 	if !graded {
 		return
 	}
-	b.WriteString("\n## Audit at the end of load and after settle\n\nThe stores are graded twice: when the load ends, before any strategy code repairs anything, and after the strategy's Settle. Acks contradicted = lost confirm acks + reserve acks no store holds + cancel acks whose order is confirmed or still reserved.\n\n")
-	b.WriteString("| strategy | scenario | graded | anomalies | oversold | phantom | leaked | acks contradicted | refused after reserve | drift | orphan res. | stale res. | invariant violations |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Audit at the end of load and after settle\n\nThe stores are graded twice: when the load ends, before any strategy code repairs anything, and after the strategy's Settle.\n\n")
+	b.WriteString("| strategy | scenario | graded | anomalies |")
+	for _, c := range audit.Classes {
+		b.WriteString(" " + c.Title + " |")
+	}
+	b.WriteString("\n|---|---|---|---:|" + strings.Repeat("---:|", len(audit.Classes)) + "\n")
 	for _, run := range r.Runs {
 		if run.AuditEndOfLoad == nil {
 			continue
@@ -348,10 +355,11 @@ func writeTwoAudits(b *strings.Builder, r *results.Results) {
 			when string
 			a    audit.Audit
 		}{{"end of load", *run.AuditEndOfLoad}, {"after settle", run.Audit}} {
-			a := g.a
-			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), g.when,
-				a.Anomalies, a.OversoldUnits, a.PhantomUnits, a.LeakedUnits, a.LostAcks+a.ReserveAckViolations+a.CancelAckViolations,
-				a.RefusedAfterReserve, a.DriftUnits, a.OrphanReservations, a.StaleReservations, a.InvariantViolations)
+			fmt.Fprintf(b, "| %s | %s | %s | %d |", run.Strategy, label(run), g.when, g.a.Count())
+			for _, c := range audit.Classes {
+				fmt.Fprintf(b, " %d |", c.Of(g.a))
+			}
+			b.WriteString("\n")
 		}
 	}
 	for _, run := range r.Runs {

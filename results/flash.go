@@ -73,21 +73,6 @@ type FlashBucket struct {
 	Sold      int64 `json:"sold"`
 }
 
-// Harness is what the load generator itself cost over a run.
-type Harness struct {
-	// PeakRSSMB is the process's peak resident memory (VmHWM, reset at the
-	// start of each run where the kernel allows it).
-	PeakRSSMB float64 `json:"peak_rss_mb"`
-	// PeakResetOK says the peak was reset at the run's start; false: it
-	// is the process's peak since it started.
-	PeakResetOK bool `json:"peak_reset"`
-	// CPUMS is the harness's CPU time (user + system) over the load phase;
-	// CPUMSPer1kBuyers divides it by the buyers (journeys) started.
-	CPUMS            float64 `json:"cpu_ms"`
-	Buyers           int64   `json:"buyers"`
-	CPUMSPer1kBuyers float64 `json:"cpu_ms_per_1k_buyers"`
-}
-
 // Service is the service model in front of the strategy instance: at most
 // Inflight requests in the strategy, at most Queue new requests waiting,
 // the rest shed as busy. Inflight 0: no service model.

@@ -50,13 +50,16 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// harnessFigures is the harness's cost of a run: its peak memory and the
-// CPU it spent over the load phase, per thousand buyers started.
-func harnessFigures(reset bool, cpu time.Duration, buyers int64) *results.Harness {
-	h := &results.Harness{PeakRSSMB: float64(procStatusKB("VmHWM")) / 1024, PeakResetOK: reset,
-		CPUMS: float64(cpu) / float64(time.Millisecond), Buyers: buyers}
-	if buyers > 0 {
-		h.CPUMSPer1kBuyers = h.CPUMS / float64(buyers) * 1000
+// harnessFigures adds the harness's cost of a run to h: its peak memory
+// and the CPU it spent over the load phase per thousand buyers begun.
+func harnessFigures(h *results.Harness, reset bool, cpu time.Duration, buyers int64) {
+	if kb := procStatusKB("VmHWM"); kb > 0 {
+		mb := float64(kb) / 1024
+		h.PeakRSSMB, h.PeakRSSReset = &mb, reset
 	}
-	return h
+	h.Buyers = buyers
+	if buyers > 0 && cpu > 0 {
+		v := float64(cpu) / float64(time.Millisecond) / float64(buyers) * 1000
+		h.HarnessCPUMSPer1kBuyers = &v
+	}
 }

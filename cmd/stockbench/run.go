@@ -324,7 +324,7 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 	if f.preset != "" {
 		// Reports of a preset run (also when re-rendered) know what it
 		// reproduces.
-		res.Config["preset"] = f.preset
+		res.Config.Preset = f.preset
 	}
 	if f.post != nil {
 		f.post(res)
