@@ -47,7 +47,8 @@ type Options struct {
 	// Inflight and Queue are the service model in front of each strategy
 	// instance: at most Inflight calls in the strategy at once, at most
 	// Queue new requests (reserves) waiting, the rest shed as busy.
-	// Inflight 0 means the pool size; negative means no service model.
+	// Inflight 0 means the pool size, negative no service model; Queue 0
+	// means DefaultQueue, negative no queue.
 	Inflight, Queue int
 	// SettleTimeout bounds settling and auditing after the measured phase.
 	SettleTimeout time.Duration
@@ -120,7 +121,7 @@ func (o Options) Resolved() results.Config {
 		OutboxPeriod: c.OutboxPeriod.String(), ReconcilePeriod: c.ReconcilePeriod.String(),
 		SweepPeriod: c.SweepPeriod.String(), CalibrateDuration: o.CalibrateDuration.String(),
 		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(),
-		Faults: o.Faults.Strings(), Weights: o.Weights, Inflight: o.inflight(), Queue: o.Queue,
+		Faults: o.Faults.Strings(), Weights: o.Weights, Inflight: o.inflight(), Queue: o.queue(),
 	}
 	for _, name := range o.Scenarios {
 		if sc, err := scenarios.Lookup(name); err == nil {
@@ -136,6 +137,20 @@ func deref(p *float64) float64 {
 		return 0
 	}
 	return *p
+}
+
+// DefaultQueue is the service model's queue of new requests unless set.
+const DefaultQueue = 256
+
+// queue is the service model's queue bound.
+func (o Options) queue() int {
+	switch {
+	case o.Queue < 0:
+		return 0
+	case o.Queue == 0:
+		return DefaultQueue
+	}
+	return o.Queue
 }
 
 // inflight is the service model's limit (0: none).
@@ -406,7 +421,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			return total, err
 		}
 	}
-	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o), gate: newGate(o.inflight(), o.Queue)}
+	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o), gate: newGate(o.inflight(), o.queue())}
 	var injected struct {
 		events []faults.Event
 		err    error

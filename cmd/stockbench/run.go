@@ -71,7 +71,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.payDelay, "pay-delay", "200ms-500ms", "think time between reserve and confirm: a value or min-max (sustained default: 0)")
 	fs.StringVar(&f.arrival, "arrival", "0-50ms", "when buyers arrive: a range (each a uniform draw from it; 0: all at once), poisson:RATE, stages:DUR@RATE,… (k6 ramping arrival rate), spike:RATE@T0[+SPREAD] (background then all at T0), csv:FILE (second,rate replay); a rate curve drives sustained open loop")
 	fs.IntVar(&f.inflight, "inflight", 0, "service model: calls in each strategy instance at once (0: --pool; -1: no service model)")
-	fs.IntVar(&f.queue, "queue", 256, "service model: new requests (reserves) that may wait for a slot; beyond it they are shed at once as busy")
+	fs.IntVar(&f.queue, "queue", runner.DefaultQueue, "service model: new requests (reserves) that may wait for a slot; beyond it they are shed at once as busy")
 	fs.Float64Var(&f.abandon, "abandon", 0, "flash: fraction of buyers who never pay; their reservation expires after --ttl")
 	fs.DurationVar(&f.ttl, "ttl", 30*time.Second, "reservation time to live")
 	fs.DurationVar(&f.shortTTL, "short-ttl", 300*time.Millisecond, "race: reservation lifetime of the pay-after-expiry buyers")
@@ -254,7 +254,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, Inflight: f.inflight, Queue: f.queue, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan,
+		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait},
@@ -443,4 +443,13 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
 	return f.execute(ctx, plans, &results.Sweep{Param: name, Values: values}, stdout, stderr, fail)
+}
+
+// queueOption is --queue as runner.Options reads it (0 there means the
+// default; here it means no queue).
+func queueOption(q int) int {
+	if q == 0 {
+		return -1
+	}
+	return q
 }
