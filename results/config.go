@@ -38,6 +38,11 @@ type Config struct {
 	// that may wait.
 	Inflight int `json:"inflight"`
 	Queue    int `json:"queue"`
+	// ClientRetry is how many times a buyer retries a call shed, timed
+	// out or of unknown outcome, with the same order id, after a backoff
+	// drawn from RetryBackoff and doubled each time (--client-retry).
+	ClientRetry  int    `json:"client_retry"`
+	RetryBackoff string `json:"retry_backoff"`
 	// Faults is the fault plan (--fault), one spec each.
 	Faults []string `json:"faults,omitempty"`
 	// Weights are the recommendation weights as given.

@@ -81,4 +81,7 @@ type Service struct {
 	Queue     int   `json:"queue"`
 	Shed      int64 `json:"shed"`
 	PeakQueue int   `json:"peak_queue"`
+	// ClientRetries counts the buyers' retries of calls that were shed,
+	// timed out or had an unknown outcome (config client_retry).
+	ClientRetries int64 `json:"client_retries"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,8 @@ type driver struct {
 	late, dropped atomic.Int64
 	// started counts journeys begun (buyers, for the harness's cost).
 	begun atomic.Int64
+	// retries counts the client's retries (ClientRetry).
+	retries atomic.Int64
 }
 
 // buyer is a journey's place in a fixed scenario: its arrival order, whether
@@ -42,6 +45,10 @@ type driver struct {
 type buyer struct {
 	early bool
 	t     ticket
+	// tries and first: attempts of the first call already made (shed at
+	// dispatch) and when the first was due.
+	tries int
+	first time.Time
 }
 
 // harness records the driver's own figures: restocks issued, open-loop
@@ -107,26 +114,30 @@ func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder
 		}
 		results := make([]opResult, len(ph.Ops))
 		if len(ph.Ops) == 1 {
-			results[0] = d.op(ctx, j, ph.Ops[0], b.t)
+			at := time.Time{}
+			if first {
+				at = intended
+			}
+			results[0] = d.call(ctx, j, rec, ph.Ops[0], b.t, at, b.tries, b.first)
 		} else {
 			var wg sync.WaitGroup
 			for i, op := range ph.Ops {
 				wg.Add(1)
-				go func() { defer wg.Done(); results[i] = d.op(ctx, j, op, ticket{}) }()
+				go func() {
+					defer wg.Done()
+					at := time.Time{}
+					if first {
+						at = intended
+					}
+					results[i] = d.call(ctx, j, rec, op, ticket{}, at, 0, time.Time{})
+				}()
 			}
 			wg.Wait()
 		}
 		b.t = ticket{}
-		if first && !intended.IsZero() {
-			for i := range results {
-				results[i].lat += results[i].start.Sub(intended)
-				results[i].start = intended
-			}
-		}
 		first = false
 		for _, r := range results {
 			seen.add(r)
-			d.record(ctx, j, rec, r)
 			if r.err != nil {
 				continue
 			}
@@ -142,6 +153,54 @@ func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder
 			}
 		}
 	}
+}
+
+// call makes one call of a journey with the client's retries: an attempt
+// shed as busy, timed out or with an unknown outcome is made again with the
+// same order id (the idempotency key) after a backoff, up to ClientRetry
+// times in all (tries were already made, the first of them at first). Every
+// attempt is recorded; the answer returned is the last one, its start the
+// first attempt's and its latency the buyer's whole wait, backoffs
+// included. t is the gate place already taken for the first attempt; with
+// intended set, the first attempt's latency runs from it (open loop).
+func (d *driver) call(ctx context.Context, j scenarios.Journey, rec *recorder, op scenarios.Op, t ticket, intended time.Time, tries int, first time.Time) opResult {
+	for {
+		r := d.op(ctx, j, op, t)
+		t = ticket{}
+		if !intended.IsZero() {
+			r.lat += r.start.Sub(intended)
+			r.start, intended = intended, time.Time{}
+		}
+		d.record(ctx, j, rec, r)
+		if first.IsZero() {
+			first = r.start
+		}
+		tries++
+		if !retryable(r.err) || tries > d.o.ClientRetry || ctx.Err() != nil || !clock.Sleep(ctx, d.backoff(tries)) {
+			r.lat = r.start.Add(r.lat).Sub(first)
+			r.start = first
+			return r
+		}
+		d.retries.Add(1)
+	}
+}
+
+// retryable says whether a client retries a call that ended with err: the
+// service was busy, or the call timed out or its outcome is unknown (it may
+// have happened: the retry carries the same order id).
+func retryable(err error) bool {
+	switch inventory.Classify(err) {
+	case inventory.Busy, inventory.Timeout, inventory.OutcomeUnknown:
+		return true
+	}
+	return false
+}
+
+// backoff is the wait before retry n (from 1): a draw from RetryBackoff,
+// doubled at each retry (full jitter inside the range).
+func (d *driver) backoff(n int) time.Duration {
+	b := d.o.RetryBackoff
+	return b.Draw(rand.New(rand.NewPCG(rand.Uint64(), 0))) << min(n-1, 10)
 }
 
 // record counts one operation's outcome and keeps its ack.

@@ -4,6 +4,7 @@
 package runner
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,11 @@ type Options struct {
 	// Inflight 0 means the pool size, negative no service model; Queue 0
 	// means DefaultQueue, negative no queue.
 	Inflight, Queue int
+	// ClientRetry is how many times a buyer retries a call that was shed,
+	// timed out or had an unknown outcome, with the same order id, after a
+	// backoff drawn from RetryBackoff and doubled at each retry. 0: never.
+	ClientRetry  int
+	RetryBackoff scenarios.Range
 	// SettleTimeout bounds settling and auditing after the measured phase.
 	SettleTimeout time.Duration
 	// Strategy carries the strategy knobs; DB and Redis are filled in.
@@ -122,6 +128,7 @@ func (o Options) Resolved() results.Config {
 		SweepPeriod: c.SweepPeriod.String(), CalibrateDuration: o.CalibrateDuration.String(),
 		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(),
 		Faults: o.Faults.Strings(), Weights: o.Weights, Inflight: o.inflight(), Queue: o.queue(),
+		ClientRetry: o.ClientRetry, RetryBackoff: o.RetryBackoff.String(),
 	}
 	for _, name := range o.Scenarios {
 		if sc, err := scenarios.Lookup(name); err == nil {
@@ -592,9 +599,12 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			run.Audit.UnsoldUnits = run.Flash.UnsoldUnits
 		}
 	}
-	if d.gate != nil {
-		run.Service = &results.Service{Inflight: d.gate.limit, Queue: d.gate.queue}
-		run.Service.Shed, run.Service.PeakQueue = d.gate.stats()
+	if d.gate != nil || o.ClientRetry > 0 {
+		run.Service = &results.Service{ClientRetries: d.retries.Load()}
+		if d.gate != nil {
+			run.Service.Inflight, run.Service.Queue = d.gate.limit, d.gate.queue
+			run.Service.Shed, run.Service.PeakQueue = d.gate.stats()
+		}
 	}
 	run.CoreLines = e.CoreLines()
 	if len(run.Faults) > 0 {
@@ -606,9 +616,11 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 // fixed plays the flash and race scenarios: buyers arrive on the arrival
 // profile's schedule, generated lazily; a dispatcher starts each at its
 // time, taking its first call's place in the service model first, so a
-// buyer shed as busy costs no goroutine. The window runs until the last
-// buyer ends. Memory is bounded by the stripes, the buyers in the
-// service or paying, and the timeline — not by the buyers.
+// buyer shed as busy costs no goroutine: the dispatcher keeps it (its
+// journey and when to come back) in a heap until its retry is due, or it
+// leaves. The window runs until the last buyer ends. Memory is bounded by
+// the stripes, the buyers in the service, paying or waiting to retry, and
+// the timeline — not by the buyers.
 func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampler) (stripes, time.Duration) {
 	gen := sc.Fixed(d.o.Params)
 	sched := scenarios.NewSchedule(sc.Arrivals(d.o.Params), d.o.Buyers, d.o.Seed)
@@ -621,36 +633,59 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 	d.started(t0)
 	cpu.begin()
 	var wg sync.WaitGroup
-	for i := 0; ctx.Err() == nil; i++ {
-		off, ok := sched.Next()
-		if !ok {
+	var later retryHeap
+	i := 0
+	next, more := sched.Next()
+	for ctx.Err() == nil {
+		var a arrival
+		switch {
+		case more && (later.Len() == 0 || !t0.Add(next).After(later[0].due)):
+			a = arrival{j: gen.Next(), i: i, due: t0.Add(next)}
+			i++
+			next, more = sched.Next()
+			if !d.o.mine(a.i) {
+				continue
+			}
+		case later.Len() > 0:
+			a = heap.Pop(&later).(arrival)
+		default:
+			more = false
+		}
+		if a.due.IsZero() {
 			break
 		}
-		j := gen.Next()
-		if !d.o.mine(i) {
-			continue
-		}
-		at := t0.Add(off)
-		if wait := time.Until(at); wait > 0 && !clock.Sleep(ctx, wait) {
+		if wait := time.Until(a.due); wait > 0 && !clock.Sleep(ctx, wait) {
 			break
 		}
-		d.begun.Add(1)
-		if time.Since(at) > lateThreshold {
-			d.late.Add(1)
+		rec := recs.at(a.i)
+		b := buyer{early: int64(a.i) < d.o.Stock, tries: a.tries, first: a.first}
+		if a.tries == 0 {
+			d.begun.Add(1)
+			if time.Since(a.due) > lateThreshold {
+				d.late.Add(1)
+			}
+			rec.journey(a.j.Kind)
 		}
-		rec := recs.at(i)
-		rec.journey(j.Kind)
-		b := buyer{early: int64(i) < d.o.Stock}
-		if first := j.Phases[0]; first.Think == 0 && len(first.Ops) == 1 {
+		if first := a.j.Phases[0]; first.Think == 0 && len(first.Ops) == 1 {
 			t, err := d.gate.try(first.Ops[0] != scenarios.Reserve)
 			if err != nil {
-				// Shed before it started: the buyer heard "busy" and left.
-				r := opResult{op: first.Ops[0], err: err, start: at, lat: time.Since(at)}
-				d.record(ctx, j, rec, r)
+				// Shed before it started: the buyer comes back after a
+				// backoff, or leaves having heard "busy".
+				r := opResult{op: first.Ops[0], err: err, start: a.due, lat: time.Since(a.due)}
+				d.record(ctx, a.j, rec, r)
+				if a.first.IsZero() {
+					a.first = a.due
+				}
+				if a.tries++; a.tries <= d.o.ClientRetry {
+					d.retries.Add(1)
+					a.due = time.Now().Add(d.backoff(a.tries))
+					heap.Push(&later, a)
+					continue
+				}
 				var seen outcomes
 				seen.add(r)
 				rec.mu.Lock()
-				rec.sale.end(seen.end(false, false, j.Kind), b.early && j.Kind == "buy")
+				rec.sale.end(seen.end(false, false, a.j.Kind), b.early && a.j.Kind == "buy")
 				rec.mu.Unlock()
 				continue
 			}
@@ -659,9 +694,32 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.journey(ctx, j, rec, at, b)
+			d.journey(ctx, a.j, rec, a.due, b)
 		}()
 	}
 	wg.Wait()
 	return recs, time.Since(t0)
+}
+
+// arrival is a buyer the dispatcher starts at due: its journey, its index
+// in arrival order, and for a retry the attempts already made and when the
+// first was due.
+type arrival struct {
+	j          scenarios.Journey
+	i, tries   int
+	due, first time.Time
+}
+
+// retryHeap orders buyers waiting to retry by when they are due.
+type retryHeap []arrival
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *retryHeap) Push(x any)        { *h = append(*h, x.(arrival)) }
+func (h *retryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -193,6 +193,8 @@ func TestBadInput(t *testing.T) {
 		{name: "arrival poisson zero", args: []string{"run", "--arrival", "poisson:0"}, want: "poisson"},
 		{name: "inflight below -1", args: []string{"run", "--inflight", "-2"}, want: "--inflight"},
 		{name: "negative queue", args: []string{"run", "--queue", "-1"}, want: "--queue"},
+		{name: "negative client retry", args: []string{"run", "--client-retry", "-1"}, want: "--client-retry"},
+		{name: "bad retry backoff", args: []string{"run", "--retry-backoff", "1s-10ms"}, want: "--retry-backoff"},
 		{name: "zero stock", args: []string{"run", "--stock", "0"}, want: "--stock"},
 		{name: "negative buyers", args: []string{"run", "--buyers", "-5"}, want: "--buyers"},
 		{name: "abandon above 1", args: []string{"run", "--abandon", "1.5"}, want: "--abandon"},

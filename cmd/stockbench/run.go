@@ -30,7 +30,8 @@ type runFlags struct {
 	servers                                       servers.Options
 	strategies, scenario, payDelay, casRetry, out string
 	arrival                                       string
-	inflight, queue                               int
+	inflight, queue, clientRetry                  int
+	retryBackoff                                  string
 	skew, mix, file, weights, preset              string
 	stock                                         int64
 	buyers, skus, repeat, pool, batchMax          int
@@ -71,6 +72,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.payDelay, "pay-delay", "200ms-500ms", "think time between reserve and confirm: a value or min-max (sustained default: 0)")
 	fs.StringVar(&f.arrival, "arrival", "0-50ms", "when buyers arrive: a range (each a uniform draw from it; 0: all at once), poisson:RATE, stages:DUR@RATE,… (k6 ramping arrival rate), spike:RATE@T0[+SPREAD] (background then all at T0), csv:FILE (second,rate replay); a rate curve drives sustained open loop")
 	fs.IntVar(&f.inflight, "inflight", 0, "service model: calls in each strategy instance at once (0: --pool; -1: no service model)")
+	fs.IntVar(&f.clientRetry, "client-retry", 3, "client retries of a call shed as busy, timed out or of unknown outcome, with the same order id (0: none)")
+	fs.StringVar(&f.retryBackoff, "retry-backoff", "100ms-300ms", "wait before a client retry: a draw from this range, doubled at each retry")
 	fs.IntVar(&f.queue, "queue", runner.DefaultQueue, "service model: new requests (reserves) that may wait for a slot; beyond it they are shed at once as busy")
 	fs.Float64Var(&f.abandon, "abandon", 0, "flash: fraction of buyers who never pay; their reservation expires after --ttl")
 	fs.DurationVar(&f.ttl, "ttl", 30*time.Second, "reservation time to live")
@@ -174,6 +177,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("--arrival: %w", err)
 	}
+	backoff, err := scenarios.ParseRange(f.retryBackoff)
+	if err != nil {
+		return o, fmt.Errorf("--retry-backoff: %w", err)
+	}
 	// The sustained scenario measures throughput: no think time unless asked.
 	sustainedPay := scenarios.Range{}
 	if explicit["pay-delay"] {
@@ -214,6 +221,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--repeat must be positive")
 	case f.pool <= 0:
 		return o, errors.New("--pool must be positive")
+	case f.clientRetry < 0:
+		return o, errors.New("--client-retry must not be negative")
 	case f.inflight < -1 || f.queue < 0:
 		return o, errors.New("--inflight must be -1 (none), 0 (--pool) or positive, and --queue not negative")
 	case f.calibrate < 0:
@@ -254,7 +263,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan,
+		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait},
