@@ -38,7 +38,7 @@ func checkPersistence(p string) (string, error) {
 	case PersistenceEverysec, PersistenceAlways:
 		return p, nil
 	}
-	return "", fmt.Errorf("--redis-persistence %q: want none, everysec or always", p)
+	return "", fmt.Errorf("RedisPersistence %q: want none, everysec or always", p)
 }
 
 // persistenceArgs are redis-server's arguments for a persistence setting.
