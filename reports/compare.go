@@ -138,27 +138,11 @@ func CompareTable(w io.Writer, vs []Verdict) int {
 		}
 		rows = append(rows, []string{v.Strategy, sc, spreadCell(v.OldTPS, f1), newTPS, dTPS, spreadCell(v.OldP99, f2), newP99, dP99, verdict})
 	}
-	widths := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, c := range row {
-			widths[i] = max(widths[i], len([]rune(c)))
-		}
+	right := make([]bool, len(rows[0]))
+	for i := 2; i < len(right)-1; i++ {
+		right[i] = true
 	}
-	for _, row := range rows {
-		var line strings.Builder
-		for i, c := range row {
-			pad := strings.Repeat(" ", widths[i]-len([]rune(c)))
-			switch {
-			case i == len(row)-1:
-				line.WriteString(c)
-			case i < 2:
-				line.WriteString(c + pad + "  ")
-			default:
-				line.WriteString(pad + c + "  ")
-			}
-		}
-		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
-	}
+	writeAligned(w, rows[0], rows[1:], right)
 	return bad
 }
 
