@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
@@ -207,8 +208,8 @@ func Table(w io.Writer, r *results.Results) {
 		fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), strings.Join(found, ", "))
 	}
 	generatorsNote(w, r)
-	weights := WeightsOf(r)
-	if recs := Recommend(r, weights); len(recs) > 0 {
+	weights := analysis.WeightsOf(r)
+	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
 		var clean, unsafe []string
 		for _, rec := range recs {
 			if rec.Unsafe {
@@ -275,8 +276,8 @@ func Summary(r *results.Results) string {
 	b.WriteString(sweepMarkdown(r))
 	b.WriteString(articleMarkdown(r))
 
-	weights := WeightsOf(r)
-	if recs := Recommend(r, weights); len(recs) > 0 {
+	weights := analysis.WeightsOf(r)
+	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
 		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights, audit.UnsafeTitles())
 		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
@@ -388,17 +389,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// WeightsOf reads the recommendation weights recorded in the results'
-// config, or returns the defaults.
-func WeightsOf(r *results.Results) Weights {
-	if s := r.Config.Weights; s != "" {
-		if w, err := ParseWeights(s); err == nil {
-			return w
-		}
-	}
-	return DefaultWeights
 }
 
 // WriteSummary writes summary.md into dir.
