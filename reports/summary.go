@@ -20,14 +20,7 @@ import (
 // keys of results.json. right marks the numeric columns.
 func comparison(r *results.Results) (head []string, rows [][]string, right []bool) {
 	rs := results.Rows(r)
-	repeats := false
-	for _, row := range rs {
-		repeats = repeats || len(row.Runs) > 1
-	}
-	head = []string{"strategy", "scenario"}
-	if repeats {
-		head = append(head, "runs")
-	}
+	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "flow P99 ms", "flows")
 	for _, c := range audit.HeadlineClasses() {
 		head = append(head, c.Title)
@@ -130,6 +123,19 @@ func writeAligned(w io.Writer, head []string, rows [][]string, right []bool) {
 	}
 }
 
+// rowHead is the first columns of a table of rows: strategy, scenario and,
+// when any row has repeats, their count (repeats reports whether one has).
+func rowHead(rs []results.Row) (head []string, repeats bool) {
+	for _, row := range rs {
+		repeats = repeats || len(row.Runs) > 1
+	}
+	head = []string{"strategy", "scenario"}
+	if repeats {
+		head = append(head, "runs")
+	}
+	return head, repeats
+}
+
 // fold formats f over the repeats: the value of a single run, or
 // "median (min–max)" when the repeats differ.
 func fold(runs []results.Run, f func(results.Run) float64, format func(float64) string) string {
@@ -149,14 +155,7 @@ const TerminalWidth = 120
 // over repeats.
 func terminal(r *results.Results) (head []string, rows [][]string, right []bool) {
 	rs := results.Rows(r)
-	repeats := false
-	for _, row := range rs {
-		repeats = repeats || len(row.Runs) > 1
-	}
-	head = []string{"strategy", "scenario"}
-	if repeats {
-		head = append(head, "runs")
-	}
+	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "P99 ms", "flows", "oversold", "oversell %", "anomalies", "CPU %", "safety")
 	right = make([]bool, len(head))
 	for i := 2; i < len(head)-1; i++ {
