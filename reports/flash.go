@@ -5,7 +5,6 @@ import (
 	"image/color"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -57,36 +56,37 @@ func flashRows(r *results.Results) (head []string, rows [][]string) {
 	return head, rows
 }
 
-// flashTable prints the flash table for the terminal (nothing without a
-// sale).
+// flashTable prints a compact flash table for the terminal (nothing
+// without a sale); the whole table is in summary.md and index.html.
 func flashTable(w io.Writer, r *results.Results) {
-	head, rows := flashRows(r)
-	if head == nil {
+	runs := flashRuns(r)
+	if len(runs) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "flash sale:")
-	all := append([][]string{head}, rows...)
-	widths := make([]int, len(head))
-	for _, row := range all {
-		for i, c := range row {
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
+	head := []string{"flash", "sold", "sold out ms", "served", "refused", "shed", "timed out", "refusal P99", "fair %", "unsold", "late", "RSS MB"}
+	right := make([]bool, len(head))
+	for i := 1; i < len(right); i++ {
+		right[i] = true
 	}
-	for _, row := range all {
-		var line strings.Builder
-		for i, c := range row {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if i < 2 {
-				line.WriteString(c + pad)
-			} else {
-				line.WriteString(pad + c)
-			}
-			if i < len(row)-1 {
-				line.WriteString("  ")
-			}
+	var rows [][]string
+	for _, run := range runs {
+		f := run.Flash
+		out := "not sold out"
+		if f.SoldOut {
+			out = f1(f.SoldOutMS)
 		}
-		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
+		rss := "n/a"
+		if v := run.Harness.PeakRSSMB; v != nil {
+			rss = fmt.Sprintf("%.0f", *v)
+		}
+		name := run.Strategy
+		if run.Repeat > 0 || run.Param != "" {
+			name += " " + label(run)
+		}
+		rows = append(rows, []string{name, fmt.Sprintf("%d/%d", f.Sold, f.Stock), out, fmt.Sprint(f.Served), fmt.Sprint(f.Refused),
+			fmt.Sprint(f.Shed), fmt.Sprint(f.TimedOut), f1(f.RefusalMS.P99), f1(f.FairPct), fmt.Sprint(f.UnsoldUnits), fmt.Sprint(f.LateStarts), rss})
 	}
+	writeAligned(w, head, rows, right)
 }
 
 // flashMarkdown is summary.md's flash section ("" without a sale).

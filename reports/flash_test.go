@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
@@ -45,10 +46,10 @@ func TestFlashReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct{ where, text, want string }{
-		{"table", tb.String(), "flash sale:"},
-		{"table", tb.String(), "1000 / 1000"},
-		{"table", tb.String(), "did not sell out"},
-		{"table", tb.String(), "batched, lua-tcc (did not sell out), naive (UNSAFE)"},
+		{"table", tb.String(), "refusal P99"},
+		{"table", tb.String(), "1000/1000"},
+		{"table", tb.String(), "not sold out"},
+		{"table", tb.String(), "batched, lua-tcc (did not sell out); then, UNSAFE: naive"},
 		{"summary", md, "## Flash sale"},
 		{"summary", md, "| lua-tcc | flash | 700 / 1000 | did not sell out | 20.0 | 100000 | 700 | 90000 | 9300 | 0 | 1.50 / 7.25 | 2.00 / 9.00 | 80.0 | 300 | 0 | 48 | 12.5 |"},
 		{"summary", md, "service model 64 calls in flight, queue 256"},
@@ -74,7 +75,7 @@ func TestFlashReport(t *testing.T) {
 			t.Errorf("no chart %s among %v", want, names)
 		}
 	}
-	recs := Recommend(r, DefaultWeights)
+	recs := analysis.Recommend(r, analysis.DefaultWeights)
 	if recs[0].Strategy != "batched" || recs[1].Strategy != "lua-tcc" || recs[1].Unsold != 300 || recs[2].Strategy != "naive" {
 		t.Fatalf("ranking %+v", recs)
 	}
