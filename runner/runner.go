@@ -600,7 +600,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		}
 	}
 	if d.gate != nil || o.ClientRetry > 0 {
-		run.Service = &results.Service{ClientRetries: d.retries.Load()}
+		run.Service = &results.Service{ClientRetries: d.retries.Load(), RetriesGivenUp: d.gaveUp.Load()}
 		if d.gate != nil {
 			run.Service.Inflight, run.Service.Queue = d.gate.limit, d.gate.queue
 			run.Service.Shed, run.Service.PeakQueue = d.gate.stats()
@@ -677,10 +677,13 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 					a.first = a.due
 				}
 				if a.tries++; a.tries <= d.o.ClientRetry {
-					d.retries.Add(1)
-					a.due = time.Now().Add(d.backoff(a.tries))
-					heap.Push(&later, a)
-					continue
+					if later.Len() < maxWaitingRetries {
+						d.retries.Add(1)
+						a.due = time.Now().Add(d.backoff(a.tries))
+						heap.Push(&later, a)
+						continue
+					}
+					d.gaveUp.Add(1)
 				}
 				var seen outcomes
 				seen.add(r)
@@ -709,6 +712,12 @@ type arrival struct {
 	i, tries   int
 	due, first time.Time
 }
+
+// maxWaitingRetries bounds the buyers the dispatcher keeps waiting to
+// retry (about 150 bytes each, journey included): a shed buyer who finds
+// it full gives up, counted in service.retries_given_up. It fills only
+// when the harness falls far behind its schedule (late starts).
+const maxWaitingRetries = 1 << 17
 
 // retryHeap orders buyers waiting to retry by when they are due.
 type retryHeap []arrival
