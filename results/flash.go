@@ -84,8 +84,4 @@ type Service struct {
 	// ClientRetries counts the buyers' retries of calls that were shed,
 	// timed out or had an unknown outcome (config client_retry).
 	ClientRetries int64 `json:"client_retries"`
-	// RetriesGivenUp counts shed buyers who did not retry because the
-	// harness's room for waiting buyers (131,072) was full: it fills only
-	// when the harness is far behind its arrival schedule.
-	RetriesGivenUp int64 `json:"retries_given_up,omitempty"`
 }

@@ -37,8 +37,6 @@ type driver struct {
 	begun atomic.Int64
 	// retries counts the client's retries (ClientRetry).
 	retries atomic.Int64
-	// gaveUp counts retries not made: the dispatcher's waiting room was full.
-	gaveUp atomic.Int64
 }
 
 // buyer is a journey's place in a fixed scenario: its arrival order, whether

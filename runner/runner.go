@@ -600,7 +600,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		}
 	}
 	if d.gate != nil || o.ClientRetry > 0 {
-		run.Service = &results.Service{ClientRetries: d.retries.Load(), RetriesGivenUp: d.gaveUp.Load()}
+		run.Service = &results.Service{ClientRetries: d.retries.Load()}
 		if d.gate != nil {
 			run.Service.Inflight, run.Service.Queue = d.gate.limit, d.gate.queue
 			run.Service.Shed, run.Service.PeakQueue = d.gate.stats()
@@ -639,7 +639,9 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 	for ctx.Err() == nil {
 		var a arrival
 		switch {
-		case more && (later.Len() == 0 || !t0.Add(next).After(later[0].due)):
+		// New arrivals wait while the room for buyers waiting to retry is
+		// full (they start late, and are counted so).
+		case more && (later.Len() == 0 || !t0.Add(next).After(later[0].due)) && later.Len() < maxWaitingRetries:
 			a = arrival{j: gen.Next(), i: i, due: t0.Add(next)}
 			i++
 			next, more = sched.Next()
@@ -677,13 +679,10 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 					a.first = a.due
 				}
 				if a.tries++; a.tries <= d.o.ClientRetry {
-					if later.Len() < maxWaitingRetries {
-						d.retries.Add(1)
-						a.due = time.Now().Add(d.backoff(a.tries))
-						heap.Push(&later, a)
-						continue
-					}
-					d.gaveUp.Add(1)
+					d.retries.Add(1)
+					a.due = time.Now().Add(d.backoff(a.tries))
+					heap.Push(&later, a)
+					continue
 				}
 				var seen outcomes
 				seen.add(r)
@@ -714,9 +713,9 @@ type arrival struct {
 }
 
 // maxWaitingRetries bounds the buyers the dispatcher keeps waiting to
-// retry (about 150 bytes each, journey included): a shed buyer who finds
-// it full gives up, counted in service.retries_given_up. It fills only
-// when the harness falls far behind its schedule (late starts).
+// retry (about 250 bytes each, journey included): while it is full, new
+// arrivals wait for retries to come due. It fills only when the harness
+// falls far behind its schedule, which the late starts show.
 const maxWaitingRetries = 1 << 17
 
 // retryHeap orders buyers waiting to retry by when they are due.
