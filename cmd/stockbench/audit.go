@@ -190,7 +190,7 @@ func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
 	if redisAddr != "" {
 		where += ", redis " + redisAddr
 	}
-	fmt.Fprintf(w, "audit of %s: %d SKUs, %d confirmed units\n", where, len(a.SKUs), a.ConfirmedUnits)
+	fmt.Fprintf(w, "audit of %s: %d SKUs, %d confirmed units\n", where, a.SKUsAudited, a.ConfirmedUnits)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  anomalies\t%d\n", a.Anomalies)
 	for _, c := range audit.Classes {
@@ -198,6 +198,9 @@ func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
 	}
 	fmt.Fprintf(tw, "  missing_redis_stock\t%d\n", a.MissingRedisStock)
 	tw.Flush()
+	if a.SKUsAudited > int64(len(a.SKUs)) {
+		fmt.Fprintf(w, "%d SKUs with an anomaly; the first %d of them:\n", a.SKUsWithAnomaly, len(a.SKUs))
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sku\tledger\ttotal\tavailable\toccupied\tsold\tconfirmed\treserved\tredis a/o/s\tdrift\t")
 	for _, s := range a.SKUs {
