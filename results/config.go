@@ -112,6 +112,20 @@ type Harness struct {
 	// Galera certification failures and brute-force aborts (clusters).
 	GaleraCertFailures *int64 `json:"galera_cert_failures,omitempty"`
 	GaleraBFAborts     *int64 `json:"galera_bf_aborts,omitempty"`
+	// SetupSKUsPerSec is the catalog's SKUs over the setup phase's seconds
+	// (reset, the MySQL rows, the strategy's Setup: its Redis hashes).
+	SetupSKUsPerSec float64 `json:"setup_skus_per_sec,omitempty"`
+	// HarnessPeakRSSBytes is this process's peak resident memory (VmHWM)
+	// when the run ended (generators: summed); HarnessHeapBytesPerSKU is
+	// the live heap that the catalog, the ledger and the strategy's setup
+	// added, per SKU of the catalog.
+	HarnessPeakRSSBytes    int64   `json:"harness_peak_rss_bytes,omitempty"`
+	HarnessHeapBytesPerSKU float64 `json:"harness_heap_bytes_per_sku,omitempty"`
+	// RedisUsedMemoryBytes is Redis's used_memory (summed over a cluster's
+	// masters) when the load ended; RedisBytesPerSKU is what the
+	// strategy's Setup added to it, per SKU (Redis strategies only).
+	RedisUsedMemoryBytes int64   `json:"redis_used_memory_bytes,omitempty"`
+	RedisBytesPerSKU     float64 `json:"redis_bytes_per_sku,omitempty"`
 }
 
 // harnessKeys are the JSON keys of Harness: what files before format v3
@@ -143,7 +157,8 @@ func harnessFromCounters(counters map[string]float64) (Harness, map[string]float
 }
 
 // MergeHarness folds the generators' harness figures of one merged run:
-// counts and the harness CPU add up; server CPU (each generator sampled
+// counts, the harness CPU and peak RSS add up; Redis's used memory is the
+// largest any generator saw; server CPU (each generator sampled
 // the same servers) and the per-op pool wait are means over the generators
 // that have them, and so is the background loop's time.
 func MergeHarness(hs []Harness) Harness {
@@ -167,6 +182,11 @@ func MergeHarness(hs []Harness) Harness {
 		m.RedisPoolWaitMS += h.RedisPoolWaitMS
 		m.RedisPoolTimeouts += h.RedisPoolTimeouts
 		m.PoolWaitMSPerOp += h.PoolWaitMSPerOp / float64(len(hs))
+		m.SetupSKUsPerSec += h.SetupSKUsPerSec / float64(len(hs))
+		m.HarnessPeakRSSBytes += h.HarnessPeakRSSBytes
+		m.HarnessHeapBytesPerSKU += h.HarnessHeapBytesPerSKU / float64(len(hs))
+		m.RedisUsedMemoryBytes = max(m.RedisUsedMemoryBytes, h.RedisUsedMemoryBytes)
+		m.RedisBytesPerSKU += h.RedisBytesPerSKU / float64(len(hs))
 		if h.GaleraCertFailures != nil && h.GaleraBFAborts != nil {
 			cert, bf = append(cert, *h.GaleraCertFailures), append(bf, *h.GaleraBFAborts)
 		}

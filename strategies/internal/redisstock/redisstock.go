@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
@@ -56,9 +57,16 @@ type Catalog struct {
 	skus []string
 }
 
-// Load copies the stock from MySQL into Redis and remembers the SKUs.
+// Load copies the stock from MySQL into Redis (LoadAll) and remembers the
+// SKUs; it reports the SKUs loaded to the progress function ctx carries
+// (strategies.WithProgress).
 func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
-	skus, err := s.LoadFromMySQL(ctx, db)
+	progress := strategies.ProgressOf(ctx)
+	var skus []string
+	err := s.LoadAll(ctx, db, func(batch []string) {
+		skus = append(skus, batch...)
+		progress(len(batch))
+	})
 	if err != nil {
 		return err
 	}
