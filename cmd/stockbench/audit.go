@@ -356,9 +356,17 @@ func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
 	fmt.Fprintf(tw, "  missing_redis_stock\t%d\n", a.MissingRedisStock)
 	tw.Flush()
 	if a.SKUsAudited > int64(len(a.SKUs)) {
-		fmt.Fprintf(w, "%d SKUs with an anomaly; the first %d of them:\n", a.SKUsWithAnomaly, len(a.SKUs))
+		// A large catalog: the audit kept the anomalous SKUs only.
+		if a.SKUsWithAnomaly > 0 {
+			fmt.Fprintf(w, "%d SKUs with an anomaly; the first %d of them:\n", a.SKUsWithAnomaly, len(a.SKUs))
+		} else {
+			fmt.Fprintln(w, "no SKU with an anomaly")
+		}
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(a.SKUs) == 0 {
+		tw = tabwriter.NewWriter(io.Discard, 0, 0, 2, ' ', 0)
+	}
 	fmt.Fprintln(tw, "sku\tledger\ttotal\tavailable\toccupied\tsold\tconfirmed\treserved\tredis a/o/s\tdrift\t")
 	for _, s := range a.SKUs {
 		r := "-"
