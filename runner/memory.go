@@ -1,9 +1,7 @@
 package runner
 
 import (
-	"bufio"
 	"context"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,24 +16,6 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
-}
-
-// peakRSS is this process's peak resident set (VmHWM), in bytes; 0 where
-// /proc does not say (not Linux).
-func peakRSS() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }
 
 // redisUsedMemory is Redis's used_memory, summed over a cluster's masters.
