@@ -65,8 +65,11 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 			cpu = fold(runs, results.ServerCPU, f1)
 		}
 		safety := "ok"
-		if row.Unsafe() {
+		switch {
+		case row.Anomalies > 0:
 			safety = "UNSAFE"
+		case row.Incomplete != "":
+			safety = "INCOMPLETE: " + row.Incomplete
 		}
 		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), safety)
 		rows = append(rows, cells)

@@ -131,6 +131,18 @@ type Harness struct {
 	PeakRSSReset            bool     `json:"peak_rss_reset,omitempty"`
 	Buyers                  int64    `json:"buyers,omitempty"`
 	HarnessCPUMSPer1kBuyers *float64 `json:"harness_cpu_ms_per_1k_buyers,omitempty"`
+	// SetupSKUsPerSec is the catalog's SKUs over the setup phase's seconds
+	// (reset, the MySQL rows, the strategy's Setup: its Redis hashes).
+	SetupSKUsPerSec float64 `json:"setup_skus_per_sec,omitempty"`
+	// HarnessHeapBytesPerSKU is the live heap that the catalog, the
+	// ledger and the strategy's setup added, per SKU of the catalog (the
+	// harness's whole memory: PeakRSSMB).
+	HarnessHeapBytesPerSKU float64 `json:"harness_heap_bytes_per_sku,omitempty"`
+	// RedisUsedMemoryBytes is Redis's used_memory (summed over a cluster's
+	// masters) when the load ended; RedisBytesPerSKU is what the
+	// strategy's Setup added to it, per SKU (Redis strategies only).
+	RedisUsedMemoryBytes int64   `json:"redis_used_memory_bytes,omitempty"`
+	RedisBytesPerSKU     float64 `json:"redis_bytes_per_sku,omitempty"`
 }
 
 // harnessKeys are the JSON keys of Harness: what files before format v3
@@ -162,7 +174,8 @@ func harnessFromCounters(counters map[string]float64) (Harness, map[string]float
 }
 
 // MergeHarness folds the generators' harness figures of one merged run:
-// counts and the harness CPU add up; server CPU (each generator sampled
+// counts and the harness CPU add up; Redis's used memory is the
+// largest any generator saw; server CPU (each generator sampled
 // the same servers) and the per-op pool wait are means over the generators
 // that have them, and so is the background loop's time.
 func MergeHarness(hs []Harness) Harness {
@@ -186,6 +199,10 @@ func MergeHarness(hs []Harness) Harness {
 		m.RedisPoolWaitMS += h.RedisPoolWaitMS
 		m.RedisPoolTimeouts += h.RedisPoolTimeouts
 		m.PoolWaitMSPerOp += h.PoolWaitMSPerOp / float64(len(hs))
+		m.SetupSKUsPerSec += h.SetupSKUsPerSec / float64(len(hs))
+		m.HarnessHeapBytesPerSKU += h.HarnessHeapBytesPerSKU / float64(len(hs))
+		m.RedisUsedMemoryBytes = max(m.RedisUsedMemoryBytes, h.RedisUsedMemoryBytes)
+		m.RedisBytesPerSKU += h.RedisBytesPerSKU / float64(len(hs))
 		if h.GaleraCertFailures != nil && h.GaleraBFAborts != nil {
 			cert, bf = append(cert, *h.GaleraCertFailures), append(bf, *h.GaleraBFAborts)
 		}

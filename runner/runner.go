@@ -56,8 +56,11 @@ type Options struct {
 	// backoff drawn from RetryBackoff and doubled at each retry. 0: never.
 	ClientRetry  int
 	RetryBackoff scenarios.Range
-	// SettleTimeout bounds settling and auditing after the measured phase.
-	SettleTimeout time.Duration
+	// SettleTimeout bounds the strategy's Settle after the measured phase,
+	// and AuditTimeout each audit; 0 scales each with the catalog (and the
+	// acks, for the audit): see deadlines. A phase that overruns does not
+	// lose the run: it is written with Run.Incomplete naming the phase.
+	SettleTimeout, AuditTimeout time.Duration
 	// Strategy carries the strategy knobs; DB and Redis are filled in.
 	Strategy strategies.Config
 	// Weights are the recommendation weights, recorded in the config.
@@ -306,6 +309,9 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 					}
 					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold", e.Name, run.TPS,
 						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits)
+					if run.Incomplete != "" {
+						o.logf("  %s: the %s phase did not finish: %s", e.Name, run.Incomplete, run.Errors[len(run.Errors)-1])
+					}
 				}
 			}
 		}
@@ -366,8 +372,28 @@ func RunWithFaults(ctx context.Context, st Stores, e registry.Entry, scenario st
 	return runStrategy(ctx, st, e, scenario, o, nil)
 }
 
+// deadlines are the settle and audit deadlines of a run over skus SKUs
+// that gave acks acknowledgements: the options' when set, else scaled with
+// the work (settle: 2 min + 1 min per 100,000 SKUs; each audit: 1 min +
+// 1 min per 100,000 SKUs and per 1,000,000 acks).
+func (o Options) deadlines(skus, acks int) (settle, audit time.Duration) {
+	settle, audit = o.SettleTimeout, o.AuditTimeout
+	if settle <= 0 {
+		settle = 2*time.Minute + time.Duration(skus/100_000)*time.Minute
+	}
+	if audit <= 0 {
+		audit = time.Minute + time.Duration(skus/100_000)*time.Minute + time.Duration(acks/1_000_000)*time.Minute
+	}
+	return settle, audit
+}
+
+// liveStockMax is the largest catalog whose available stock the progress
+// line sums every second.
+const liveStockMax = 10_000
+
 func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options, cpu *cpuSampler) (results.Run, error) {
 	run := results.Run{Strategy: e.Name, Scenario: scenario, Seed: o.Seed}
+	ps := &phases{w: o.Progress, name: e.Name}
 	sc, err := scenarios.Lookup(scenario)
 	if err != nil {
 		return run, err
@@ -390,11 +416,23 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		defer pc.Close()
 		proxy, sconns = p, pc
 	}
+	heap0 := liveHeap()
 	stock := catalog(sc, o.Params)
+	// Setup's work: the MySQL rows, then the Redis hashes of a Redis strategy.
+	work := int64(len(stock))
+	if e.UsesRedis {
+		work *= 2
+	}
+	setup := ps.start(PhaseSetup, "rows", work)
 	if !o.NoReset {
-		if err := prepare(ctx, conns, stock); err != nil {
+		if err := prepare(ctx, conns, stock, func(n int) { setup.set(int64(n), 0) }); err != nil {
+			setup.end(true)
 			return run, err
 		}
+	}
+	var redis0 int64
+	if e.UsesRedis {
+		redis0, _ = redisUsedMemory(ctx, conns.Redis)
 	}
 	cfg := o.Strategy
 	cfg.DB, cfg.Redis = sconns.DB, sconns.Redis
@@ -405,9 +443,18 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	if err != nil {
 		return run, err
 	}
-	if err := s.Setup(ctx, stock); err != nil {
+	if err := s.Setup(strategies.WithProgress(ctx, func(n int) { setup.add(int64(n)) }), stock); err != nil {
+		setup.end(true)
 		_ = s.Close()
 		return run, err
+	}
+	if sp := setup.end(false); sp.Sec > 0 {
+		run.Harness.SetupSKUsPerSec = float64(len(stock)) / sp.Sec
+	}
+	if e.UsesRedis && len(stock) > 0 {
+		if redis1, err := redisUsedMemory(ctx, conns.Redis); err == nil && redis0 > 0 {
+			run.Harness.RedisBytesPerSKU = float64(redis1-redis0) / float64(len(stock))
+		}
 	}
 
 	// The service holds the strategy instance and its background loop; an
@@ -420,6 +467,10 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 
 	book := newLedger(strat, stock)
+	if len(stock) > 0 {
+		// What the catalog, the ledger and the strategy's setup hold.
+		run.Harness.HarnessHeapBytesPerSKU = float64(int64(liveHeap())-int64(heap0)) / float64(len(stock))
+	}
 	if len(o.Faults) > 0 {
 		book.totalOf = func(ctx context.Context, sku string) (total int64, err error) {
 			// A locking read waits for a restock still holding the row (its
@@ -457,11 +508,16 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 	if o.Progress != nil {
 		d.live = newLive(&d.begun)
-		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
+		lc := conns
+		if len(stock) > liveStockMax {
+			lc = servers.Conns{}
+		}
+		stopProgress := d.live.report(o.Progress, e.Name, lc, o.Warmup+o.Duration)
 		defer stopProgress()
 	}
 	var recs stripes
 	var window time.Duration
+	load := (&phases{name: e.Name}).start(PhaseLoad, "", 0) // the live line draws it
 	poolFrom, galeraFrom := markPools(sconns), markGalera(ctx, conns)
 	peakReset := resetPeakRSS()
 	cpuFrom := selfCPU()
@@ -474,8 +530,12 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		recs, window = d.closedLoop(ctx, cpu)
 	}
 	cpuPct := cpu.end()
+	ps.list = append(ps.list, load.end(false))
 	harnessCPU := selfCPU() - cpuFrom
 	poolTo, galeraTo := markPools(sconns), markGalera(context.Background(), conns)
+	if e.UsesRedis {
+		run.Harness.RedisUsedMemoryBytes, _ = redisUsedMemory(context.Background(), conns.Redis)
+	}
 	if injected.done != nil {
 		// Load is over: whatever fault is still on is undone now (a restart
 		// is seen through), so settle and audit find the servers up.
@@ -489,22 +549,52 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	bgRan := svc.stopBackground()
 
 	// Audit at the end of load, settle, audit again — even after Ctrl-C:
-	// what was measured is reported.
-	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
-	defer cancel()
+	// what was measured is reported. A phase that overruns its deadline
+	// (or fails) ends the chain: the run keeps its load figures and names
+	// the phase in Incomplete.
 	auditor := audit.Auditor{DB: conns.DB}
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}
 	var acks []inventory.Ack
 	auditor.Ledger, acks = book.snapshot()
+	settleTO, auditTO := o.deadlines(len(stock), len(acks))
+	var phaseErr error
+	settle := func() bool {
+		ph := ps.start(PhaseSettle, "", 0)
+		sctx, cancel := context.WithTimeout(context.Background(), settleTO)
+		defer cancel()
+		if err := strat.Settle(sctx); err != nil {
+			ph.end(true)
+			run.Incomplete, phaseErr = PhaseSettle, fmt.Errorf("settle (deadline %s): %w", settleTO, err)
+			return false
+		}
+		ph.end(false)
+		return true
+	}
+	auditNow := func(name string, check func(ctx context.Context, a *audit.Audit) error) (audit.Audit, bool) {
+		ph := ps.start(name, "SKUs+acks", 0)
+		a := auditor
+		a.Progress = func(done, total int64) { ph.set(done, total) }
+		actx, cancel := context.WithTimeout(context.Background(), auditTO)
+		defer cancel()
+		res, err := a.Audit(actx, acks)
+		if err == nil && check != nil {
+			err = check(actx, &res)
+		}
+		if err != nil {
+			ph.end(true)
+			run.Incomplete, phaseErr = name, fmt.Errorf("%s (deadline %s): %w", name, auditTO, err)
+			return res, false
+		}
+		ph.end(false)
+		return res, true
+	}
 	var settleFrom time.Time
 	if o.sharded() {
 		// The parent audits once, after every generator settled.
 		settleFrom = time.Now()
-		if err := strat.Settle(sctx); err != nil {
-			return run, fmt.Errorf("settle: %w", err)
-		}
+		settle()
 		run.ShardAcks = acks
 		for _, st := range stock {
 			auditor.Ledger[st.SKU] -= st.Total
@@ -526,26 +616,29 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		total.merge(r)
 	}
 	if !o.sharded() {
-		endOfLoad, err := auditor.Audit(sctx, acks)
-		if err != nil {
-			return run, err
-		}
-		auditor.StaleBefore = time.Now()
-		if err := strat.Settle(sctx); err != nil {
-			return run, fmt.Errorf("settle: %w", err)
-		}
-		settled, err := auditor.Audit(sctx, acks)
-		if err != nil {
-			return run, err
-		}
-		// What settle repaired compares like with like: the node-agreement check
-		// below runs only after settle, so it stays out of the difference.
-		run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, audit.Repaired(endOfLoad, settled)
-		if err := checkNodes(sctx, conns, &settled); err != nil {
-			return run, err
-		}
-		run.Audit = settled
+		func() {
+			endOfLoad, ok := auditNow(PhaseAuditEndOfLoad, nil)
+			if !ok {
+				return
+			}
+			run.AuditEndOfLoad = &endOfLoad
+			auditor.StaleBefore = time.Now()
+			if !settle() {
+				return
+			}
+			// What settle repaired compares like with like: the node-agreement
+			// check runs only after settle, so it stays out of the difference.
+			var repaired map[string]int64
+			settled, ok := auditNow(PhaseAudit, func(ctx context.Context, a *audit.Audit) error {
+				repaired = audit.Repaired(endOfLoad, *a)
+				return checkNodes(ctx, conns, a)
+			})
+			if ok {
+				run.Audit, run.SettleRepaired = settled, repaired
+			}
+		}()
 	}
+	run.Phases = ps.list
 
 	run.DurationSec = window.Seconds()
 	run.Flows = total.flows
@@ -568,6 +661,9 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		run.MeasuredFrom = d.from.UTC().Format(time.RFC3339Nano)
 	}
 	run.Counts, run.Journeys, run.Errors = total.counts, total.journeys, total.errs
+	if phaseErr != nil {
+		run.Errors = append(run.Errors, phaseErr.Error())
+	}
 	run.Series = total.seriesPoints()
 	if c, ok := strat.(strategies.Counters); ok {
 		run.Counters = c.Counters()

@@ -300,6 +300,10 @@ func TestBadInput(t *testing.T) {
 		{name: "pool beyond max_connections", args: ext("stockbench", "--pool", "100000"), want: "max_connections"},
 		{name: "pool beyond max_connections, local servers", args: []string{"run", "--backend", "local", "--pool", "5000", "--quiet", "--out", filepath.Join(tmp, "out")}, want: "max_connections"},
 		// The audit command.
+		{name: "audit passes without every", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--passes", "3"}, want: "--passes needs --every"},
+		{name: "audit negative every", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--every", "-1s"}, want: "--every"},
+		{name: "audit bad alert-over", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--alert-over", "sku=lots"}, want: "--alert-over"},
+		{name: "negative audit timeout", args: []string{"run", "--audit-timeout", "-1s"}, want: "--audit-timeout"},
 		{name: "audit bad ledger", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--ledger", "S=ten"}, want: "--ledger"},
 		{name: "audit redis-only without redis", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-reservations"}, want: "--redis-addr"},
 		{name: "audit redis addr and url", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-addr", "127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1"}, want: "not both"},

@@ -39,6 +39,7 @@ type runFlags struct {
 	abandon, rate                                 float64
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
+	settleTimeout, auditTimeout                   time.Duration
 	calibrate, batchWait, casMaxWait              time.Duration
 	seed                                          uint64
 	quiet, noRestock                              bool
@@ -98,6 +99,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "group commit: how long a batch waits to fill before it runs (0: no added wait)")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
+	fs.DurationVar(&f.settleTimeout, "settle-timeout", 0, "deadline of the strategy's settle after the load (0: 2m + 1m per 100,000 SKUs); past it the run is written, marked incomplete, exit 3")
+	fs.DurationVar(&f.auditTimeout, "audit-timeout", 0, "deadline of each audit of a run (0: 1m + 1m per 100,000 SKUs and per 1,000,000 acks); past it the run is written, marked incomplete, exit 3")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.StringVar(&f.weights, "weights", analysis.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
 }
@@ -212,6 +215,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, fmt.Errorf("--cas-retry %q: want backoff or immediate", f.casRetry)
 	case f.outboxPeriod <= 0 || f.reconcilePeriod <= 0 || f.sweepPeriod <= 0 || f.opTimeout <= 0:
 		return o, errors.New("periods and --op-timeout must be positive")
+	case f.settleTimeout < 0 || f.auditTimeout < 0:
+		return o, errors.New("--settle-timeout and --audit-timeout must not be negative (0: scale with the catalog)")
 	case f.duration <= 0 || f.warmup < 0:
 		return o, errors.New("--duration must be positive and --warmup not negative")
 	case f.skus <= 0:
@@ -264,7 +269,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan,
+		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait},
@@ -355,6 +360,8 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 		switch {
 		case err != nil:
 			return fail(exitFailed, err)
+		case incomplete(res) != "":
+			return fail(exitIncomplete, errors.New(incomplete(res)))
 		case res.Interrupted:
 			return fail(exitInterrupted, errors.New("interrupted"))
 		}
@@ -371,10 +378,23 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 	switch {
 	case err != nil:
 		return fail(exitFailed, err)
+	case incomplete(res) != "":
+		return fail(exitIncomplete, fmt.Errorf("%s; load figures written to %s", incomplete(res), f.out))
 	case res.Interrupted:
 		return fail(exitInterrupted, fmt.Errorf("interrupted: %s; written to %s", measuredOf(res, plans), f.out))
 	}
 	return exitOK
+}
+
+// incomplete says which phase of which run did not finish (the first
+// such run), or "" when every run finished every phase.
+func incomplete(res *results.Results) string {
+	for _, r := range res.Runs {
+		if r.Incomplete != "" {
+			return fmt.Sprintf("%s on %s: the %s phase did not finish", r.Strategy, r.Scenario, r.Incomplete)
+		}
+	}
+	return ""
 }
 
 // measuredOf says how much of an interrupted run was measured: the runs
