@@ -9,7 +9,7 @@ var coreLines = map[string]int{
 	"strategies/cas":                  139,
 	"strategies/conditional":          38,
 	"strategies/internal/groupcommit": 259,
-	"strategies/internal/redisstock":  495,
+	"strategies/internal/redisstock":  720,
 	"strategies/internal/sqlstore":    401,
 	"strategies/luatcc":               331,
 	"strategies/naive":                105,
