@@ -153,6 +153,12 @@ func (k sink) note(format string, args ...any) {
 // Audit reads the stores and checks them against the ledger and against
 // acks, what clients were told.
 func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error) {
+	return a.AuditFrom(ctx, AckSlice(acks))
+}
+
+// AuditFrom is Audit with the acknowledgements read from src batch by batch
+// (a run's acks stream from disk; see AckSource).
+func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	var out Audit
 	k := sink{&out}
 	rows, err := a.DB.QueryContext(ctx, `
@@ -449,10 +455,22 @@ func (a Auditor) orders(ctx context.Context, ids []string) (map[string]orderRow,
 	return out, nil
 }
 
-// checkAcks counts acknowledgements that the stores contradict.
-func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inventory.Ack) error {
+// checkAcks counts acknowledgements that the stores contradict, one batch
+// of acks at a time: the stores do not change during an audit, so reading
+// each batch's orders apart gives what one read of them all would.
+func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks AckSource) error {
+	err := acks.EachAck(ctx, func(batch []inventory.Ack) error {
+		return a.checkAckBatch(ctx, out, k, batch)
+	})
+	if err != nil {
+		return fmt.Errorf("audit: acks: %w", err)
+	}
+	return nil
+}
+
+func (a Auditor) checkAckBatch(ctx context.Context, out *Audit, k sink, acks []inventory.Ack) error {
 	ids := make([]string, 0, len(acks))
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(acks))
 	for _, ack := range acks {
 		if !seen[ack.OrderID] {
 			seen[ack.OrderID] = true
@@ -463,6 +481,7 @@ func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inven
 	if err != nil {
 		return err
 	}
+	var inRedis []inventory.Ack // reserve acks MySQL holds nothing for
 	for _, ack := range acks {
 		o, found := rows[ack.OrderID]
 		switch ack.State {
@@ -483,32 +502,51 @@ func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inven
 			if found && o.qty > 0 {
 				continue
 			}
-			held, err := a.heldInRedis(ctx, ack)
-			if err != nil {
-				return err
-			}
-			if !held {
-				out.ReserveAckViolations++
-				k.note("order %s: reserve acknowledged, no store holds it (mysql %q)", ack.OrderID, o.state)
-			}
+			inRedis = append(inRedis, ack)
+		}
+	}
+	held, err := a.heldInRedis(ctx, inRedis)
+	if err != nil {
+		return err
+	}
+	for i, ack := range inRedis {
+		if !held[i] {
+			out.ReserveAckViolations++
+			k.note("order %s: reserve acknowledged, no store holds it (mysql %q)", ack.OrderID, rows[ack.OrderID].state)
 		}
 	}
 	return nil
 }
 
-// heldInRedis reports whether Redis holds a reservation record with units
-// for the order (strategies whose reservations live in Redis).
-func (a Auditor) heldInRedis(ctx context.Context, ack inventory.Ack) (bool, error) {
-	if a.Redis == nil || !a.RedisReservations || ack.SKU == "" {
-		return false, nil
+// heldInRedis reports, for each of acks, whether Redis holds a reservation
+// record with units for the order (strategies whose reservations live in
+// Redis), in one pipeline.
+func (a Auditor) heldInRedis(ctx context.Context, acks []inventory.Ack) ([]bool, error) {
+	held := make([]bool, len(acks))
+	if a.Redis == nil || !a.RedisReservations || len(acks) == 0 {
+		return held, nil
 	}
-	v, err := a.Redis.HMGet(ctx, inventory.RedisReservationKey(ack.SKU, ack.OrderID), "qty", "state").Result()
-	if err != nil {
-		return false, fmt.Errorf("audit: redis reservation %s: %w", ack.OrderID, err)
+	pipe := a.Redis.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(acks))
+	for i, ack := range acks {
+		if ack.SKU != "" {
+			cmds[i] = pipe.HMGet(ctx, inventory.RedisReservationKey(ack.SKU, ack.OrderID), "qty", "state")
+		}
 	}
-	q, _ := v[0].(string)
-	n, _ := strconv.ParseInt(q, 10, 64)
-	return n > 0, nil
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("audit: redis reservations: %w", err)
+		}
+	}
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		q, _ := c.Val()[0].(string)
+		n, _ := strconv.ParseInt(q, 10, 64)
+		held[i] = n > 0
+	}
+	return held, nil
 }
 
 func abs(x int64) int64 {

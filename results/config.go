@@ -112,6 +112,11 @@ type Harness struct {
 	// Galera certification failures and brute-force aborts (clusters).
 	GaleraCertFailures *int64 `json:"galera_cert_failures,omitempty"`
 	GaleraBFAborts     *int64 `json:"galera_bf_aborts,omitempty"`
+	// HarnessPeakRSSBytes is the harness process's peak resident memory
+	// over the run — load, settle and audit — (Linux VmHWM, reset when the
+	// run starts); merged generators give their largest. Absent where the
+	// kernel does not report it.
+	HarnessPeakRSSBytes int64 `json:"harness_peak_rss_bytes,omitempty"`
 }
 
 // harnessKeys are the JSON keys of Harness: what files before format v3
@@ -167,6 +172,7 @@ func MergeHarness(hs []Harness) Harness {
 		m.RedisPoolWaitMS += h.RedisPoolWaitMS
 		m.RedisPoolTimeouts += h.RedisPoolTimeouts
 		m.PoolWaitMSPerOp += h.PoolWaitMSPerOp / float64(len(hs))
+		m.HarnessPeakRSSBytes = max(m.HarnessPeakRSSBytes, h.HarnessPeakRSSBytes)
 		if h.GaleraCertFailures != nil && h.GaleraBFAborts != nil {
 			cert, bf = append(cert, *h.GaleraCertFailures), append(bf, *h.GaleraBFAborts)
 		}

@@ -328,6 +328,7 @@ func RunWithFaults(ctx context.Context, st Stores, e registry.Entry, scenario st
 
 func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options, cpu *cpuSampler) (results.Run, error) {
 	run := results.Run{Strategy: e.Name, Scenario: scenario, Seed: o.Seed}
+	resetPeakRSS()
 	sc, err := scenarios.Lookup(scenario)
 	if err != nil {
 		return run, err
@@ -379,7 +380,12 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		strat = svc
 	}
 
-	book := newLedger(strat, stock)
+	acks, err := newAckLog()
+	if err != nil {
+		return run, err
+	}
+	defer acks.Close()
+	book := newLedger(strat, stock, acks, ledgerKeep(o))
 	if len(o.Faults) > 0 {
 		book.totalOf = func(ctx context.Context, sku string) (total int64, err error) {
 			// A locking read waits for a restock still holding the row (its
@@ -453,8 +459,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}
-	var acks []inventory.Ack
-	auditor.Ledger, acks = book.snapshot()
+	auditor.Ledger = book.snapshot()
 	var settleFrom time.Time
 	if o.sharded() {
 		// The parent audits once, after every generator settled.
@@ -462,7 +467,9 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		if err := strat.Settle(sctx); err != nil {
 			return run, fmt.Errorf("settle: %w", err)
 		}
-		run.ShardAcks = acks
+		if run.ShardAcks, err = acks.all(sctx); err != nil {
+			return run, err
+		}
 		for _, st := range stock {
 			auditor.Ledger[st.SKU] -= st.Total
 		}
@@ -483,7 +490,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		total.merge(r)
 	}
 	if !o.sharded() {
-		endOfLoad, err := auditor.Audit(sctx, acks)
+		endOfLoad, err := auditor.AuditFrom(sctx, acks)
 		if err != nil {
 			return run, err
 		}
@@ -491,7 +498,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		if err := strat.Settle(sctx); err != nil {
 			return run, fmt.Errorf("settle: %w", err)
 		}
-		settled, err := auditor.Audit(sctx, acks)
+		settled, err := auditor.AuditFrom(sctx, acks)
 		if err != nil {
 			return run, err
 		}
@@ -549,6 +556,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	h.AppCrashes = svc.crashes.Load()
 	poolFigures(h, poolFrom, poolTo, ops)
 	h.GaleraCertFailures, h.GaleraBFAborts = galeraFigures(galeraFrom, galeraTo)
+	_, h.HarnessPeakRSSBytes = procMem("self")
 	run.CoreLines = e.CoreLines()
 	if len(run.Faults) > 0 {
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)
