@@ -165,3 +165,24 @@ func TestLedgerReserved(t *testing.T) {
 		t.Fatalf("after two rotations: new %v, old %v", l.reserved, l.reservedOld)
 	}
 }
+
+// TestSettleBudget: the deadline of settle and audit grows with what is
+// pending and with the acks to check, never below the base.
+func TestSettleBudget(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		pending, acks int64
+		want          time.Duration
+	}{
+		{"nothing pending", 0, 0, 2 * time.Minute},
+		{"negative is none", -5, -1, 2 * time.Minute},
+		{"a backlog of expiries", 100000, 0, 2*time.Minute + 100*time.Second},
+		{"an hour of acks", 0, 20000000, 2*time.Minute + 1000*time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := settleBudget(2*time.Minute, c.pending, c.acks); got != c.want {
+				t.Fatalf("budget %s, want %s", got, c.want)
+			}
+		})
+	}
+}

@@ -453,7 +453,11 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 
 	// Audit at the end of load, settle, audit again — even after Ctrl-C:
 	// what was measured is reported.
-	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
+	budget := settleBudget(o.SettleTimeout, pendingOf(strat), acks.len())
+	if budget > o.SettleTimeout {
+		o.logf("  settle and audit: %s for what is pending and %d acks", budget.Round(time.Second), acks.len())
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	auditor := audit.Auditor{DB: conns.DB}
 	if e.UsesRedis {
