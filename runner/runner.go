@@ -429,6 +429,15 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	var recs []*recorder
 	var window time.Duration
 	poolFrom, galeraFrom := markPools(sconns), markGalera(ctx, conns)
+	var drift *driftSampler
+	if sc.Timed() && !o.sharded() {
+		pid := st.Endpoints.MySQLPID
+		if pid == 0 {
+			pid = o.ServerPIDs[servers.TargetMySQL]
+		}
+		_, relay := countersOf(strat)["outbox_relayed"]
+		drift = startDrift(conns, pid, relay, driftEvery(o.Duration))
+	}
 	switch {
 	case !sc.Timed():
 		recs, window = d.fixed(ctx, sc.Journeys(o.Params), cpu)
@@ -438,6 +447,11 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		recs, window = d.closedLoop(ctx, cpu)
 	}
 	cpuPct := cpu.end()
+	var driftEveryPeriod time.Duration
+	var driftPoints []results.DriftPoint
+	if drift != nil {
+		driftEveryPeriod, driftPoints = drift.end(d.from)
+	}
 	poolTo, galeraTo := markPools(sconns), markGalera(context.Background(), conns)
 	if injected.done != nil {
 		// Load is over: whatever fault is still on is undone now (a restart
@@ -537,6 +551,9 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 	run.Counts, run.Journeys, run.Errors = total.counts, total.journeys, total.errs
 	run.Series = total.seriesPoints()
+	if drift != nil {
+		run.Drift = driftOf(driftEveryPeriod, driftPoints, total.series, window)
+	}
 	if c, ok := strat.(strategies.Counters); ok {
 		run.Counters = c.Counters()
 	}
@@ -566,6 +583,14 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)
 	}
 	return run, nil
+}
+
+// countersOf is the strategy's own counters (nil when it keeps none).
+func countersOf(s strategies.Strategy) map[string]float64 {
+	if c, ok := s.(strategies.Counters); ok {
+		return c.Counters()
+	}
+	return nil
 }
 
 // fixed plays the flash and race scenarios: one goroutine per journey, all
