@@ -65,6 +65,18 @@ var driftMetrics = []driftMetric{
 		sampled(func(p results.DriftPoint) (float64, bool) { return float64(p.OrdersRows) / 1000, true })},
 	{"outbox-rows", "Outbox table over the run", "rows (InnoDB estimate, thousands)",
 		sampled(func(p results.DriftPoint) (float64, bool) { return float64(p.OutboxRows) / 1000, p.RelayBacklog != nil })},
+	{"disk-reads", "MySQL buffer pool misses over the run", "pages read from disk / s",
+		func(d *results.Drift) plotter.XYs {
+			var xys plotter.XYs
+			for i := 1; i < len(d.Points); i++ {
+				a, b := d.Points[i-1], d.Points[i]
+				if b.Second < 0 || b.Second <= a.Second || b.BufferPoolDiskReads < a.BufferPoolDiskReads || a.BufferPoolDiskReads == 0 {
+					continue
+				}
+				xys = append(xys, plotter.XY{X: b.Second / 60, Y: float64(b.BufferPoolDiskReads-a.BufferPoolDiskReads) / (b.Second - a.Second)})
+			}
+			return xys
+		}},
 	{"relay-lag", "Outbox relay lag over the run", "age of the oldest unapplied event (s)",
 		sampled(func(p results.DriftPoint) (float64, bool) {
 			if p.RelayLagMS == nil {
@@ -123,15 +135,15 @@ func driftMarkdown(r *results.Results) string {
 		}
 		if n == 0 {
 			b.WriteString("\n## Drift over the run\n\n")
-			b.WriteString("First against last window of the measured phase (a sixth of it, between 10 s and 5 min): flows per second, P99 flow latency, and at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png.\n\n")
-			b.WriteString("| strategy | scenario | window | flows/s first → last | change | P99 ms first → last | change | harness RSS MiB | mysqld RSS MiB | Redis MiB | orders rows |\n|---|---|---:|---|---:|---|---:|---|---|---|---|\n")
+			b.WriteString("First against last window of the measured phase (a sixth of it, between 10 s and 5 min): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), and the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png.\n\n")
+			b.WriteString("| strategy | scenario | window | flows/s first → last | change | P99 ms first → last | change | harness RSS MiB | mysqld RSS MiB | Redis MiB | orders rows | disk reads/s |\n|---|---|---:|---|---:|---|---:|---|---|---|---|---|\n")
 		}
 		n++
 		f, l := d.First, d.Last
-		fmt.Fprintf(&b, "| %s | %s | %.0f s | %.1f → %.1f | %+.1f %% | %.2f → %.2f | %+.1f %% | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %.0f s | %.1f → %.1f | %+.1f %% | %.2f → %.2f | %+.1f %% | %s | %s | %s | %s | %.0f → %.0f |\n",
 			run.Strategy, label(run), d.WindowSec, f.FlowsPerSec, l.FlowsPerSec, d.FlowsChangePct, f.FlowP99MS, l.FlowP99MS, d.P99ChangePct,
 			arrow(f.HarnessRSSBytes, l.HarnessRSSBytes, mib), arrow(f.MySQLRSSBytes, l.MySQLRSSBytes, mib),
-			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1))
+			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), f.DiskReadsPerSec, l.DiskReadsPerSec)
 	}
 	for _, run := range r.Runs {
 		if d := run.Drift; d != nil && d.RelayVerdict != "" {

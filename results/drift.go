@@ -49,6 +49,11 @@ type DriftPoint struct {
 	OrdersRows int64 `json:"orders_rows"`
 	OutboxRows int64 `json:"outbox_rows"`
 	TableBytes int64 `json:"table_bytes"`
+	// BufferPoolDiskReads is MySQL's Innodb_buffer_pool_reads since the
+	// server started: page reads the buffer pool missed and took from
+	// disk. Its growth between samples shows when the tables outgrow the
+	// buffer pool (the cost of table growth, named).
+	BufferPoolDiskReads int64 `json:"buffer_pool_disk_reads,omitempty"`
 	// RelayLagMS is the age of the oldest event the outbox relay has not
 	// applied (0 when none waits), RelayBacklog how many wait. Absent for
 	// strategies without a relay.
@@ -70,6 +75,9 @@ type DriftWindow struct {
 	OrdersRows      int64    `json:"orders_rows,omitempty"`
 	OutboxRows      int64    `json:"outbox_rows,omitempty"`
 	RelayLagMaxMS   *float64 `json:"relay_lag_max_ms,omitempty"`
+	// DiskReadsPerSec is the growth of BufferPoolDiskReads over the
+	// window's samples, per second.
+	DiskReadsPerSec float64 `json:"disk_reads_per_sec,omitempty"`
 }
 
 // DriftWindowSec is the length of the first and last windows compared for

@@ -98,6 +98,8 @@ func (s *driftSampler) sample(ctx context.Context) {
 	}
 	if s.conns.DB != nil {
 		tableSizes(ctx, s.conns.DB, &p)
+		var name string
+		_ = s.conns.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_reads'").Scan(&name, &p.BufferPoolDiskReads)
 		if s.relay {
 			relayBacklog(ctx, s.conns.DB, now, &p)
 		}
@@ -239,9 +241,15 @@ func window(points []results.DriftPoint, series []bucket, from, to float64) resu
 		slices.Sort(lat)
 		w.FlowP99MS = float64(lat[min(n-1, int(float64(n)*0.99))]) / 1000
 	}
+	var firstIn *results.DriftPoint
 	for _, p := range points {
 		if p.Second < from || p.Second > to+0.5 {
 			continue
+		}
+		if firstIn == nil {
+			firstIn = &p
+		} else if p.Second > firstIn.Second && p.BufferPoolDiskReads >= firstIn.BufferPoolDiskReads && firstIn.BufferPoolDiskReads > 0 {
+			w.DiskReadsPerSec = float64(p.BufferPoolDiskReads-firstIn.BufferPoolDiskReads) / (p.Second - firstIn.Second)
 		}
 		w.HarnessRSSBytes, w.MySQLRSSBytes, w.RedisUsedBytes = p.HarnessRSSBytes, p.MySQLRSSBytes, p.RedisUsedBytes
 		w.OrdersRows, w.OutboxRows = p.OrdersRows, p.OutboxRows
