@@ -15,7 +15,7 @@ import (
 // throw away a long run whose clean-up is merely large.
 const (
 	settlePerPending = time.Millisecond
-	auditPerAck      = 50 * time.Microsecond
+	auditPerAck      = 200 * time.Microsecond
 )
 
 // settleBudget is the deadline of settle and the audits around it: base,
