@@ -8,12 +8,6 @@ import (
 	"strings"
 )
 
-// resetPeakRSS starts the process's peak-RSS count (VmHWM) afresh, so that
-// a run's peak is its own and not an earlier run's in the same process
-// (Linux: "5" to /proc/self/clear_refs). Best effort: where it fails, the
-// peak is the process's since it started, which only overstates.
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
 // procMem reads a process's resident memory now (VmRSS) and its peak
 // (VmHWM) in bytes from /proc/PID/status ("self" for this process); 0, 0
 // where the kernel does not report them.
