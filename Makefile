@@ -7,8 +7,12 @@ BENCH_FLAGS ?=
 FAULTS_FLAGS ?=
 # Extra flags for the curve that ends `make bench`, e.g. CURVE_FLAGS="--slo p99=100ms"
 CURVE_FLAGS ?=
+# make soak: measured phase per strategy, and extra flags, e.g.
+# make soak SOAK_DURATION=1h SOAK_FLAGS="--strategies outbox"
+SOAK_DURATION ?= 10m
+SOAK_FLAGS ?=
 
-.PHONY: build test bench bench-multi faults vet fmt fmt-check clean images-offline down
+.PHONY: build test bench bench-multi faults soak vet fmt fmt-check clean images-offline down
 
 # go generate refreshes the strategies' core-line counts the binary carries
 # (TestCoreLinesCurrent fails when the committed ones are stale).
@@ -63,6 +67,19 @@ bench-multi: build
 faults: build
 	scripts/setup.sh bench $(FAULTS_FLAGS)
 	./$(BIN) faults --out reports/faults $(FAULTS_FLAGS)
+
+# Drift over time: every strategy in turn, sustained on 10 hot SKUs with
+# 128 buyers, a tenth cancelling and a tenth abandoning (TTL 2 s, so expiry
+# runs all along), SOAK_DURATION each (default 10 minutes: about 90 minutes
+# for every strategy on 2 cores), into reports/soak: summary.md's "Drift
+# over the run" (first against last window) and charts/drift-*.png
+# (throughput and P99 per minute, harness/MySQL/Redis memory, table rows,
+# outbox relay lag). Not part of CI. docs/long-runs.md.
+soak: build
+	scripts/setup.sh bench $(SOAK_FLAGS)
+	./$(BIN) run --strategies all --scenario sustained --skus 10 --buyers 128 \
+		--mix confirm=0.8,cancel=0.1,abandon=0.1 --ttl 2s --warmup 5s --duration $(SOAK_DURATION) \
+		--out reports/soak $(SOAK_FLAGS)
 
 vet:
 	$(GO) vet ./...

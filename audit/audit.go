@@ -200,6 +200,12 @@ const batchSKUs = 1000
 // key in batches; no statement is issued per SKU. Memory holds one batch
 // of SKUs and the detail of at most MaxSKUDetails of them.
 func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error) {
+	return a.AuditFrom(ctx, AckSlice(acks))
+}
+
+// AuditFrom is Audit with the acknowledgements read from src batch by batch
+// (a run's acks stream from disk; see AckSource).
+func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	var out Audit
 	k := sink{&out}
 	var total int64
@@ -209,7 +215,9 @@ func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error)
 		} else if err := a.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM inventory").Scan(&total); err != nil {
 			return out, fmt.Errorf("audit: count inventory: %w", err)
 		}
-		total += int64(len(acks))
+		if n, ok := acks.(interface{ Len() int }); ok {
+			total += int64(n.Len())
+		}
 		a.Progress(0, total)
 	}
 	var all, bad []SKUAudit
@@ -696,70 +704,81 @@ func (a Auditor) orders(ctx context.Context, ids []string) (map[string]orderRow,
 	return out, nil
 }
 
-// checkAcks counts acknowledgements that the stores contradict. It reads
-// the acks' orders by primary key, one batch of acks at a time (memory
-// holds one batch), and calls done with the number of acks checked.
-func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inventory.Ack, done func(n int)) error {
-	const batch = 5000
-	for start := 0; start < len(acks); start += batch {
-		part := acks[start:min(start+batch, len(acks))]
-		ids := make([]string, 0, len(part))
-		seen := make(map[string]bool, len(part))
-		for _, ack := range part {
-			if !seen[ack.OrderID] {
-				seen[ack.OrderID] = true
-				ids = append(ids, ack.OrderID)
-			}
-		}
-		rows, err := a.orders(ctx, ids)
-		if err != nil {
+// checkAcks counts acknowledgements that the stores contradict, one batch
+// of acks at a time: the stores do not change during an audit, so reading
+// each batch's orders apart gives what one read of them all would. done is
+// told how many acks each batch checked.
+func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks AckSource, done func(n int)) error {
+	err := acks.EachAck(ctx, func(batch []inventory.Ack) error {
+		if err := a.checkAckBatch(ctx, out, k, batch); err != nil {
 			return err
 		}
-		var unheld []inventory.Ack
-		for _, ack := range part {
-			o, found := rows[ack.OrderID]
-			switch ack.State {
-			case inventory.StateConfirmed:
-				if o.state != inventory.StateConfirmed {
-					out.LostAcks++
-					k.note("order %s: confirm acknowledged, order is %q", ack.OrderID, o.state)
-				}
-			case inventory.StateCancelled:
-				if o.state == inventory.StateConfirmed || o.state == inventory.StateReserved {
-					out.CancelAckViolations++
-					k.note("order %s: cancel acknowledged, order is %s", ack.OrderID, o.state)
-				}
-			case inventory.AckRefused:
-				out.RefusedAfterReserve++
-				k.note("order %s: confirm refused for lack of stock after its reserve succeeded", ack.OrderID)
-			case inventory.StateReserved:
-				if !found || o.qty <= 0 {
-					unheld = append(unheld, ack)
-				}
-			}
-		}
-		held, err := a.heldInRedis(ctx, unheld)
-		if err != nil {
-			return err
-		}
-		for i, ack := range unheld {
-			if !held[i] {
-				out.ReserveAckViolations++
-				k.note("order %s: reserve acknowledged, no store holds it (mysql %q)", ack.OrderID, rows[ack.OrderID].state)
-			}
-		}
-		done(len(part))
+		done(len(batch))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("audit: acks: %w", err)
 	}
 	return nil
 }
 
-// heldInRedis reports, per ack, whether Redis holds a reservation record
-// with units for the order (strategies whose reservations live in Redis),
-// in one pipelined round trip.
+func (a Auditor) checkAckBatch(ctx context.Context, out *Audit, k sink, acks []inventory.Ack) error {
+	ids := make([]string, 0, len(acks))
+	seen := make(map[string]bool, len(acks))
+	for _, ack := range acks {
+		if !seen[ack.OrderID] {
+			seen[ack.OrderID] = true
+			ids = append(ids, ack.OrderID)
+		}
+	}
+	rows, err := a.orders(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var inRedis []inventory.Ack // reserve acks MySQL holds nothing for
+	for _, ack := range acks {
+		o, found := rows[ack.OrderID]
+		switch ack.State {
+		case inventory.StateConfirmed:
+			if o.state != inventory.StateConfirmed {
+				out.LostAcks++
+				k.note("order %s: confirm acknowledged, order is %q", ack.OrderID, o.state)
+			}
+		case inventory.StateCancelled:
+			if o.state == inventory.StateConfirmed || o.state == inventory.StateReserved {
+				out.CancelAckViolations++
+				k.note("order %s: cancel acknowledged, order is %s", ack.OrderID, o.state)
+			}
+		case inventory.AckRefused:
+			out.RefusedAfterReserve++
+			k.note("order %s: confirm refused for lack of stock after its reserve succeeded", ack.OrderID)
+		case inventory.StateReserved:
+			if found && o.qty > 0 {
+				continue
+			}
+			inRedis = append(inRedis, ack)
+		}
+	}
+	held, err := a.heldInRedis(ctx, inRedis)
+	if err != nil {
+		return err
+	}
+	for i, ack := range inRedis {
+		if !held[i] {
+			out.ReserveAckViolations++
+			k.note("order %s: reserve acknowledged, no store holds it (mysql %q)", ack.OrderID, rows[ack.OrderID].state)
+		}
+	}
+	return nil
+}
+
+// heldInRedis reports, for each of acks, whether Redis holds a reservation
+// record with units for the order (strategies whose reservations live in
+// Redis), in one pipeline.
 func (a Auditor) heldInRedis(ctx context.Context, acks []inventory.Ack) ([]bool, error) {
-	out := make([]bool, len(acks))
+	held := make([]bool, len(acks))
 	if a.Redis == nil || !a.RedisReservations || len(acks) == 0 {
-		return out, nil
+		return held, nil
 	}
 	pipe := a.Redis.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(acks))
@@ -768,8 +787,10 @@ func (a Auditor) heldInRedis(ctx context.Context, acks []inventory.Ack) ([]bool,
 			cmds[i] = pipe.HMGet(ctx, inventory.RedisReservationKey(ack.SKU, ack.OrderID), "qty", "state")
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("audit: redis reservations of acks: %w", err)
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("audit: redis reservations: %w", err)
+		}
 	}
 	for i, c := range cmds {
 		if c == nil {
@@ -777,9 +798,9 @@ func (a Auditor) heldInRedis(ctx context.Context, acks []inventory.Ack) ([]bool,
 		}
 		q, _ := c.Val()[0].(string)
 		n, _ := strconv.ParseInt(q, 10, 64)
-		out[i] = n > 0
+		held[i] = n > 0
 	}
-	return out, nil
+	return held, nil
 }
 
 func abs(x int64) int64 {

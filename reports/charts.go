@@ -191,6 +191,13 @@ func buildPlots(r *results.Results) ([]namedPlot, error) {
 				}
 			}
 		}
+		for _, m := range driftMetrics {
+			if p, err := driftChart(rs, sc, m); p != nil || err != nil {
+				if err := add("drift-"+m.name+"-"+sc, p, err); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	return out, nil
 }

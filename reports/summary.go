@@ -304,6 +304,7 @@ func Summary(r *results.Results) string {
 	}
 
 	b.WriteString(faultMarkdown(r))
+	b.WriteString(driftMarkdown(r))
 
 	if len(r.Aggregates) > 0 {
 		b.WriteString("\n## Spread over repeats (min / median / max)\n\n| strategy | scenario | runs | TPS | P99 (ms) | oversell % | server CPU % |\n|---|---|---:|---|---|---|---|\n")

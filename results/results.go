@@ -133,6 +133,10 @@ type Run struct {
 	Value string `json:"value,omitempty"`
 	// Series is the per-second time series of the measured phase.
 	Series []SeriesPoint `json:"series,omitempty"`
+	// Drift is how throughput, latency, memory, table sizes and relay lag
+	// moved over a timed run (absent for flash and race, and for merged
+	// generators).
+	Drift *Drift `json:"drift,omitempty"`
 	// Interrupted is true when Ctrl-C cut this run short: DurationSec is
 	// then what was measured of its window.
 	Interrupted bool `json:"interrupted,omitempty"`

@@ -203,16 +203,8 @@ func (d *driver) backoff(n int) time.Duration {
 	return b.Draw(rand.New(rand.NewPCG(rand.Uint64(), 0))) << min(n-1, 10)
 }
 
-// record counts one operation's outcome and keeps its ack.
+// record counts one operation's outcome (its ack is kept by the ledger).
 func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder, r opResult) {
-	if r.err == nil {
-		switch r.op {
-		case scenarios.Confirm:
-			rec.ack(inventory.Ack{OrderID: j.OrderID, State: inventory.StateConfirmed})
-		case scenarios.Cancel:
-			rec.ack(inventory.Ack{OrderID: j.OrderID, State: inventory.StateCancelled})
-		}
-	}
 	if r.op == scenarios.Reserve && errors.Is(r.err, inventory.ErrOutOfStock) && d.restock != nil {
 		d.restock.trigger(ctx, j.SKU)
 	}

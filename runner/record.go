@@ -24,15 +24,14 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMa
 // (see stripes); its methods lock it, so a bounded set of recorders serves
 // any number of buyers. Recorders are merged when the run ends. Only operations that start
 // inside the measured window [from, to) are timed and counted (warm-up and
-// the drain after the end are not); acks are kept for every operation,
-// because the audit covers the whole run.
+// the drain after the end are not). The acks the audit checks are kept by
+// the ledger (on disk), not here.
 type recorder struct {
 	mu       sync.Mutex
 	from, to time.Time // zero to: no upper bound
 	hist     map[string]*hdrhistogram.Histogram
 	counts   map[string]map[string]int64
 	journeys map[string]int64
-	acks     []inventory.Ack
 	errs     []string
 	flows    int64
 	attempts int64
@@ -154,14 +153,6 @@ func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Durat
 	return cls.Failed()
 }
 
-// ack keeps an acknowledgement for the audit (whenever it happened: the
-// audit covers the whole run).
-func (r *recorder) ack(a inventory.Ack) {
-	r.mu.Lock()
-	r.acks = append(r.acks, a)
-	r.mu.Unlock()
-}
-
 // journey counts a journey of kind started in the measured part of the run.
 func (r *recorder) journey(kind string) {
 	r.mu.Lock()
@@ -197,7 +188,6 @@ func (r *recorder) merge(o *recorder) {
 	for k, n := range o.journeys {
 		r.journeys[k] += n
 	}
-	r.acks = append(r.acks, o.acks...)
 	for _, e := range o.errs {
 		if len(r.errs) < maxErrorTexts && !slices.Contains(r.errs, e) {
 			r.errs = append(r.errs, e)

@@ -373,16 +373,17 @@ func RunWithFaults(ctx context.Context, st Stores, e registry.Entry, scenario st
 }
 
 // deadlines are the settle and audit deadlines of a run over skus SKUs
-// that gave acks acknowledgements: the options' when set, else scaled with
-// the work (settle: 2 min + 1 min per 100,000 SKUs; each audit: 1 min +
-// 1 min per 100,000 SKUs and per 1,000,000 acks).
-func (o Options) deadlines(skus, acks int) (settle, audit time.Duration) {
+// that gave acks acknowledgements and left pending items for its Settle
+// (strategies.Pending): the options' when set, else scaled with the work
+// (settle: 2 min + 1 min per 100,000 SKUs + settlePerPending per pending
+// item; each audit: 1 min + 1 min per 100,000 SKUs + auditPerAck per ack).
+func (o Options) deadlines(skus int, acks, pending int64) (settle, audit time.Duration) {
 	settle, audit = o.SettleTimeout, o.AuditTimeout
 	if settle <= 0 {
-		settle = 2*time.Minute + time.Duration(skus/100_000)*time.Minute
+		settle = 2*time.Minute + time.Duration(skus/100_000)*time.Minute + time.Duration(max(0, pending))*settlePerPending
 	}
 	if audit <= 0 {
-		audit = time.Minute + time.Duration(skus/100_000)*time.Minute + time.Duration(acks/1_000_000)*time.Minute
+		audit = time.Minute + time.Duration(skus/100_000)*time.Minute + time.Duration(max(0, acks))*auditPerAck
 	}
 	return settle, audit
 }
@@ -466,7 +467,12 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		strat = svc
 	}
 
-	book := newLedger(strat, stock)
+	acks, err := newAckLog()
+	if err != nil {
+		return run, err
+	}
+	defer acks.Close()
+	book := newLedger(strat, stock, acks, ledgerKeep(o))
 	if len(stock) > 0 {
 		// What the catalog, the ledger and the strategy's setup hold.
 		run.Harness.HarnessHeapBytesPerSKU = float64(int64(liveHeap())-int64(heap0)) / float64(len(stock))
@@ -519,6 +525,15 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	var window time.Duration
 	load := (&phases{name: e.Name}).start(PhaseLoad, "", 0) // the live line draws it
 	poolFrom, galeraFrom := markPools(sconns), markGalera(ctx, conns)
+	var drift *driftSampler
+	if sc.Timed() && !o.sharded() {
+		pid := st.Endpoints.MySQLPID
+		if pid == 0 {
+			pid = o.ServerPIDs[servers.TargetMySQL]
+		}
+		_, relay := countersOf(strat)["outbox_relayed"]
+		drift = startDrift(conns, pid, relay, driftEvery(o.Duration))
+	}
 	peakReset := resetPeakRSS()
 	cpuFrom := selfCPU()
 	switch {
@@ -531,6 +546,11 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 	cpuPct := cpu.end()
 	ps.list = append(ps.list, load.end(false))
+	var driftEveryPeriod time.Duration
+	var driftPoints []results.DriftPoint
+	if drift != nil {
+		driftEveryPeriod, driftPoints = drift.end(d.from)
+	}
 	harnessCPU := selfCPU() - cpuFrom
 	poolTo, galeraTo := markPools(sconns), markGalera(context.Background(), conns)
 	if e.UsesRedis {
@@ -556,9 +576,8 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}
-	var acks []inventory.Ack
-	auditor.Ledger, acks = book.snapshot()
-	settleTO, auditTO := o.deadlines(len(stock), len(acks))
+	auditor.Ledger = book.snapshot()
+	settleTO, auditTO := o.deadlines(len(stock), acks.len(), pendingOf(strat))
 	var phaseErr error
 	settle := func() bool {
 		ph := ps.start(PhaseSettle, "", 0)
@@ -578,7 +597,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		a.Progress = func(done, total int64) { ph.set(done, total) }
 		actx, cancel := context.WithTimeout(context.Background(), auditTO)
 		defer cancel()
-		res, err := a.Audit(actx, acks)
+		res, err := a.AuditFrom(actx, acks)
 		if err == nil && check != nil {
 			err = check(actx, &res)
 		}
@@ -595,7 +614,12 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		// The parent audits once, after every generator settled.
 		settleFrom = time.Now()
 		settle()
-		run.ShardAcks = acks
+		actx, cancel := context.WithTimeout(context.Background(), auditTO)
+		run.ShardAcks, err = acks.all(actx)
+		cancel()
+		if err != nil {
+			return run, err
+		}
 		for _, st := range stock {
 			auditor.Ledger[st.SKU] -= st.Total
 		}
@@ -665,6 +689,9 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		run.Errors = append(run.Errors, phaseErr.Error())
 	}
 	run.Series = total.seriesPoints()
+	if drift != nil {
+		run.Drift = driftOf(driftEveryPeriod, driftPoints, total.series, window)
+	}
 	if c, ok := strat.(strategies.Counters); ok {
 		run.Counters = c.Counters()
 	}
@@ -707,6 +734,14 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)
 	}
 	return run, nil
+}
+
+// countersOf is the strategy's own counters (nil when it keeps none).
+func countersOf(s strategies.Strategy) map[string]float64 {
+	if c, ok := s.(strategies.Counters); ok {
+		return c.Counters()
+	}
+	return nil
 }
 
 // fixed plays the flash and race scenarios: buyers arrive on the arrival

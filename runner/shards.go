@@ -237,7 +237,7 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	}
 	// One audit of the stores, after every generator settled; one that
 	// overruns its deadline leaves the merged load figures standing.
-	_, auditTO := o.deadlines(len(stock), len(acks))
+	_, auditTO := o.deadlines(len(stock), int64(len(acks)), 0)
 	sctx, cancel := context.WithTimeout(context.Background(), auditTO)
 	defer cancel()
 	ph := (&phases{w: o.Progress, name: e.Name}).start(PhaseAudit, "SKUs+acks", 0)

@@ -9,10 +9,10 @@ var coreLines = map[string]int{
 	"strategies/cas":                  139,
 	"strategies/conditional":          38,
 	"strategies/internal/groupcommit": 259,
-	"strategies/internal/redisstock":  720,
+	"strategies/internal/redisstock":  761,
 	"strategies/internal/sqlstore":    401,
-	"strategies/luatcc":               331,
+	"strategies/luatcc":               452,
 	"strategies/naive":                105,
-	"strategies/outbox":               749,
+	"strategies/outbox":               773,
 	"strategies/rowlock":              58,
 }
