@@ -2,6 +2,7 @@ package strategies_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -369,6 +370,30 @@ var cases = []struct {
 		}
 		_, s := f.stock()
 		wantStock(t, s, n-confirmed, confirmed)
+	}},
+	{"a deadline is kept at one resolution in every store", true, func(t *testing.T, e registry.Entry) {
+		// 950 µs past a millisecond boundary: a store keeping µs and one
+		// keeping ms would disagree on whether the order is past its
+		// deadline for most of that millisecond (the auditor's stale rule
+		// could then fall between the sweeper and Redis).
+		f := newFixture(t, e, 5, strategies.Config{})
+		d := time.Now().Add(time.Hour).Truncate(time.Millisecond).Add(950 * time.Microsecond)
+		want := d.Truncate(time.Millisecond)
+		wantErr(t, "reserve", f.reserveUntil("o1", d), nil)
+		var exp sql.NullTime
+		switch err := env.DB.QueryRow("SELECT expires_at FROM orders WHERE order_id='o1'").Scan(&exp); {
+		case errors.Is(err, sql.ErrNoRows): // the strategy keeps it elsewhere until decided
+		case err != nil:
+			t.Fatal(err)
+		case !exp.Valid || !exp.Time.Equal(want):
+			t.Fatalf("MySQL expires_at %v, want %v (deadline %v at %v)", exp.Time, want, d, inventory.DeadlineResolution)
+		}
+		if e.UsesRedis {
+			ms, err := env.Redis.HGet(context.Background(), inventory.RedisReservationKey(sku, "o1"), "deadline").Int64()
+			if err == nil && !time.UnixMilli(ms).Equal(want) {
+				t.Fatalf("Redis deadline %v, want %v", time.UnixMilli(ms), want)
+			}
+		}
 	}},
 	{"200 buyers on 100 units", true, func(t *testing.T, e registry.Entry) {
 		f := newFixture(t, e, 100, strategies.Config{})

@@ -181,7 +181,7 @@ func InsertOrder(ctx context.Context, q Execer, r inventory.Reservation, st inve
 	now := time.Now().UTC()
 	var exp any
 	if !r.Deadline.IsZero() {
-		exp = r.Deadline.UTC()
+		exp = inventory.StoredDeadline(r.Deadline)
 	}
 	_, err := q.ExecContext(ctx,
 		"INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?)",
