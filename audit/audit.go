@@ -45,8 +45,8 @@ type RedisStock struct {
 // stores and the harness's ledger, never taken from the strategy.
 type SKUAudit struct {
 	SKU string `json:"sku"`
-	// Ledger is the stock the harness put in: initial + restocks it issued
-	// (without a ledger, the MySQL total).
+	// Ledger is the stock the harness put in: initial + the journalled
+	// restocks it issued (without a ledger, the MySQL total).
 	Ledger int64 `json:"ledger"`
 	// Total, Available, Occupied and Sold are MySQL's view: the inventory
 	// row plus the outbox events not yet applied to it.
@@ -84,7 +84,8 @@ type Audit struct {
 	InvariantViolations int `json:"invariant_violations"`
 	// MissingRedisStock counts SKUs without a Redis stock hash.
 	MissingRedisStock int `json:"missing_redis_stock"`
-	// LostAcks counts confirm acks whose order is not confirmed.
+	// LostAcks counts confirm acks whose order is not confirmed and
+	// acknowledged restocks the restock journal lacks.
 	LostAcks int `json:"lost_acks"`
 	// ReserveAckViolations counts reserve acks no store holds a
 	// reservation (or a decision) for.
@@ -150,9 +151,11 @@ type Auditor struct {
 	// Redis is the Redis of a strategy that keeps stock there; nil when the
 	// strategy keeps none (then Redis is not checked at all).
 	Redis redis.UniversalClient
-	// Ledger is the stock the harness put in per SKU (initial + restocks it
-	// issued): the total every store must show. Nil: the MySQL total is
-	// taken as the ledger (the audit command, on stores it did not fill).
+	// Ledger is the stock the harness put in per SKU before any restock
+	// (the initial stock); the audit adds the restock journal rows whose
+	// ids the acks name as restocks the harness issued (see ledgerOf): the
+	// total every store must show. Nil: the MySQL total is taken as the
+	// ledger (the audit command, on stores it did not fill).
 	Ledger map[string]int64
 	// RedisReservations says reservations live only in Redis until decided
 	// (lua-tcc's TCC Try): a live Redis reservation then needs no MySQL
@@ -209,7 +212,13 @@ func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error)
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("audit: read inventory: %w", err)
 	}
-	for sku := range a.Ledger {
+	var ledger map[string]int64
+	if a.Ledger != nil {
+		if ledger, err = a.ledgerOf(ctx, a.Ledger, acks, &out, k); err != nil {
+			return out, err
+		}
+	}
+	for sku := range ledger {
 		if !containsSKU(out.SKUs, sku) {
 			k.violate("mysql %s: no inventory row for a SKU the harness stocked", sku)
 		}
@@ -218,10 +227,10 @@ func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error)
 	for i := range out.SKUs {
 		s := &out.SKUs[i]
 		s.Ledger = s.Total
-		if l, ok := a.Ledger[s.SKU]; ok {
+		if l, ok := ledger[s.SKU]; ok {
 			s.Ledger = l
 			if s.Total != l {
-				k.violate("mysql %s: total %d != ledger %d (initial + restocks issued)", s.SKU, s.Total, l)
+				k.violate("mysql %s: total %d != ledger %d (initial + journalled restocks the harness issued)", s.SKU, s.Total, l)
 			}
 		}
 		checkStock(k, "mysql", inventory.Stock{SKU: s.SKU, Total: s.Total, Available: s.Available, Occupied: s.Occupied, Sold: s.Sold})
@@ -483,7 +492,7 @@ func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inven
 	ids := make([]string, 0, len(acks))
 	seen := map[string]bool{}
 	for _, ack := range acks {
-		if !seen[ack.OrderID] {
+		if !ack.IsRestock() && !seen[ack.OrderID] {
 			seen[ack.OrderID] = true
 			ids = append(ids, ack.OrderID)
 		}

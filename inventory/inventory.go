@@ -46,6 +46,16 @@ type Reservation struct {
 	Deadline time.Time
 }
 
+// Restock is one restock: Qty units added to the SKU's total and available.
+// ID names it uniquely within a run (the harness issues it); the stores
+// journal it in the same transaction as the total, so a restock applies at
+// most once per ID and the journal says whether it applied.
+type Restock struct {
+	ID  string
+	SKU string
+	Qty int64
+}
+
 // DeadlineResolution is the one resolution at which every store keeps a
 // reservation's deadline: Redis as Unix milliseconds, MySQL's DATETIME(6)
 // truncated to the same millisecond. With one resolution, "past its

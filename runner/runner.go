@@ -70,7 +70,7 @@ type Options struct {
 	// run; it plays its slice of the buyers (journeys or workers with
 	// index % Shards == Shard), does not take the run lock (its parent
 	// holds it), settles its strategy instance and leaves the audit to the
-	// parent: its run carries the stock it restocked and its acks.
+	// parent: its run carries its acks, its restocks among them.
 	Shard, Shards int
 	// NoReset leaves the stores as they are (prepared by another process).
 	NoReset bool
@@ -377,14 +377,6 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 
 	book := newLedger(strat, stock)
-	if len(o.Faults) > 0 {
-		book.totalOf = func(ctx context.Context, sku string) (total int64, err error) {
-			// A locking read waits for a restock still holding the row (its
-			// answer cut by the fault, its commit not yet landed).
-			err = conns.DB.QueryRowContext(ctx, "SELECT total FROM inventory WHERE sku=? LOCK IN SHARE MODE", sku).Scan(&total)
-			return total, err
-		}
-	}
 	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o)}
 	var injected struct {
 		events []faults.Event
@@ -459,18 +451,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		if err := strat.Settle(sctx); err != nil {
 			return run, fmt.Errorf("settle: %w", err)
 		}
-		run.ShardAcks = acks
-		for _, st := range stock {
-			auditor.Ledger[st.SKU] -= st.Total
-		}
-		for sku, n := range auditor.Ledger {
-			if n != 0 {
-				if run.Restocked == nil {
-					run.Restocked = map[string]int64{}
-				}
-				run.Restocked[sku] = n
-			}
-		}
+		run.ShardAcks = acks // its restocks among them
 		host, _ := os.Hostname()
 		run.Shard = &results.ShardInfo{Index: o.Shard, Of: o.Shards, Host: host, PID: os.Getpid(),
 			HarnessCPUPct: cpuPct["harness_cpu_pct"], Cores: runtime.NumCPU(), SettleFrom: settleFrom}

@@ -223,9 +223,6 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	for _, s := range stock {
 		auditor.Ledger[s.SKU] += s.Total
 	}
-	for sku, n := range merged.Restocked {
-		auditor.Ledger[sku] += n
-	}
 	var acks []inventory.Ack
 	for _, r := range runs {
 		acks = append(acks, r.ShardAcks...)
@@ -237,7 +234,7 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	if err := checkNodes(sctx, conns, &settled); err != nil {
 		return run, err
 	}
-	merged.Audit, merged.Restocked = settled, nil
+	merged.Audit = settled
 	merged.AuditEndOfLoad, merged.SettleRepaired = nil, nil
 	merged.Seed, merged.CoreLines = o.Seed, e.CoreLines()
 	return merged, nil

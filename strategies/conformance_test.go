@@ -95,6 +95,20 @@ func (f *fixture) cancel(id string) error {
 	return err
 }
 
+// restock issues a restock and records it as the harness does (see
+// runner's ledger): acknowledged, or of unknown outcome.
+func (f *fixture) restock(id string, qty int64) error {
+	err := f.s.Restock(context.Background(), inventory.Restock{ID: id, SKU: sku, Qty: qty})
+	st := inventory.AckRestocked
+	if err != nil {
+		st = inventory.AckRestockUnknown
+	}
+	f.mu.Lock()
+	f.acks = append(f.acks, inventory.Ack{OrderID: id, SKU: sku, State: st, Qty: qty})
+	f.mu.Unlock()
+	return err
+}
+
 func (f *fixture) ack(id string, st inventory.OrderState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -370,6 +384,26 @@ var cases = []struct {
 		}
 		_, s := f.stock()
 		wantStock(t, s, n-confirmed, confirmed)
+	}},
+	{"a restock is journalled, and applies once per id", true, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 1, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "sold out", f.reserve("o2"), inventory.ErrOutOfStock)
+		wantErr(t, "restock", f.restock("r1", 3), nil)
+		wantErr(t, "restock repeated (its reply lost)", f.restock("r1", 3), nil)
+		wantErr(t, "reserve the restocked units", f.reserve("o2"), nil)
+		var rows, units int64
+		if err := env.DB.QueryRow("SELECT COUNT(*), COALESCE(SUM(qty),0) FROM restocks WHERE sku=?", sku).Scan(&rows, &units); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 1 || units != 3 {
+			t.Fatalf("restock journal: %d rows, %d units; want 1 row of 3", rows, units)
+		}
+		a, s := f.stock()
+		if s.Ledger != 4 || s.Total != 4 {
+			t.Fatalf("ledger %d, total %d: want 4 (1 initial + 3 journalled); %v", s.Ledger, s.Total, a.Violations)
+		}
+		wantStock(t, s, 2, 0)
 	}},
 	{"a deadline is kept at one resolution in every store", true, func(t *testing.T, e registry.Entry) {
 		// 950 µs past a millisecond boundary: a store keeping µs and one

@@ -306,9 +306,10 @@ func decisions(ctx context.Context, db *sql.DB, ids []string) (map[string]invent
 	return out, nil
 }
 
-// Restock adds stock in MySQL first, then in Redis.
-func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
-	return s.rs.Restock(ctx, s.db, sku, qty)
+// Restock adds stock in MySQL first (journalled), then in Redis; a
+// repeated restock id changes nothing (see redisstock.Store.Restock).
+func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
+	return s.rs.Restock(ctx, s.db, r)
 }
 
 // Close has nothing to release.

@@ -332,11 +332,12 @@ func TestUnderLoad(t *testing.T) {
 				// Restocks run to the end: the ledger must know whether one
 				// happened (a lost Redis write is the reconciler's case).
 				if errors.Is(err, inventory.ErrOutOfStock) && rng.IntN(4) == 0 {
-					if s.Restock(ctx, k, 5) == nil {
-						mu.Lock()
-						ledger[k] += 5
-						mu.Unlock()
+					rs := inventory.Restock{ID: "r-" + id, SKU: k, Qty: 5}
+					st := inventory.AckRestocked
+					if s.Restock(ctx, rs) != nil {
+						st = inventory.AckRestockUnknown // the journal tells
 					}
+					ack(inventory.Ack{OrderID: rs.ID, SKU: k, State: st, Qty: 5})
 				}
 				if err != nil {
 					continue

@@ -384,24 +384,26 @@ func (s Store) Due(ctx context.Context, sku string, now time.Time, limit int64) 
 	return ids, nil
 }
 
-// Restock adds qty to a SKU's total and available, in MySQL first and then
-// in Redis, so that Redis never promises units MySQL does not have. The
+// Restock adds r.Qty to a SKU's total and available, in MySQL first (with
+// its journal row, in one transaction: sqlstore.JournalRestock) and then in
+// Redis, so that Redis never promises units MySQL does not have. The
 // MySQL update bumps the row's version; Redis records the version it
 // includes, so the Redis write applies once even if it lands after a
 // reconciler already took the units from MySQL. A Redis write that fails
-// leaves Redis short (never over), for the reconciler to repair.
-func (s Store) Restock(ctx context.Context, db *sql.DB, sku string, qty int64) error {
+// leaves Redis short (never over), for the reconciler to repair. A repeat
+// of r.ID changes nothing and returns nil (the first call's Redis write,
+// if it failed, is the reconciler's to catch up).
+func (s Store) Restock(ctx context.Context, db *sql.DB, r inventory.Restock) error {
 	var version int64
-	err := sqlstoreTx(ctx, db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+?, version=version+1 WHERE sku=?", qty, qty, sku); err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, "SELECT version FROM inventory WHERE sku=?", sku).Scan(&version)
+	var applied bool
+	err := sqlstore.InTx(ctx, db, func(tx *sql.Tx) (err error) {
+		version, applied, err = sqlstore.JournalRestock(ctx, tx, r)
+		return err
 	})
-	if err != nil {
-		return fmt.Errorf("restock %s: %w", sku, err)
+	if err != nil || !applied {
+		return err
 	}
-	_, err = s.applyRestock(ctx, sku, qty, version)
+	_, err = s.applyRestock(ctx, r.SKU, r.Qty, version)
 	return err
 }
 
@@ -416,19 +418,6 @@ func (s Store) applyRestock(ctx context.Context, sku string, qty, version int64)
 		return false, fmt.Errorf("redis restock %s: no stock hash", sku)
 	}
 	return n == 1, nil
-}
-
-// sqlstoreTx runs fn in one transaction (a short one: no retry loop).
-func sqlstoreTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }
 
 // ApplyDecisions brings every live Redis reservation of the SKUs in line
