@@ -93,13 +93,41 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 // was queued — its outcome is settled before Redis is touched (see undo).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	fresh, err := s.rs.Try(ctx, r)
-	if err != nil || !fresh {
+	if err != nil {
 		return err
+	}
+	if !fresh {
+		return s.repeat(ctx, r)
 	}
 	if err := s.reserves.Do(ctx, r.SKU, r); err != nil {
 		return s.undo(r, err)
 	}
 	return nil
+}
+
+// repeat settles a reserve whose Try found the order already held in Redis
+// (a client repeating a reserve whose reply it lost, or two calls racing).
+// MySQL, not Redis, decides, since a reserve is acknowledged only once its
+// order is in MySQL: reserved or confirmed there is a success; cancelled or
+// expired is ErrAlreadyFinal, and Redis gets that decision (the unit back);
+// no order row means the first call never wrote it, so this one does, as
+// the first would have (a racing write of the same order is settled
+// through undo's barrier).
+func (s *Strategy) repeat(ctx context.Context, r inventory.Reservation) error {
+	st, err := sqlstore.StateOf(ctx, s.db, r.OrderID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if err := s.reserves.Do(ctx, r.SKU, r); err != nil {
+			return s.undo(r, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reserve %s: repeat: %w", r.OrderID, err)
+	case st == inventory.StateReserved || st == inventory.StateConfirmed:
+		return nil
+	}
+	s.applyToRedis(ctx, inventory.OrderRef{OrderID: r.OrderID, SKU: r.SKU}, st, false)
+	return fmt.Errorf("reserve %s: order is %s: %w", r.OrderID, st, inventory.ErrAlreadyFinal)
 }
 
 // undo handles a reserve whose MySQL write returned err. It runs on its own

@@ -283,7 +283,10 @@ type Orders struct {
 	Move MoveFunc
 	// OnFinal, when set, is called after the commit of every transition
 	// (and of every cancel marker, with marker set), outside the transaction:
-	// the place to bring a second store in line.
+	// the place to bring a second store in line. It is also called when
+	// Finish finds the order already in the state asked for (a repeat, or
+	// the retry of a transition whose commit reply was lost), so it must be
+	// idempotent.
 	OnFinal func(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState, marker bool)
 }
 
@@ -318,6 +321,10 @@ func (o Orders) Finish(ctx context.Context, ref inventory.OrderRef, to inventory
 		}
 		switch {
 		case ord.State == to:
+			// A repeat — or the retry of a call whose commit reply was
+			// lost (a decision batch's): OnFinal runs again, so a second
+			// store that missed the first call's update gets it now.
+			applied = to
 			return nil
 		case ord.State == inventory.StateExpired && to == inventory.StateCancelled:
 			return nil
