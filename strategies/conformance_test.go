@@ -405,6 +405,27 @@ var cases = []struct {
 		}
 		wantStock(t, s, 2, 0)
 	}},
+	{"Redis rolled back: nothing sold twice, no drift left", false, func(t *testing.T, e registry.Entry) {
+		// Redis comes back holding what it held before y's reserve and
+		// y's confirm (as a crash under AOF everysec, or a failover to a
+		// lagging replica, leaves it), while MySQL keeps y confirmed. The
+		// rolled-back hash offers y's unit again: z must still be refused
+		// (outbox: MySQL holds y's order; lua-tcc: MySQL holds y's
+		// decision), and no drift may be left behind.
+		f := newFixture(t, e, 2, strategies.Config{})
+		wantErr(t, "reserve x", f.reserve("x"), nil)
+		cp := checkpointRedis(t)
+		wantErr(t, "reserve y", f.reserve("y"), nil)
+		wantErr(t, "confirm y", f.confirm("y"), nil)
+		rollBackRedis(t, cp)
+		wantErr(t, "reserve z after the roll back", f.reserve("z"), inventory.ErrOutOfStock)
+		wantErr(t, "confirm x", f.confirm("x"), nil)
+		a, s := f.stock()
+		wantStock(t, s, 0, 2)
+		if a.DriftUnits != 0 || a.OversoldUnits != 0 || a.RefusedAfterReserve != 0 {
+			t.Fatalf("after the roll back: %+v", a)
+		}
+	}},
 	{"a deadline is kept at one resolution in every store", true, func(t *testing.T, e registry.Entry) {
 		// 950 µs past a millisecond boundary: a store keeping µs and one
 		// keeping ms would disagree on whether the order is past its
@@ -472,6 +493,58 @@ var cases = []struct {
 		}
 		wantStock(t, s, 0, 100)
 	}},
+}
+
+// redisCheckpoint is every stockbench key of Redis as DUMP left it.
+type redisCheckpoint map[string]struct {
+	dump string
+	ttl  time.Duration
+}
+
+// checkpointRedis DUMPs every stockbench key (every node of a cluster).
+func checkpointRedis(t *testing.T) redisCheckpoint {
+	t.Helper()
+	ctx := context.Background()
+	cp := redisCheckpoint{}
+	err := inventory.ScanKeys(ctx, env.Redis, inventory.RedisPrefix+"*", func(keys []string) error {
+		for _, k := range keys {
+			d, err := env.Redis.Dump(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			ttl, err := env.Redis.PTTL(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			cp[k] = struct {
+				dump string
+				ttl  time.Duration
+			}{d, max(ttl, 0)}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// rollBackRedis puts Redis back as the checkpoint found it and forgets
+// every script, as a restart does: the keys written since are gone.
+func rollBackRedis(t *testing.T, cp redisCheckpoint) {
+	t.Helper()
+	ctx := context.Background()
+	if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range cp {
+		if err := env.Redis.RestoreReplace(ctx, k, v.ttl, v.dump).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Redis.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // isDeadlock reports MySQL's deadlock error, which is also how a Galera

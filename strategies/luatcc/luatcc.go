@@ -60,7 +60,8 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("lua-tcc needs redis")
 	}
-	return &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg, confirms: confirmGroup(cfg)}, nil
+	fence := &redisstock.Fence{DB: cfg.DB}
+	return &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence}, cfg: cfg, confirms: confirmGroup(cfg)}, nil
 }
 
 // Name is "lua-tcc".

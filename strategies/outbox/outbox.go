@@ -72,9 +72,13 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("outbox needs redis")
 	}
-	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg,
+	fence := &redisstock.Fence{DB: cfg.DB}
+	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence}, cfg: cfg,
 		lag: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 	s.orders = sqlstore.Orders{DB: cfg.DB, Move: recordEvent, OnFinal: s.applyToRedis}
+	// A rebuilt Redis is MySQL's projection: the differences the
+	// reconciler was waiting to see twice described the Redis that is gone.
+	fence.OnRebuild = s.rec.forget
 	newGroups(s, cfg)
 	return s, nil
 }

@@ -47,6 +47,10 @@ var (
 type Store struct {
 	R      redis.UniversalClient
 	Retain time.Duration
+	// Fence, when set, keeps Try off a Redis that restarted until its
+	// stock is rebuilt from MySQL (see Fence). Strategies set it; a Store
+	// without one loads and runs its scripts as any client would.
+	Fence *Fence
 }
 
 // Catalog is the list of SKUs a Redis strategy loaded. Safe for concurrent use.
@@ -55,10 +59,15 @@ type Catalog struct {
 	skus []string
 }
 
-// Load copies the stock from MySQL into Redis and remembers the SKUs.
+// Load copies the stock from MySQL into Redis and remembers the SKUs; a
+// Redis that has not run this store's Try since it started (a restart, or
+// the first run on it) is rebuilt from MySQL first (Store.Ready).
 func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
 	skus, err := s.LoadFromMySQL(ctx, db)
 	if err != nil {
+		return err
+	}
+	if err := s.Ready(ctx); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -258,7 +267,7 @@ func keys(sku, id string) []string {
 // an idempotent repeat. Errors: ErrOutOfStock, ErrAlreadyFinal (the order was
 // cancelled first), or an infrastructure error.
 func (s Store) Try(ctx context.Context, r inventory.Reservation) (fresh bool, err error) {
-	n, err := tryScript.Run(ctx, s.R, keys(r.SKU, r.OrderID), r.Qty, r.Deadline.UnixMilli(), r.OrderID).Int()
+	n, err := s.try(ctx, r)
 	if err != nil {
 		return false, fmt.Errorf("redis try: %w", err)
 	}
