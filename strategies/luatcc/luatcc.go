@@ -326,5 +326,6 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_expired":         float64(s.expired.Load()),
 		"tcc_reloads":         float64(s.reloads.Load()),
 		"tcc_restocks_caught": float64(s.restocksCaught.Load()),
+		"redis_rebuilds":      float64(s.rs.Fence.Rebuilds()),
 	})
 }

@@ -405,6 +405,7 @@ func (s *Strategy) Counters() map[string]float64 {
 		"outbox_backlog_max":   float64(s.backlogMax.Load()),
 		"outbox_compensations": float64(s.compensations.Load()),
 		"outbox_deferred":      float64(s.deferred.Load()),
+		"redis_rebuilds":       float64(s.rs.Fence.Rebuilds()),
 		"outbox_undo_failures": float64(s.undoFailures.Load()),
 		"reconcile_repairs":    float64(s.repairs.Load()),
 		"reconcile_decisions":  float64(s.decisionsApplied.Load()),

@@ -9,10 +9,10 @@ var coreLines = map[string]int{
 	"strategies/cas":                  139,
 	"strategies/conditional":          38,
 	"strategies/internal/groupcommit": 259,
-	"strategies/internal/redisstock":  563,
+	"strategies/internal/redisstock":  620,
 	"strategies/internal/sqlstore":    425,
-	"strategies/luatcc":               332,
+	"strategies/luatcc":               333,
 	"strategies/naive":                139,
-	"strategies/outbox":               775,
+	"strategies/outbox":               776,
 	"strategies/rowlock":              58,
 }

@@ -92,14 +92,13 @@ func (s Store) Ready(ctx context.Context) error {
 }
 
 // Rebuild rebuilds every SKU's stock hash from MySQL, the system of
-// record: first each live Redis reservation that MySQL has decided gets
-// that decision (so the rebuild counts it once, as MySQL does), then the
-// hash is dropped and built again as Reload builds a missing one — total
-// from MySQL, sold from its confirmed orders, occupied from every
-// reservation still held (live in Redis or reserved in MySQL), available
-// the rest. While a SKU's hash is missing its Trys fail (no stock hash),
-// its decisions move only their reservations, and Reload reads Redis
-// before MySQL, so nothing in flight is counted twice or lost. A
+// record: the hash is dropped and built again as Reload builds a missing
+// one — total from MySQL, sold from its confirmed orders, MySQL's
+// decisions given to the live reservations that missed them, occupied
+// from every reservation still held (live in Redis, or reserved in MySQL
+// and recorded again in Redis), available the rest. While a SKU's hash is
+// missing its Trys fail (no stock hash) and its decisions wait for the new
+// hash (finish.lua), so nothing in flight is counted twice or lost. A
 // reservation only Redis held, acknowledged in the window the server lost,
 // cannot be rebuilt: nothing else knew it.
 func (s Store) Rebuild(ctx context.Context, db *sql.DB) error {
@@ -108,9 +107,6 @@ func (s Store) Rebuild(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	for _, sku := range skus {
-		if _, err := s.ApplyDecisions(ctx, db, []string{sku}); err != nil {
-			return fmt.Errorf("rebuild %s: %w", sku, err)
-		}
 		if err := s.R.Del(ctx, inventory.RedisStockKey(sku), restockKey(sku)).Err(); err != nil {
 			return fmt.Errorf("rebuild %s: %w", sku, err)
 		}

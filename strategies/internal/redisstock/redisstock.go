@@ -35,12 +35,16 @@ var adjustLua string
 //go:embed restock.lua
 var restockLua string
 
+//go:embed rebuild.lua
+var rebuildLua string
+
 var (
 	tryScript      = redis.NewScript(tryLua)
 	finishScript   = redis.NewScript(finishLua)
 	snapshotScript = redis.NewScript(snapshotLua)
 	adjustScript   = redis.NewScript(adjustLua)
 	restockScript  = redis.NewScript(restockLua)
+	rebuildScript  = redis.NewScript(rebuildLua)
 )
 
 // Store runs the scripts on one Redis. Safe for concurrent use.
@@ -182,74 +186,105 @@ func (s Store) CatchUpRestocks(ctx context.Context, c SKURow) (bool, error) {
 
 // Reload builds sku's stock hash as LoadFromMySQL describes, if it has
 // none. created is false when there was one (nothing changed).
+//
+// It reads Redis's live reservations first, then MySQL — the total and
+// version, the confirmed units, the orders reserved in MySQL, and which of
+// the live reservations MySQL has decided — and then builds the hash in
+// one script (rebuild.lua) that, at one instant of Redis, gives those live
+// reservations MySQL's decisions, records MySQL's reserved orders that
+// Redis has no reservation for (an outbox reserve whose Try Redis lost),
+// and counts occupied from the reservations live then. While the hash is
+// missing no Try runs and no decision moves a reservation (finish.lua), so
+// a decision MySQL committed after the read is applied to the new hash
+// later, once; one committed before it is in the counts.
 func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool, err error) {
 	n, err := s.R.Exists(ctx, inventory.RedisStockKey(sku)).Result()
 	if err != nil || n == 1 {
 		return false, wrapLoad(sku, err)
 	}
-	held := map[string]int64{}
-	ids, err := s.Due(ctx, sku, time.Time{}, 0)
+	live, err := s.Due(ctx, sku, time.Time{}, 0)
 	if err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	for _, id := range ids {
-		res, err := s.Get(ctx, inventory.OrderRef{OrderID: id, SKU: sku})
-		if errors.Is(err, ErrNoReservation) {
-			continue
-		}
-		if err != nil {
-			return false, wrapLoad(sku, err)
-		}
-		if res.State == inventory.StateReserved {
-			held[id] = res.Qty
-		}
-	}
-	var st inventory.Stock
-	var version int64
-	if err := db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&st.Total, &version); err != nil {
+	var total, version, sold int64
+	if err := db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&total, &version); err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	rows, err := db.QueryContext(ctx, "SELECT order_id, qty, state FROM orders WHERE sku=? AND state IN ('reserved','confirmed')", sku)
+	if err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(qty),0) FROM orders WHERE sku=? AND state='confirmed'", sku).Scan(&sold); err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	args := []any{total, sold, version, inventory.RedisReservationKey(sku, ""), s.Retain.Milliseconds()}
+	decided, err := decisionsOf(ctx, db, live)
+	if err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	args = append(args, len(decided)/2)
+	args = append(args, decided...)
+	rows, err := db.QueryContext(ctx, "SELECT order_id, qty, expires_at FROM orders WHERE sku=? AND state='reserved'", sku)
 	if err != nil {
 		return false, wrapLoad(sku, err)
 	}
 	for rows.Next() {
 		var id string
 		var q int64
-		var state inventory.OrderState
-		if err := rows.Scan(&id, &q, &state); err != nil {
+		var exp sql.NullTime
+		if err := rows.Scan(&id, &q, &exp); err != nil {
 			rows.Close()
 			return false, wrapLoad(sku, err)
 		}
-		if state == inventory.StateConfirmed {
-			st.Sold += q
-			delete(held, id) // decided: MySQL's word wins
-		} else {
-			held[id] = q
+		var ms int64
+		if exp.Valid {
+			ms = exp.Time.UnixMilli()
 		}
+		args = append(args, id, q, ms)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	for _, q := range held {
-		st.Occupied += q
-	}
-	st.Available = st.Total - st.Sold - st.Occupied
-	if st.Available < 0 {
-		return false, fmt.Errorf("load redis %s: MySQL total %d < sold %d + held %d: not loading a hash that sells nothing right",
-			sku, st.Total, st.Sold, st.Occupied)
-	}
-	ok, err := s.Adjust(ctx, sku, Snapshot{Missing: true}, st, version)
-	if err != nil {
+	r, err := rebuildScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), restockKey(sku)}, args...).Int()
+	switch {
+	case err != nil:
 		return false, wrapLoad(sku, err)
+	case r == -1:
+		return false, fmt.Errorf("load redis %s: MySQL total %d < sold %d + held: not loading a hash that sells nothing right", sku, total, sold)
+	case r == 0:
+		return false, nil
 	}
-	if ok {
-		if err := s.R.SAdd(ctx, inventory.RedisSKUSet, sku).Err(); err != nil {
-			return true, wrapLoad(sku, err)
+	if err := s.R.SAdd(ctx, inventory.RedisSKUSet, sku).Err(); err != nil {
+		return true, wrapLoad(sku, err)
+	}
+	return true, nil
+}
+
+// decisionsOf returns, for the orders of ids MySQL holds in a final state,
+// id and state pairs (one query per 500 ids).
+func decisionsOf(ctx context.Context, db *sql.DB, ids []string) ([]any, error) {
+	var out []any
+	for start := 0; start < len(ids); start += 500 {
+		part := ids[start:min(start+500, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := db.QueryContext(ctx, "SELECT order_id, state FROM orders WHERE state IN ('confirmed','cancelled','expired') AND order_id IN ("+sqlstore.Placeholders(len(part))+")", args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id, st string
+			if err := rows.Scan(&id, &st); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out = append(out, id, st)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
 		}
 	}
-	return ok, nil
+	return out, nil
 }
 
 func wrapLoad(sku string, err error) error {
@@ -294,11 +329,19 @@ func (s Store) Finish(ctx context.Context, ref inventory.OrderRef, to inventory.
 		m = "1"
 	}
 	prev, err := finishScript.Run(ctx, s.R, keys(ref.SKU, ref.OrderID), string(to), ref.OrderID, s.Retain.Milliseconds(), m).Text()
+	if err == nil && prev == "nohash" {
+		err = ErrNoStockHash
+	}
 	if err != nil {
 		return "", fmt.Errorf("redis %s: %w", to, err)
 	}
 	return inventory.OrderState(prev), nil
 }
+
+// ErrNoStockHash: a live reservation's decision could not be applied
+// because the SKU has no stock hash (Redis lost it, or a rebuild is under
+// way); it is applied once the hash is back (ApplyDecisions).
+var ErrNoStockHash = errors.New("no stock hash")
 
 // FinishAll moves each reservation of refs to `to` under the owner check,
 // as Finish without a marker does, in one pipeline: one round trip for a
@@ -318,6 +361,8 @@ func (s Store) FinishAll(ctx context.Context, refs []inventory.OrderRef, to inve
 		err := c.Err()
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			_, err = s.Finish(ctx, refs[i], to, false)
+		} else if err == nil && c.Val() == "nohash" {
+			err = ErrNoStockHash
 		}
 		if err != nil {
 			errs[i] = fmt.Errorf("redis %s: %w", to, err)
