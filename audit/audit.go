@@ -72,7 +72,8 @@ type SKUAudit struct {
 	StaleReservations  int         `json:"stale_reservations"`
 }
 
-// Audit is the auditor's verdict on the stores at one moment.
+// Audit is the auditor's verdict on the stores at one moment. Each anomaly
+// count is the field of one row of Classes (by its JSON key).
 type Audit struct {
 	ConfirmedUnits int64   `json:"confirmed_units"`
 	OversoldUnits  int64   `json:"oversold_units"`
@@ -104,39 +105,11 @@ type Audit struct {
 	// StaleReservations are live Redis reservations whose deadline passed
 	// before the audit's StaleBefore.
 	StaleReservations int `json:"stale_reservations"`
-	// Anomalies is the sum of every anomaly figure above (units and
-	// counts): zero means the auditor found nothing wrong.
+	// Anomalies is the sum of the UNSAFE classes' counts (Classes, units
+	// and counts alike): zero means the auditor found nothing wrong.
 	Anomalies  int64      `json:"anomalies"`
 	Violations []string   `json:"violations,omitempty"`
 	SKUs       []SKUAudit `json:"skus"`
-}
-
-// Repaired is what changed between two audits of one run, per anomaly
-// figure: positive where the later audit found less (settle repaired it),
-// negative where it found more. Zero figures are left out.
-func Repaired(before, after Audit) map[string]int64 {
-	out := map[string]int64{}
-	for _, f := range []struct {
-		name string
-		b, a int64
-	}{
-		{"oversold_units", before.OversoldUnits, after.OversoldUnits},
-		{"leaked_units", before.LeakedUnits, after.LeakedUnits},
-		{"phantom_units", before.PhantomUnits, after.PhantomUnits},
-		{"invariant_violations", int64(before.InvariantViolations), int64(after.InvariantViolations)},
-		{"lost_acks", int64(before.LostAcks), int64(after.LostAcks)},
-		{"reserve_ack_violations", int64(before.ReserveAckViolations), int64(after.ReserveAckViolations)},
-		{"cancel_ack_violations", int64(before.CancelAckViolations), int64(after.CancelAckViolations)},
-		{"drift_units", before.DriftUnits, after.DriftUnits},
-		{"orphan_reservations", int64(before.OrphanReservations), int64(after.OrphanReservations)},
-		{"stale_reservations", int64(before.StaleReservations), int64(after.StaleReservations)},
-		{"anomalies", before.Anomalies, after.Anomalies},
-	} {
-		if f.b != f.a {
-			out[f.name] = f.b - f.a
-		}
-	}
-	return out
 }
 
 // maxViolationTexts caps the violation descriptions kept in an Audit.
@@ -269,9 +242,7 @@ func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error)
 	if err := a.checkAcks(ctx, &out, k, acks); err != nil {
 		return out, err
 	}
-	out.Anomalies = out.OversoldUnits + out.LeakedUnits + out.PhantomUnits + out.DriftUnits +
-		int64(out.InvariantViolations+out.LostAcks+out.ReserveAckViolations+out.CancelAckViolations+
-			out.RefusedAfterReserve+out.OrphanReservations+out.StaleReservations)
+	out.Recount()
 	return out, nil
 }
 

@@ -71,8 +71,7 @@ func ArticleFiguresFor(scenario string) []ArticleFigure {
 
 // IsArticlePreset reports whether r was run with --preset article.
 func IsArticlePreset(r *results.Results) bool {
-	s, _ := r.Config["preset"].(string)
-	return s == ArticlePreset
+	return r.Config.Preset == ArticlePreset
 }
 
 // articleRow is one line of the side-by-side table: the article's figure
@@ -106,7 +105,7 @@ func articleRows(r *results.Results) []articleRow {
 			ar.MOver = fold(runs, func(r results.Run) float64 { return r.Audit.OversellRate }, pct)
 			ar.MCPU = "n/a"
 			if row.HasCPU {
-				ar.MCPU = fold(runs, func(r results.Run) float64 { return r.Counters["server_cpu_pct"] }, f1) + " (of one core)"
+				ar.MCPU = fold(runs, results.ServerCPU, f1) + " (of one core)"
 			}
 			ar.MLines = fmt.Sprint(row.CoreLines)
 		}
@@ -121,8 +120,7 @@ func trimFloat(x float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", x
 // from what results.json recorded.
 func articleDifferences(r *results.Results) []string {
 	e := r.Env
-	dur, _ := r.Config["duration"].(string)
-	buyers := fmt.Sprint(r.Config["buyers"])
+	dur, buyers := r.Config.Duration, fmt.Sprint(r.Config.Buyers)
 	return []string{
 		fmt.Sprintf("Hardware: the article used a 4-core, 8 GB cloud server; this run had %d cores (%s), shared by the servers and the load generator.", e.Cores, e.CPUModel),
 		fmt.Sprintf("Database: the article ran MySQL 8.0; this run ran %s (backend %s, innodb_flush_log_at_trx_commit=%s, sync_binlog=%s).", e.MySQLVersion, e.Backend, e.InnodbFlushLogAtTrxCommit, e.SyncBinlog),

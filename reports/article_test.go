@@ -13,7 +13,7 @@ import (
 func presetResults(t *testing.T) *results.Results {
 	t.Helper()
 	r := fixtureResults(t)
-	r.Config["preset"] = ArticlePreset
+	r.Config.Preset = ArticlePreset
 	return r
 }
 

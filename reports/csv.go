@@ -6,29 +6,51 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
 
-// SummaryCSV renders one line per run: the headline figures.
+// SummaryCSV renders one line per run: the headline figures, the
+// headline anomaly classes (audit.HeadlineClasses, each rate beside
+// its class), then the other classes and the UNSAFE total at the end,
+// so columns only ever get added at the end.
 func SummaryCSV(r *results.Results) []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
-	w.Write([]string{"strategy", "scenario", "param", "value", "repeat", "duration_sec", "tps", "attempts_per_sec",
-		"flow_p50_ms", "flow_p90_ms", "flow_p99_ms", "flow_p999_ms", "flow_max_ms", "confirmed_units", "oversold_units",
-		"oversell_rate", "leaked_units", "lost_acks", "cancel_ack_violations", "invariant_violations", "drift_units",
-		"server_cpu_pct", "core_lines", "ceiling_pct", "flows"})
+	head := []string{"strategy", "scenario", "param", "value", "repeat", "duration_sec", "tps", "attempts_per_sec",
+		"flow_p50_ms", "flow_p90_ms", "flow_p99_ms", "flow_p999_ms", "flow_max_ms", "confirmed_units"}
+	for _, c := range audit.HeadlineClasses() {
+		head = append(head, c.Key)
+		if c.RateKey != "" {
+			head = append(head, c.RateKey)
+		}
+	}
+	head = append(head, "server_cpu_pct", "core_lines", "ceiling_pct", "flows")
+	for _, c := range audit.OtherClasses() {
+		head = append(head, c.Key)
+	}
+	w.Write(append(head, "anomalies"))
 	for _, run := range r.Runs {
 		f := run.LatencyMS["flow"]
 		a := run.Audit
 		cpu := ""
-		if v, ok := run.Counters["server_cpu_pct"]; ok {
-			cpu = num(v)
+		if v := run.Harness.ServerCPUPct; v != nil {
+			cpu = num(*v)
 		}
-		w.Write([]string{run.Strategy, run.Scenario, run.Param, run.Value, strconv.Itoa(run.Repeat), num(run.DurationSec),
+		line := []string{run.Strategy, run.Scenario, run.Param, run.Value, strconv.Itoa(run.Repeat), num(run.DurationSec),
 			num(run.TPS), num(run.AttemptsPerSec), num(f.P50), num(f.P90), num(f.P99), num(f.P999), num(f.Max),
-			itoa(a.ConfirmedUnits), itoa(a.OversoldUnits), num(a.OversellRate), itoa(a.LeakedUnits), strconv.Itoa(a.LostAcks),
-			strconv.Itoa(a.CancelAckViolations), strconv.Itoa(a.InvariantViolations), itoa(a.DriftUnits), cpu,
-			strconv.Itoa(run.CoreLines), num(run.CeilingPct), itoa(run.Flows)})
+			itoa(a.ConfirmedUnits)}
+		for _, c := range audit.HeadlineClasses() {
+			line = append(line, itoa(c.Of(a)))
+			if c.RateKey != "" {
+				line = append(line, num(a.OversellRate))
+			}
+		}
+		line = append(line, cpu, strconv.Itoa(run.CoreLines), num(run.CeilingPct), itoa(run.Flows))
+		for _, c := range audit.OtherClasses() {
+			line = append(line, itoa(c.Of(a)))
+		}
+		w.Write(append(line, itoa(a.Count())))
 	}
 	w.Flush()
 	return b.Bytes()

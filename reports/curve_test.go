@@ -14,7 +14,7 @@ import (
 func TestCurveVerdict(t *testing.T) {
 	run := func(p99 float64, counts map[string]map[string]int64, dropped float64) results.Run {
 		return results.Run{Flows: 10, LatencyMS: map[string]results.Percentiles{"flow": {P99: p99}}, Counts: counts,
-			Counters: map[string]float64{"open_dropped": dropped}}
+			Harness: results.Harness{OpenDropped: int64(dropped)}}
 	}
 	ok := map[string]map[string]int64{"reserve": {"ok": 10, "out_of_stock": 3}, "confirm": {"ok": 10, "already_final": 1}}
 	cases := []struct {

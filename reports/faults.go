@@ -101,11 +101,11 @@ func faultRunRows(r *results.Results) (head []string, rows [][]string) {
 		}
 		eol := "n/a"
 		if run.AuditEndOfLoad != nil {
-			eol = fmt.Sprint(results.AnomalyCount(*run.AuditEndOfLoad))
+			eol = fmt.Sprint(run.AuditEndOfLoad.Count())
 		}
 		rows = append(rows, []string{label(run), strings.Join(tl, "; "), fmt.Sprint(im.OutageSec), rec,
 			classCounts(im.ErrorsInWindow), classCounts(im.ErrorsOutside), fmt.Sprint(im.UnitsLost), fmt.Sprint(im.UnitsResold),
-			eol, fmt.Sprint(results.AnomalyCount(run.Audit))})
+			eol, fmt.Sprint(run.Audit.Count())})
 	}
 	return head, rows
 }

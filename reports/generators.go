@@ -29,7 +29,7 @@ func writeGenerators(b *strings.Builder, r *results.Results) {
 				host += " (container " + s.Container + ")"
 			}
 			fmt.Fprintf(b, "| %s | %s | %d/%d | %s | %d | %s | %d | %d | %s | %s | %s | %s |\n", run.Strategy, label(run), s.Index, s.Of, host, s.PID,
-				f1(s.HarnessCPUPct), s.Cores, s.Flows, f1(s.TPS), f2(s.FlowP99MS), f2(s.Counters["background_loop_sec"]), sat)
+				f1(s.HarnessCPUPct), s.Cores, s.Flows, f1(s.TPS), f2(s.FlowP99MS), f2(s.Harness.BackgroundLoopSec), sat)
 		}
 	}
 }

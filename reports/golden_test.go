@@ -94,7 +94,7 @@ func keyPaths(v any, prefix string, out map[string]bool) {
 			}
 			out[p] = true
 			switch k {
-			case "counters", "counts", "config", "journeys":
+			case "counters", "counts", "config", "journeys", "harness":
 				continue
 			}
 			keyPaths(x, p, out)

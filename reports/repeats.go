@@ -23,7 +23,7 @@ func repeatRows(r *results.Results) (head []string, rows [][]string) {
 		for _, run := range row.Runs {
 			rows = append(rows, []string{run.Strategy, rowLabel(row), fmt.Sprint(max(run.Repeat, 1)), f1(run.TPS),
 				f2(run.LatencyMS["flow"].P99), fmt.Sprint(run.Flows), fmt.Sprint(run.Audit.OversoldUnits),
-				pct(run.Audit.OversellRate), fmt.Sprint(results.AnomalyCount(run.Audit))})
+				pct(run.Audit.OversellRate), fmt.Sprint(run.Audit.Count())})
 		}
 	}
 	return head, rows

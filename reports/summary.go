@@ -9,14 +9,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
-
-// headlineClasses is how many anomaly classes get a column of their own in
-// the headline; the rest are summed under "other anomalies" (each has its
-// own line in the audit section).
-const headlineClasses = 6
 
 // comparison is the headline table shared by the terminal and summary.md,
 // so the two never disagree: one row per strategy, scenario and sweep
@@ -24,18 +20,13 @@ const headlineClasses = 6
 // keys of results.json. right marks the numeric columns.
 func comparison(r *results.Results) (head []string, rows [][]string, right []bool) {
 	rs := results.Rows(r)
-	repeats := false
-	for _, row := range rs {
-		repeats = repeats || len(row.Runs) > 1
-	}
-	head = []string{"strategy", "scenario"}
-	if repeats {
-		head = append(head, "runs")
-	}
+	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "flow P99 ms", "flows")
-	head = append(head, "oversold units", "oversell %")
-	for _, c := range results.AnomalyClasses[1:headlineClasses] {
-		head = append(head, c.Name)
+	for _, c := range audit.HeadlineClasses() {
+		head = append(head, c.Title)
+		if c.RateTitle != "" {
+			head = append(head, c.RateTitle)
+		}
 	}
 	head = append(head, "other anomalies")
 	head = append(head, "server CPU %", "core lines", "safety")
@@ -55,22 +46,23 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 		cells = append(cells,
 			fold(runs, func(r results.Run) float64 { return r.TPS }, f1),
 			fold(runs, func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }, f2),
-			count(func(r results.Run) int64 { return r.Flows }),
-			count(func(r results.Run) int64 { return r.Audit.OversoldUnits }),
-			fold(runs, func(r results.Run) float64 { return r.Audit.OversellRate }, pct))
-		for _, c := range results.AnomalyClasses[1:headlineClasses] {
+			count(func(r results.Run) int64 { return r.Flows }))
+		for _, c := range audit.HeadlineClasses() {
 			cells = append(cells, count(func(r results.Run) int64 { return c.Of(r.Audit) }))
+			if c.RateTitle != "" {
+				cells = append(cells, fold(runs, func(r results.Run) float64 { return r.Audit.OversellRate }, pct))
+			}
 		}
 		cells = append(cells, count(func(r results.Run) int64 {
 			var n int64
-			for _, c := range results.AnomalyClasses[headlineClasses:] {
+			for _, c := range audit.OtherClasses() {
 				n += c.Of(r.Audit)
 			}
 			return n
 		}))
 		cpu := "n/a"
 		if row.HasCPU {
-			cpu = fold(runs, func(r results.Run) float64 { return r.Counters["server_cpu_pct"] }, f1)
+			cpu = fold(runs, results.ServerCPU, f1)
 		}
 		safety := "ok"
 		if row.Unsafe() {
@@ -82,20 +74,31 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 	return head, rows, right
 }
 
-// fold formats f over the repeats: the value of a single run, or
-// "median (min–max)" when the repeats differ.
-func fold(runs []results.Run, f func(results.Run) float64, format func(float64) string) string {
-	s := results.SpreadOf(runs, f)
-	if len(runs) < 2 || s.Min == s.Max {
-		return format(s.Median)
+// wrap breaks text at spaces into lines of at most width columns, each
+// line after the first starting with indent.
+func wrap(text string, width int, indent string) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		wl := utf8.RuneCountInString(word)
+		switch {
+		case i == 0:
+		case n+1+wl > width:
+			b.WriteString("\n" + indent)
+			n = utf8.RuneCountInString(indent)
+		default:
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(word)
+		n += wl
 	}
-	return format(s.Median) + " (" + format(s.Min) + "–" + format(s.Max) + ")"
+	return b.String()
 }
 
-// Table writes the headline table, aligned for a terminal: the same columns
-// as the comparison in summary.md.
-func Table(w io.Writer, r *results.Results) {
-	head, rows, right := comparison(r)
+// writeAligned writes a table aligned for a terminal: columns two spaces
+// apart, right marks the right-aligned ones.
+func writeAligned(w io.Writer, head []string, rows [][]string, right []bool) {
 	all := append([][]string{head}, rows...)
 	widths := make([]int, len(head))
 	for _, row := range all {
@@ -118,20 +121,111 @@ func Table(w io.Writer, r *results.Results) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
 	}
-	if note := safetyNote(r); note != "" {
-		fmt.Fprintln(w, note)
+}
+
+// rowHead is the first columns of a table of rows: strategy, scenario and,
+// when any row has repeats, their count (repeats reports whether one has).
+func rowHead(rs []results.Row) (head []string, repeats bool) {
+	for _, row := range rs {
+		repeats = repeats || len(row.Runs) > 1
 	}
-	generatorsNote(w, r)
-	weights := WeightsOf(r)
-	if recs := Recommend(r, weights); len(recs) > 0 {
-		names := make([]string, len(recs))
-		for i, rec := range recs {
-			names[i] = rec.Strategy
-			if rec.Unsafe {
-				names[i] += " (UNSAFE)"
+	head = []string{"strategy", "scenario"}
+	if repeats {
+		head = append(head, "runs")
+	}
+	return head, repeats
+}
+
+// fold formats f over the repeats: the value of a single run, or
+// "median (min–max)" when the repeats differ.
+func fold(runs []results.Run, f func(results.Run) float64, format func(float64) string) string {
+	s := results.SpreadOf(runs, f)
+	if len(runs) < 2 || s.Min == s.Max {
+		return format(s.Median)
+	}
+	return format(s.Median) + " (" + format(s.Min) + "–" + format(s.Max) + ")"
+}
+
+// TerminalWidth is the width the terminal table is made to fit.
+const TerminalWidth = 120
+
+// terminal is the headline cut to what a terminal holds: the figures of
+// the classic table and the anomaly total; each class apart, and the
+// spread over repeats, are in summary.md and index.html. Cells are medians
+// over repeats.
+func terminal(r *results.Results) (head []string, rows [][]string, right []bool) {
+	rs := results.Rows(r)
+	head, repeats := rowHead(rs)
+	head = append(head, "TPS", "P99 ms", "flows", "oversold", "oversell %", "anomalies", "CPU %", "safety")
+	right = make([]bool, len(head))
+	for i := 2; i < len(head)-1; i++ {
+		right[i] = true
+	}
+	for _, row := range rs {
+		med := func(f func(results.Run) float64) float64 { return results.SpreadOf(row.Runs, f).Median }
+		cells := []string{row.Strategy, rowLabel(row)}
+		if repeats {
+			cells = append(cells, fmt.Sprint(len(row.Runs)))
+		}
+		cpu := "n/a"
+		if row.HasCPU {
+			cpu = f1(row.ServerCPU)
+		}
+		safety := "ok"
+		if row.Unsafe() {
+			safety = "UNSAFE"
+		}
+		cells = append(cells, f1(row.TPS), f2(row.P99),
+			fmt.Sprintf("%.0f", med(func(r results.Run) float64 { return float64(r.Flows) })),
+			fmt.Sprintf("%.0f", med(func(r results.Run) float64 { return float64(r.Audit.OversoldUnits) })),
+			pct(row.OversellRate), fmt.Sprint(row.Anomalies), cpu, safety)
+		rows = append(rows, cells)
+	}
+	return head, rows, right
+}
+
+// Table writes the headline for a terminal, within TerminalWidth columns
+// (each anomaly class apart is in summary.md), then what made a strategy
+// UNSAFE, the generators and the recommended order.
+func Table(w io.Writer, r *results.Results) {
+	head, rows, right := terminal(r)
+	writeAligned(w, head, rows, right)
+	for _, row := range results.Rows(r) {
+		if !row.Unsafe() {
+			continue
+		}
+		var found []string
+		for _, c := range audit.Classes {
+			var n int64
+			for _, run := range row.Runs {
+				n += c.Of(run.Audit)
+			}
+			if n > 0 {
+				found = append(found, fmt.Sprintf("%d %s", n, c.Title))
 			}
 		}
-		fmt.Fprintf(w, "recommended, best first (%s): %s\n", weights, strings.Join(names, ", "))
+		fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), strings.Join(found, ", "))
+	}
+	generatorsNote(w, r)
+	weights := analysis.WeightsOf(r)
+	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
+		var clean, unsafe []string
+		for _, rec := range recs {
+			if rec.Unsafe {
+				unsafe = append(unsafe, rec.Strategy)
+			} else {
+				clean = append(clean, rec.Strategy)
+			}
+		}
+		line := "recommended, best first: " + strings.Join(clean, ", ")
+		if len(clean) == 0 {
+			line = "recommended: none (every strategy is UNSAFE)"
+		}
+		if len(unsafe) > 0 {
+			line += "; then, UNSAFE: " + strings.Join(unsafe, ", ")
+		}
+		fmt.Fprintln(w, wrap(line, TerminalWidth, "  "))
+		fmt.Fprintf(w, "  (weights %s)\n", weights)
 	}
 }
 
@@ -139,7 +233,7 @@ func Table(w io.Writer, r *results.Results) {
 func safetyNote(r *results.Results) string {
 	for _, row := range results.Rows(r) {
 		if row.Unsafe() {
-			return "UNSAFE: the auditor found oversold, leaked, phantom or drifted units, lost or contradicted acks, a paid buyer refused, orphan or stale reservations, or broken invariants; such a strategy ranks after every clean one."
+			return "UNSAFE: the auditor found " + audit.UnsafeTitles() + "; such a strategy ranks after every clean one."
 		}
 	}
 	return ""
@@ -181,9 +275,9 @@ func Summary(r *results.Results) string {
 	b.WriteString(sweepMarkdown(r))
 	b.WriteString(articleMarkdown(r))
 
-	weights := WeightsOf(r)
-	if recs := Recommend(r, weights); len(recs) > 0 {
-		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (oversold, leaked, phantom or drifted units, a lost or contradicted ack, a paid buyer refused, an orphan or stale reservation, a broken invariant) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights)
+	weights := analysis.WeightsOf(r)
+	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
+		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights, audit.UnsafeTitles())
 		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
 			safety := "ok"
@@ -221,13 +315,13 @@ func Summary(r *results.Results) string {
 	// One column per anomaly class: the section the headline's "other
 	// anomalies" points to.
 	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units |")
-	for _, c := range results.AnomalyClasses {
-		b.WriteString(" " + c.Name + " |")
+	for _, c := range audit.Classes {
+		b.WriteString(" " + c.Title + " |")
 	}
-	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(results.AnomalyClasses)) + "\n")
+	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(audit.Classes)) + "\n")
 	for _, run := range r.Runs {
 		fmt.Fprintf(&b, "| %s | %s | %d |", run.Strategy, label(run), run.Audit.ConfirmedUnits)
-		for _, c := range results.AnomalyClasses {
+		for _, c := range audit.Classes {
 			fmt.Fprintf(&b, " %d |", c.Of(run.Audit))
 		}
 		b.WriteString("\n")
@@ -267,10 +361,15 @@ func Summary(r *results.Results) string {
 			parts = append(parts, op+" ("+strings.Join(cs, ", ")+")")
 		}
 		b.WriteString(strings.Join(parts, "; "))
-		if len(run.Counters) > 0 {
+		// The harness's figures and the strategy's counters, by key.
+		figs := run.Harness.Figures()
+		for k, v := range run.Counters {
+			figs[k] = v
+		}
+		if len(figs) > 0 {
 			var cs []string
-			for _, k := range sortedKeys(run.Counters) {
-				cs = append(cs, fmt.Sprintf("%s %.4g", k, run.Counters[k]))
+			for _, k := range sortedKeys(figs) {
+				cs = append(cs, fmt.Sprintf("%s %.4g", k, figs[k]))
 			}
 			b.WriteString("; counters: " + strings.Join(cs, ", "))
 		}
@@ -289,17 +388,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// WeightsOf reads the recommendation weights recorded in the results'
-// config, or returns the defaults.
-func WeightsOf(r *results.Results) Weights {
-	if s, ok := r.Config["weights"].(string); ok {
-		if w, err := ParseWeights(s); err == nil {
-			return w
-		}
-	}
-	return DefaultWeights
 }
 
 // WriteSummary writes summary.md into dir.
@@ -338,8 +426,12 @@ func writeTwoAudits(b *strings.Builder, r *results.Results) {
 	if !graded {
 		return
 	}
-	b.WriteString("\n## Audit at the end of load and after settle\n\nThe stores are graded twice: when the load ends, before any strategy code repairs anything, and after the strategy's Settle. Acks contradicted = lost confirm acks + reserve acks no store holds + cancel acks whose order is confirmed or still reserved.\n\n")
-	b.WriteString("| strategy | scenario | graded | anomalies | oversold | phantom | leaked | acks contradicted | refused after reserve | drift | orphan res. | stale res. | invariant violations |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Audit at the end of load and after settle\n\nThe stores are graded twice: when the load ends, before any strategy code repairs anything, and after the strategy's Settle.\n\n")
+	b.WriteString("| strategy | scenario | graded | anomalies |")
+	for _, c := range audit.Classes {
+		b.WriteString(" " + c.Title + " |")
+	}
+	b.WriteString("\n|---|---|---|---:|" + strings.Repeat("---:|", len(audit.Classes)) + "\n")
 	for _, run := range r.Runs {
 		if run.AuditEndOfLoad == nil {
 			continue
@@ -348,10 +440,11 @@ func writeTwoAudits(b *strings.Builder, r *results.Results) {
 			when string
 			a    audit.Audit
 		}{{"end of load", *run.AuditEndOfLoad}, {"after settle", run.Audit}} {
-			a := g.a
-			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", run.Strategy, label(run), g.when,
-				a.Anomalies, a.OversoldUnits, a.PhantomUnits, a.LeakedUnits, a.LostAcks+a.ReserveAckViolations+a.CancelAckViolations,
-				a.RefusedAfterReserve, a.DriftUnits, a.OrphanReservations, a.StaleReservations, a.InvariantViolations)
+			fmt.Fprintf(b, "| %s | %s | %s | %d |", run.Strategy, label(run), g.when, g.a.Count())
+			for _, c := range audit.Classes {
+				fmt.Fprintf(b, " %d |", c.Of(g.a))
+			}
+			b.WriteString("\n")
 		}
 	}
 	for _, run := range r.Runs {

@@ -45,8 +45,8 @@ func CurveVerdict(run Run, sloMS float64) string {
 		return "no completed flows"
 	case errs > 0:
 		return fmt.Sprintf("%d errors", errs)
-	case run.Counters["open_dropped"] > 0:
-		return fmt.Sprintf("%.0f arrivals dropped", run.Counters["open_dropped"])
+	case run.Harness.OpenDropped > 0:
+		return fmt.Sprintf("%d arrivals dropped", run.Harness.OpenDropped)
 	case p99 > sloMS:
 		return fmt.Sprintf("P99 %.1f ms > %.0f ms", p99, sloMS)
 	}

@@ -3,6 +3,8 @@ package results
 import (
 	"slices"
 	"strings"
+
+	"github.com/stockbench/stockbench/audit"
 )
 
 // FaultClass names what a run's faults were, for the fault matrix: a
@@ -27,7 +29,7 @@ func FaultClass(run Run) string {
 // repeats): the worst of each figure.
 type FaultCell struct {
 	Runs int
-	// Anomalies sums every anomaly class over the runs; Worst names the
+	// Anomalies sums every UNSAFE anomaly class over the runs; Worst names the
 	// class with the highest count in a single run, WorstCount that count.
 	Anomalies  int64
 	Worst      string
@@ -78,11 +80,14 @@ func Faults(r *Results) FaultMatrix {
 			m.Cells[k] = c
 		}
 		c.Runs++
-		for _, ac := range AnomalyClasses {
+		for _, ac := range audit.Classes {
+			if ac.Severity != audit.Unsafe {
+				continue
+			}
 			n := ac.Of(run.Audit)
 			c.Anomalies += n
 			if n > c.WorstCount {
-				c.Worst, c.WorstCount = ac.Name, n
+				c.Worst, c.WorstCount = ac.Title, n
 			}
 		}
 		for _, f := range run.Faults {

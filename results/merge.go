@@ -2,7 +2,6 @@ package results
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -71,8 +70,6 @@ func mergeCounter(name string, vs []float64) float64 {
 		return slices.ContainsFunc(subs, func(s string) bool { return strings.Contains(name, s) })
 	}
 	switch {
-	case name == "harness_cpu_pct":
-		return sum(vs)
 	case strings.HasSuffix(name, "_max") || has("_p50", "_p90", "_p99", "_max_"):
 		return slices.Max(vs)
 	case strings.HasSuffix(name, "_min"):
@@ -111,7 +108,7 @@ func Merge(shards []*Results) (*Results, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("merge: no results")
 	}
-	out := &Results{Format: Format, Config: maps.Clone(shards[0].Config), Env: shards[0].Env, Sweep: shards[0].Sweep}
+	out := &Results{Format: Format, Config: shards[0].Config, Env: shards[0].Env, Sweep: shards[0].Sweep}
 	groups := map[runKey][]Run{}
 	var order []runKey
 	for _, r := range shards {
@@ -134,10 +131,7 @@ func Merge(shards []*Results) (*Results, error) {
 		}
 		out.Runs = append(out.Runs, run)
 	}
-	if out.Config == nil {
-		out.Config = map[string]any{}
-	}
-	out.Config["generators"] = len(shards)
+	out.Config.Generators = len(shards)
 	if slices.ContainsFunc(out.Runs, func(r Run) bool { return r.Repeat > 1 }) {
 		out.Aggregates = Aggregates(out)
 	}
@@ -158,6 +152,7 @@ func MergeRuns(runs []Run) (Run, error) {
 	var from, to time.Time
 	var attempts float64
 	counters := map[string][]float64{}
+	var harness []Harness
 	for i, r := range runs {
 		if len(r.Faults) > 0 {
 			return Run{}, fmt.Errorf("runs with faults do not merge")
@@ -202,6 +197,7 @@ func MergeRuns(runs []Run) (Run, error) {
 		for k, v := range r.Counters {
 			counters[k] = append(counters[k], v)
 		}
+		harness = append(harness, r.Harness)
 		start, err := r.from()
 		if err != nil {
 			return Run{}, fmt.Errorf("generator %d: %w", i, err)
@@ -218,7 +214,7 @@ func MergeRuns(runs []Run) (Run, error) {
 			info = *r.Shard
 		}
 		info.Flows, info.TPS, info.FlowP99MS = r.Flows, r.TPS, r.LatencyMS["flow"].P99
-		info.Counters = r.Counters
+		info.Harness, info.Counters = r.Harness, r.Counters
 		m.Shards = append(m.Shards, info)
 	}
 	markSaturated(m.Shards)
@@ -261,10 +257,10 @@ func MergeRuns(runs []Run) (Run, error) {
 	for k, vs := range counters {
 		m.Counters[k] = mergeCounter(k, vs)
 	}
-	if m.Flows > 0 && m.DurationSec > 0 {
-		if cpu, ok := m.Counters["harness_cpu_pct"]; ok {
-			m.Counters["harness_cpu_ms_per_1k_flows"] = cpu / 100 * m.DurationSec * 1000 / float64(m.Flows) * 1000
-		}
+	m.Harness = MergeHarness(harness)
+	m.Harness.HarnessCPUMSPer1kFlows = nil
+	if cpu := m.Harness.HarnessCPUPct; cpu != nil && m.Flows > 0 && m.DurationSec > 0 {
+		m.Harness.HarnessCPUMSPer1kFlows = Float(*cpu / 100 * m.DurationSec * 1000 / float64(m.Flows) * 1000)
 	}
 	return m, nil
 }

@@ -38,9 +38,10 @@ func shardRun(t *testing.T, i int, from time.Time, dur time.Duration, flows []in
 		Counts:     map[string]map[string]int64{"reserve": {"ok": int64(len(flows)), "out_of_stock": int64(i)}},
 		Journeys:   map[string]int64{"confirm": int64(len(flows))},
 		Histograms: map[string]string{"flow": enc}, MeasuredFrom: from.Format(time.RFC3339Nano),
-		Shard: &ShardInfo{Index: i, Host: "h", HarnessCPUPct: 50, Cores: 2},
-		Counters: map[string]float64{"restocks": 1, "harness_cpu_pct": 50, "sweeps": float64(10 * (i + 1)),
-			"batch_size_max": float64(i), "lag_p99_ms": float64(i), "pool_wait_ms_per_op": 2},
+		Shard:     &ShardInfo{Index: i, Host: "h", HarnessCPUPct: 50, Cores: 2},
+		Harness:   Harness{Restocks: 1, HarnessCPUPct: Float(50), ServerCPUPct: Float(float64(10 * i)), PoolWaitMSPerOp: 2},
+		Counters: map[string]float64{"sweeps": float64(10 * (i + 1)),
+			"batch_size_max": float64(i), "lag_p99_ms": float64(i)},
 	}
 	for s, n := range series {
 		r.Series = append(r.Series, SeriesPoint{Second: s + 1, Flows: n})
@@ -79,7 +80,7 @@ func TestMerge(t *testing.T) {
 			for i, f := range c.flows {
 				series := []int64{int64(len(f)) / 2, int64(len(f)) - int64(len(f))/2}
 				run := shardRun(t, i, t0.Add(c.offsets[i]), c.dur, f, series)
-				shards = append(shards, &Results{Format: Format, Config: map[string]any{}, Runs: []Run{run}})
+				shards = append(shards, &Results{Format: Format, Runs: []Run{run}})
 				all = append(all, f...)
 			}
 			m, err := Merge(shards)
@@ -124,12 +125,17 @@ func TestMerge(t *testing.T) {
 				t.Errorf("attempts/s %v, want %v", r.AttemptsPerSec, 2*r.TPS)
 			}
 			k := int64(len(c.flows))
-			if r.Counters["restocks"] != float64(k) || r.Counters["harness_cpu_pct"] != 50*float64(k) {
-				t.Errorf("counters %v: want sums over %d shards", r.Counters, k)
+			h := r.Harness
+			if h.Restocks != k || *h.HarnessCPUPct != 50*float64(k) {
+				t.Errorf("harness %+v: want sums over %d shards", h, k)
 			}
-			if r.Counters["batch_size_max"] != float64(k-1) || r.Counters["lag_p99_ms"] != float64(k-1) || r.Counters["pool_wait_ms_per_op"] != 2 ||
+			// Server CPU 0, 10, 20…: every generator sampled the same servers, so the mean.
+			if h.PoolWaitMSPerOp != 2 || !near(*h.ServerCPUPct, 5*float64(k-1)) {
+				t.Errorf("harness %+v: want means for the per-op wait and the server CPU", h)
+			}
+			if r.Counters["batch_size_max"] != float64(k-1) || r.Counters["lag_p99_ms"] != float64(k-1) ||
 				r.Counters["sweeps"] != float64(5*k*(k+1)) {
-				t.Errorf("counters %v: want maxima for maxima and percentiles, means for rates, sums for counts", r.Counters)
+				t.Errorf("counters %v: want maxima for maxima and percentiles, sums for counts", r.Counters)
 			}
 			// Two cores per host, every shard on host h at 50 %: past 80 %
 			// of the host from three shards on.
@@ -146,8 +152,8 @@ func TestMerge(t *testing.T) {
 					t.Errorf("shard %d: %+v", i, s)
 				}
 			}
-			if m.Config["generators"] != len(c.flows) {
-				t.Errorf("config generators = %v", m.Config["generators"])
+			if m.Config.Generators != len(c.flows) {
+				t.Errorf("config generators = %v", m.Config.Generators)
 			}
 		})
 	}

@@ -18,21 +18,23 @@ import (
 	"github.com/stockbench/stockbench/inventory"
 )
 
-// Format names the version of the results.json layout. v2 renamed the
-// keys of audit.skus[].redis to lower case.
-const Format = "stockbench.results/v2"
+// Format names the version of the results.json layout. v3 made config a
+// typed object (a sweep's swept settings named in config.swept) and moved
+// the harness's own figures out of runs[].counters into runs[].harness; v2
+// renamed the keys of audit.skus[].redis to lower case.
+const Format = "stockbench.results/v3"
 
-// readableFormats are the layouts ReadJSON accepts: v1 differs from v2 only
-// in the case of audit.skus[].redis keys, which decoding ignores.
-var readableFormats = []string{Format, "stockbench.results/v1"}
+// olderFormats are the earlier layouts ReadJSON converts: v1 differs from
+// v2 only in the case of audit.skus[].redis keys, which decoding ignores.
+var olderFormats = []string{"stockbench.results/v2", "stockbench.results/v1"}
 
 // Results is the content of results.json.
 type Results struct {
 	Format string `json:"format"`
 	// Config is the fully resolved configuration of the run.
-	Config map[string]any `json:"config"`
-	Env    Env            `json:"env"`
-	Runs   []Run          `json:"runs"`
+	Config Config `json:"config"`
+	Env    Env    `json:"env"`
+	Runs   []Run  `json:"runs"`
 	// Calibration is present unless calibration was turned off.
 	Calibration *Calibration `json:"calibration,omitempty"`
 	// Sweep is present for `stockbench sweep`: the parameter and its values.
@@ -139,7 +141,10 @@ type Run struct {
 	// CeilingPct is reserve attempts/s as a percentage of the calibrated
 	// ceiling of the store this strategy's reserve runs on (0: not calibrated).
 	CeilingPct float64 `json:"ceiling_pct,omitempty"`
-	// Counters are strategy-specific figures (CAS retries, outbox lag…).
+	// Harness holds what the harness measured of the run (server and
+	// harness CPU, pool waits, restocks, open-loop drops…).
+	Harness Harness `json:"harness"`
+	// Counters are the strategy's own figures (CAS retries, outbox lag…).
 	Counters map[string]float64 `json:"counters,omitempty"`
 	// Errors holds a few distinct infrastructure error texts, for diagnosis.
 	Errors []string `json:"errors,omitempty"`
@@ -204,8 +209,9 @@ type ShardInfo struct {
 	Flows     int64   `json:"flows"`
 	TPS       float64 `json:"tps"`
 	FlowP99MS float64 `json:"flow_p99_ms"`
-	// Counters are the shard's own counters (its strategy instance's
-	// background loops among them).
+	// Harness and Counters are the shard's own figures (its strategy
+	// instance's background loop among them).
+	Harness  Harness            `json:"harness"`
 	Counters map[string]float64 `json:"counters,omitempty"`
 }
 
@@ -333,14 +339,51 @@ func ReadJSON(path string) (*Results, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
 	}
-	var r Results
-	if err := json.Unmarshal(b, &r); err != nil {
+	var head struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("read results %s: %w", path, err)
 	}
-	if !slices.Contains(readableFormats, r.Format) {
-		return nil, fmt.Errorf("read results %s: format %q, want %q", path, r.Format, Format)
+	var r Results
+	switch {
+	case head.Format == Format:
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("read results %s: %w", path, err)
+		}
+	case slices.Contains(olderFormats, head.Format):
+		if err := readOlder(b, &r); err != nil {
+			return nil, fmt.Errorf("read results %s: %w", path, err)
+		}
+	default:
+		return nil, fmt.Errorf("read results %s: format %q, want %q", path, head.Format, Format)
 	}
 	return &r, nil
+}
+
+// readOlder converts a v1 or v2 file: its config was an untyped object and
+// its runs kept the harness's figures among their counters.
+func readOlder(b []byte, r *Results) error {
+	type plain Results
+	var old struct {
+		*plain
+		Config json.RawMessage `json:"config"`
+	}
+	old.plain = (*plain)(r)
+	if err := json.Unmarshal(b, &old); err != nil {
+		return err
+	}
+	r.Config = configFromV2(old.Config)
+	r.Format = Format
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		run.Harness, run.Counters = harnessFromCounters(run.Counters)
+		for j := range run.Shards {
+			sh := &run.Shards[j]
+			sh.Harness, sh.Counters = harnessFromCounters(sh.Counters)
+		}
+	}
+	return nil
 }
 
 // writeAtomic writes via a temporary file and a rename, so an interrupted

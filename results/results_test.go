@@ -11,7 +11,7 @@ import (
 )
 
 func fixture() *Results {
-	return &Results{Format: Format, Config: map[string]any{"seed": float64(1)},
+	return &Results{Format: Format, Config: Config{Seed: 1, Strategies: []string{"rowlock", "naive"}},
 		Env: Env{Backend: "local", MySQLVersion: "10.11", RedisVersion: "7.0", Cores: 2},
 		Runs: []Run{
 			{Strategy: "rowlock", Scenario: "flash", TPS: 170.5, LatencyMS: map[string]Percentiles{"flow": {Count: 100, P99: 88.1}},
@@ -53,5 +53,41 @@ func TestJSONRoundTrip(t *testing.T) {
 	r, err := ReadJSON(v1)
 	if err != nil || r.Runs[0].Audit.SKUs[0].Redis.Sold != 7 {
 		t.Fatalf("v1 file: %v", err)
+	}
+}
+
+// TestReadV2: a v2 file's untyped config (a sweep's swept setting as the
+// list of its values) and the harness figures among its counters are
+// converted: the known settings typed, the list named in swept, the
+// harness figures moved out of counters, the strategy's own left there.
+func TestReadV2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v2.json")
+	v2 := `{"format":"stockbench.results/v2","config":{"seed":3,"buyers":[50,100],"preset":"article","duration":"20s","restock":true},
+	"runs":[{"strategy":"cas","counters":{"server_cpu_pct":41.5,"open_dropped":7,"background_loop_sec":9.5,"cas_retries_per_success":3.2},
+	"shards":[{"index":0,"counters":{"background_loop_sec":4,"sweeps":2}}]}]}`
+	if err := os.WriteFile(path, []byte(v2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Config
+	if c.Seed != 3 || c.Preset != "article" || c.Duration != "20s" || c.Restock == nil || !*c.Restock || !reflect.DeepEqual(c.Swept, []string{"buyers"}) {
+		t.Errorf("config %+v", c)
+	}
+	run := r.Runs[0]
+	h := run.Harness
+	if h.ServerCPUPct == nil || *h.ServerCPUPct != 41.5 || h.OpenDropped != 7 || h.BackgroundLoopSec != 9.5 {
+		t.Errorf("harness %+v", h)
+	}
+	if !reflect.DeepEqual(run.Counters, map[string]float64{"cas_retries_per_success": 3.2}) {
+		t.Errorf("counters %v: want only the strategy's own", run.Counters)
+	}
+	if sh := run.Shards[0]; sh.Harness.BackgroundLoopSec != 4 || !reflect.DeepEqual(sh.Counters, map[string]float64{"sweeps": 2}) {
+		t.Errorf("shard %+v", sh)
+	}
+	if r.Format != Format {
+		t.Errorf("format %q: a converted file is the current format", r.Format)
 	}
 }

@@ -3,49 +3,7 @@ package results
 import (
 	"slices"
 	"sort"
-
-	"github.com/stockbench/stockbench/audit"
 )
-
-// AnomalyClass is one kind of broken rule the auditor counts. Any count
-// above zero makes a run unsafe.
-type AnomalyClass struct {
-	// Key is the field's name in results.json (runs[].audit).
-	Key string
-	// Name is how tables head the column.
-	Name string
-	// Of reads the count from an audit.
-	Of func(audit.Audit) int64
-}
-
-// AnomalyClasses lists every anomaly class of the audit, in table order:
-// the six of the headline (oversold, leaked, lost acks, cancel-ack and
-// invariant violations, drift), then phantom units, reserve-ack violations,
-// refused-after-reserve, orphan and stale reservations. A missing Redis
-// stock hash is not listed apart: the auditor counts it as an invariant
-// violation already.
-var AnomalyClasses = []AnomalyClass{
-	{"oversold_units", "oversold units", func(a audit.Audit) int64 { return a.OversoldUnits }},
-	{"leaked_units", "leaked units", func(a audit.Audit) int64 { return a.LeakedUnits }},
-	{"lost_acks", "lost acks", func(a audit.Audit) int64 { return int64(a.LostAcks) }},
-	{"cancel_ack_violations", "cancel-ack violations", func(a audit.Audit) int64 { return int64(a.CancelAckViolations) }},
-	{"invariant_violations", "invariant violations", func(a audit.Audit) int64 { return int64(a.InvariantViolations) }},
-	{"drift_units", "drift units", func(a audit.Audit) int64 { return a.DriftUnits }},
-	{"phantom_units", "phantom units", func(a audit.Audit) int64 { return a.PhantomUnits }},
-	{"reserve_ack_violations", "reserve-ack violations", func(a audit.Audit) int64 { return int64(a.ReserveAckViolations) }},
-	{"refused_after_reserve", "refused after reserve", func(a audit.Audit) int64 { return int64(a.RefusedAfterReserve) }},
-	{"orphan_reservations", "orphan reservations", func(a audit.Audit) int64 { return int64(a.OrphanReservations) }},
-	{"stale_reservations", "stale reservations", func(a audit.Audit) int64 { return int64(a.StaleReservations) }},
-}
-
-// anomalies is the sum of every anomaly class of one audit.
-func AnomalyCount(a audit.Audit) int64 {
-	var n int64
-	for _, c := range AnomalyClasses {
-		n += c.Of(a)
-	}
-	return n
-}
 
 // Row is one strategy on one scenario (and sweep value), its repeats
 // folded to medians: the unit every chart and the recommendation work on.
@@ -60,8 +18,8 @@ type Row struct {
 	CASRetries             float64
 	HasCASRetries          bool
 	CoreLines              int
-	// Anomalies counts every anomaly class (AnomalyClasses) over the
-	// repeats; above zero the row is unsafe.
+	// Anomalies counts every UNSAFE anomaly class (audit.Classes) over
+	// the repeats; above zero the row is unsafe.
 	Anomalies int64
 }
 
@@ -88,20 +46,29 @@ func Rows(r *Results) []Row {
 		row.TPS = median(runs, func(r Run) float64 { return r.TPS })
 		row.P99 = median(runs, func(r Run) float64 { return r.LatencyMS["flow"].P99 })
 		row.OversellRate = median(runs, func(r Run) float64 { return r.Audit.OversellRate })
-		if _, ok := runs[0].Counters["server_cpu_pct"]; ok {
+		if runs[0].Harness.ServerCPUPct != nil {
 			row.HasCPU = true
-			row.ServerCPU = median(runs, func(r Run) float64 { return r.Counters["server_cpu_pct"] })
+			row.ServerCPU = median(runs, ServerCPU)
 		}
 		if _, ok := runs[0].Counters["cas_retries_per_success"]; ok {
 			row.HasCASRetries = true
 			row.CASRetries = median(runs, func(r Run) float64 { return r.Counters["cas_retries_per_success"] })
 		}
 		for _, run := range runs {
-			row.Anomalies += AnomalyCount(run.Audit)
+			row.Anomalies += run.Audit.Count()
 		}
 		out = append(out, row)
 	}
 	return out
+}
+
+// ServerCPU is the run's MySQL + Redis CPU (percent of one core), 0 when
+// it was not sampled.
+func ServerCPU(r Run) float64 {
+	if p := r.Harness.ServerCPUPct; p != nil {
+		return *p
+	}
+	return 0
 }
 
 // Scenarios lists the scenarios of the results in order of appearance.
@@ -147,7 +114,7 @@ func Aggregates(r *Results) []Aggregate {
 			TPS:          SpreadOf(rs, func(r Run) float64 { return r.TPS }),
 			FlowP99MS:    SpreadOf(rs, func(r Run) float64 { return r.LatencyMS["flow"].P99 }),
 			OversellRate: SpreadOf(rs, func(r Run) float64 { return r.Audit.OversellRate }),
-			ServerCPUPct: SpreadOf(rs, func(r Run) float64 { return r.Counters["server_cpu_pct"] }),
+			ServerCPUPct: SpreadOf(rs, ServerCPU),
 		}
 	}
 	return out

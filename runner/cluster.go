@@ -19,17 +19,15 @@ func markGalera(ctx context.Context, c servers.Conns) galeraMark {
 	return galeraMark{cert: cert, bf: bf, ok: ok && err == nil}
 }
 
-// galeraCounters are the certification failures and brute-force aborts
+// galeraFigures are the certification failures and brute-force aborts
 // between two marks: conflicts between primaries, which clients see as
 // deadlocks (error 1213) and retry.
-func galeraCounters(from, to galeraMark) map[string]float64 {
+func galeraFigures(from, to galeraMark) (cert, bf *int64) {
 	if !from.ok || !to.ok {
-		return nil
+		return nil, nil
 	}
-	return map[string]float64{
-		"galera_cert_failures": float64(to.cert - from.cert),
-		"galera_bf_aborts":     float64(to.bf - from.bf),
-	}
+	c, b := int64(to.cert-from.cert), int64(to.bf-from.bf)
+	return &c, &b
 }
 
 // checkNodes adds to the audit each MySQL cluster node that disagrees with
@@ -40,8 +38,6 @@ func checkNodes(ctx context.Context, c servers.Conns, a *audit.Audit) error {
 	if err != nil {
 		return err
 	}
-	a.InvariantViolations += len(diffs)
-	a.Anomalies += int64(len(diffs))
-	a.Violations = append(a.Violations, diffs...)
+	a.AddViolations(diffs)
 	return nil
 }

@@ -57,7 +57,7 @@ type cpuSampler struct {
 	acc     map[string]*cpuAcc
 	stop    chan struct{}
 	pending sync.WaitGroup
-	result  map[string]float64 // set by mark
+	result  cpuFigures // set by mark
 }
 
 // samplePeriod is how often a measurement reads its sources.
@@ -207,11 +207,12 @@ func (c *cpuSampler) mark() {
 	c.mu.Unlock()
 }
 
-// end returns mysql_cpu_pct, redis_cpu_pct, server_cpu_pct (their sum) and
-// harness_cpu_pct for the figures it could read: as marked, or as of now.
-func (c *cpuSampler) end() map[string]float64 {
+// end returns the CPU percent (of one core) of each source it could read
+// — mysql, redis, harness — and server, the servers' sum: as marked, or as
+// of now. A source it could not read is absent.
+func (c *cpuSampler) end() cpuFigures {
 	if c == nil {
-		return map[string]float64{}
+		return cpuFigures{}
 	}
 	c.mu.Lock()
 	r := c.result
@@ -222,8 +223,19 @@ func (c *cpuSampler) end() map[string]float64 {
 	return c.compute()
 }
 
-func (c *cpuSampler) compute() map[string]float64 {
-	out := map[string]float64{}
+// cpuFigures are CPU percents by source (mysql, redis, harness, server).
+type cpuFigures map[string]float64
+
+// of is the source's figure, nil when it could not be read.
+func (f cpuFigures) of(source string) *float64 {
+	if v, ok := f[source]; ok {
+		return &v
+	}
+	return nil
+}
+
+func (c *cpuSampler) compute() cpuFigures {
+	out := cpuFigures{}
 	c.halt()
 	c.mu.Lock()
 	began := c.acc != nil
@@ -241,14 +253,14 @@ func (c *cpuSampler) compute() map[string]float64 {
 			continue
 		}
 		pct := a.acc.Seconds() / secs * 100
-		out[k+"_cpu_pct"] = pct
+		out[k] = pct
 		if k != "harness" {
 			server += pct
 			seen = true
 		}
 	}
 	if seen {
-		out["server_cpu_pct"] = server
+		out["server"] = server
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies"
 )
@@ -30,16 +31,15 @@ type driver struct {
 	late, dropped atomic.Int64
 }
 
-func (d *driver) counters() map[string]float64 {
-	m := map[string]float64{}
+// harness records the driver's own figures: restocks issued, open-loop
+// arrivals that started late or were dropped.
+func (d *driver) harness(h *results.Harness) {
 	if d.restock != nil {
-		m["restocks"] = float64(d.restock.n.Load())
+		h.Restocks = d.restock.n.Load()
 	}
 	if d.sc.Timed() && d.o.Rate > 0 {
-		m["open_late_starts"] = float64(d.late.Load())
-		m["open_dropped"] = float64(d.dropped.Load())
+		h.OpenLateStarts, h.OpenDropped = d.late.Load(), d.dropped.Load()
 	}
-	return m
 }
 
 func (d *driver) started(from time.Time) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stockbench/stockbench/faults"
-	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies"
@@ -98,10 +97,10 @@ func TestFaultKindsInARun(t *testing.T) {
 				t.Errorf("failed operations (%v) or seconds without a flow (%d) outside the fault window", im.ErrorsOutside, im.OutageOutsideSec)
 			}
 			if a := run.Audit; a.OversoldUnits != 0 || a.LostAcks != 0 {
-				t.Errorf("audit after settle: %d oversold, %d phantom, %d lost acks, counters %v; violations %v", a.OversoldUnits, a.PhantomUnits, a.LostAcks, run.Counters, a.Violations)
+				t.Errorf("audit after settle: %d oversold, %d phantom, %d lost acks, harness %+v; violations %v", a.OversoldUnits, a.PhantomUnits, a.LostAcks, run.Harness, a.Violations)
 			}
-			if f.Kind == string(faults.AppCrash) && run.Counters["app_crashes"] != 1 {
-				t.Errorf("app_crashes %v, want 1", run.Counters["app_crashes"])
+			if f.Kind == string(faults.AppCrash) && run.Harness.AppCrashes != 1 {
+				t.Errorf("app_crashes %v, want 1", run.Harness.AppCrashes)
 			}
 		})
 	}
@@ -133,14 +132,14 @@ func TestAppCrashRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := run.Audit
-			t.Logf("%+v; counters %v", run.FaultImpact, run.Counters)
-			if run.Counters["app_crashes"] != 2 {
-				t.Fatalf("app_crashes %v, want 2", run.Counters["app_crashes"])
+			t.Logf("%+v; harness %+v", run.FaultImpact, run.Harness)
+			if run.Harness.AppCrashes != 2 {
+				t.Fatalf("app_crashes %v, want 2", run.Harness.AppCrashes)
 			}
 			if run.FaultImpact.ErrorsInWindow["canceled"] == 0 {
 				t.Errorf("no call was in flight at either crash: %v", run.FaultImpact.ErrorsInWindow)
 			}
-			if n := results.AnomalyCount(a); n != 0 {
+			if n := a.Count(); n != 0 {
 				t.Errorf("after settle %d anomalies (oversold %d, leaked %d, lost acks %d, stale %d, orphan %d, invariants %d: %v)",
 					n, a.OversoldUnits, a.LeakedUnits, a.LostAcks, a.StaleReservations, a.OrphanReservations, a.InvariantViolations, a.Violations)
 			}

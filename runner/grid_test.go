@@ -9,8 +9,8 @@ import (
 	"github.com/stockbench/stockbench/scenarios"
 )
 
-// TestResolvedGrid: a sweep's config records every value of the swept
-// setting, not the first one as if it were the setting of the whole run.
+// TestResolvedGrid: a sweep's config names the swept setting, so that the
+// first plan's value is not read as the setting of the whole run.
 func TestResolvedGrid(t *testing.T) {
 	plan := func(buyers int) Plan {
 		return Plan{Options: Options{Scenarios: []string{"flash"}, Params: scenarios.Params{Buyers: buyers, Stock: 10}}, Param: "buyers"}
@@ -18,21 +18,21 @@ func TestResolvedGrid(t *testing.T) {
 	cases := []struct {
 		name  string
 		plans []Plan
-		want  any // config["buyers"]
+		swept []string
 	}{
-		// A plain run: the setting itself.
-		{"one plan", []Plan{plan(50)}, 50},
-		// A sweep: the list, in order.
-		{"sweep", []Plan{plan(50), plan(100), plan(200)}, []any{50, 100, 200}},
+		// A plain run: nothing swept.
+		{"one plan", []Plan{plan(50)}, nil},
+		// A sweep: buyers, and only buyers.
+		{"sweep", []Plan{plan(50), plan(100), plan(200)}, []string{"buyers"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := resolvedGrid(c.plans)
-			if !reflect.DeepEqual(m["buyers"], c.want) {
-				t.Fatalf("buyers = %#v, want %#v", m["buyers"], c.want)
+			if !reflect.DeepEqual(m.Swept, c.swept) || m.Buyers != 50 {
+				t.Fatalf("swept %v, buyers %d: want %v, the first plan's 50", m.Swept, m.Buyers, c.swept)
 			}
-			if m["stock"] != int64(10) {
-				t.Fatalf("a setting shared by every plan changed: stock = %#v", m["stock"])
+			if m.Stock != 10 {
+				t.Fatalf("a setting shared by every plan changed: stock = %d", m.Stock)
 			}
 		})
 	}

@@ -91,8 +91,8 @@ func TestPoolWaitRecorded(t *testing.T) {
 	if run.Audit.OversoldUnits != 0 || run.Audit.LostAcks != 0 || run.Audit.ConfirmedUnits != 20 {
 		t.Fatalf("audit through a one-connection pool: %+v", run.Audit)
 	}
-	if run.Counters["mysql_pool_waits"] <= 0 || run.Counters["mysql_pool_wait_ms"] <= 0 || run.Counters["pool_wait_ms_per_op"] <= 0 {
-		t.Fatalf("pool wait not recorded: %v", run.Counters)
+	if h := run.Harness; h.MySQLPoolWaits <= 0 || h.MySQLPoolWaitMS <= 0 || h.PoolWaitMSPerOp <= 0 {
+		t.Fatalf("pool wait not recorded: %+v", h)
 	}
 }
 

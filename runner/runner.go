@@ -100,32 +100,35 @@ func catalog(sc scenarios.Scenario, p scenarios.Params) []inventory.Stock {
 }
 
 // Resolved is the configuration as recorded in results.json.
-func (o Options) Resolved() map[string]any {
+func (o Options) Resolved() results.Config {
 	names := make([]string, len(o.Strategies))
 	for i, e := range o.Strategies {
 		names[i] = e.Name
 	}
 	c := o.Strategy.WithDefaults()
-	m := map[string]any{
-		"strategies": names, "scenarios": o.Scenarios, "stock": o.Stock, "buyers": o.Buyers,
-		"ttl": o.TTL.String(), "seed": o.Seed, "repeat": max(1, o.Repeat),
-		"op_timeout": o.OpTimeout.String(), "cas_retry": c.CASRetry, "cas_max_attempts": c.CASMaxAttempts, "cas_max_wait": c.CASMaxWait.String(),
-		"outbox_period": c.OutboxPeriod.String(), "reconcile_period": c.ReconcilePeriod.String(),
-		"sweep_period": c.SweepPeriod.String(), "calibrate_duration": o.CalibrateDuration.String(),
-		"pool": o.pool(), "batch_max": c.BatchMax, "batch_wait": c.BatchWait.String(),
-	}
-	if len(o.Faults) > 0 {
-		m["faults"] = o.Faults.Strings()
-	}
-	if o.Weights != "" {
-		m["weights"] = o.Weights
+	out := results.Config{
+		Strategies: names, Scenarios: o.Scenarios, Stock: o.Stock, Buyers: o.Buyers,
+		TTL: o.TTL.String(), Seed: o.Seed, Repeat: max(1, o.Repeat),
+		OpTimeout: o.OpTimeout.String(), CASRetry: c.CASRetry, CASMaxAttempts: c.CASMaxAttempts, CASMaxWait: c.CASMaxWait.String(),
+		OutboxPeriod: c.OutboxPeriod.String(), ReconcilePeriod: c.ReconcilePeriod.String(),
+		SweepPeriod: c.SweepPeriod.String(), CalibrateDuration: o.CalibrateDuration.String(),
+		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(),
+		Faults: o.Faults.Strings(), Weights: o.Weights,
 	}
 	for _, name := range o.Scenarios {
 		if sc, err := scenarios.Lookup(name); err == nil {
-			sc.Config(o.Params, m)
+			sc.Config(o.Params, &out.Knobs)
 		}
 	}
-	return m
+	return out
+}
+
+// deref is *p, or 0 when p is nil.
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // pool is the size of each connection pool.
@@ -454,7 +457,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		run.ShardAcks = acks // its restocks among them
 		host, _ := os.Hostname()
 		run.Shard = &results.ShardInfo{Index: o.Shard, Of: o.Shards, Host: host, PID: os.Getpid(),
-			HarnessCPUPct: cpuPct["harness_cpu_pct"], Cores: runtime.NumCPU(), SettleFrom: settleFrom}
+			HarnessCPUPct: cpuPct["harness"], Cores: runtime.NumCPU(), SettleFrom: settleFrom}
 	}
 	total := newRecorder(time.Time{}, time.Time{})
 	for _, r := range recs {
@@ -504,24 +507,8 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 	run.Counts, run.Journeys, run.Errors = total.counts, total.journeys, total.errs
 	run.Series = total.seriesPoints()
-	run.Counters = map[string]float64{}
 	if c, ok := strat.(strategies.Counters); ok {
-		for k, v := range c.Counters() {
-			run.Counters[k] = v
-		}
-	}
-	for k, v := range cpuPct {
-		run.Counters[k] = v
-	}
-	// How long this process's strategy instance ran its background loop
-	// (sweeper, recovery, relay, reconciler): through the whole load
-	// unless the loop gave up.
-	run.Counters["background_loop_sec"] = bgRan.Seconds()
-	if v, ok := harnessPerKFlows(cpuPct["harness_cpu_pct"], window, total.flows); ok {
-		run.Counters["harness_cpu_ms_per_1k_flows"] = v
-	}
-	for k, v := range d.counters() {
-		run.Counters[k] = v
+		run.Counters = c.Counters()
 	}
 	var ops int64
 	for _, op := range []string{"reserve", "confirm", "cancel"} {
@@ -529,12 +516,20 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			ops += n
 		}
 	}
-	for k, v := range poolCounters(poolFrom, poolTo, ops) {
-		run.Counters[k] = v
+	h := &run.Harness
+	h.ServerCPUPct, h.MySQLCPUPct = cpuPct.of("server"), cpuPct.of("mysql")
+	h.RedisCPUPct, h.HarnessCPUPct = cpuPct.of("redis"), cpuPct.of("harness")
+	// How long this process's strategy instance ran its background loop
+	// (sweeper, recovery, relay, reconciler): through the whole load
+	// unless the loop gave up.
+	h.BackgroundLoopSec = bgRan.Seconds()
+	if v, ok := harnessPerKFlows(deref(h.HarnessCPUPct), window, total.flows); ok {
+		h.HarnessCPUMSPer1kFlows = &v
 	}
-	for k, v := range galeraCounters(galeraFrom, galeraTo) {
-		run.Counters[k] = v
-	}
+	d.harness(h)
+	h.AppCrashes = svc.crashes.Load()
+	poolFigures(h, poolFrom, poolTo, ops)
+	h.GaleraCertFailures, h.GaleraBFAborts = galeraFigures(galeraFrom, galeraTo)
 	run.CoreLines = e.CoreLines()
 	if len(run.Faults) > 0 {
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)

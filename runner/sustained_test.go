@@ -75,11 +75,11 @@ func TestSustained(t *testing.T) {
 			if a.ConfirmedUnits <= run.Flows {
 				t.Fatalf("confirmed %d units, measured flows %d: warm-up not excluded", a.ConfirmedUnits, run.Flows)
 			}
-			if c.strategy != "rowlock" && run.Counters["restocks"] == 0 {
-				t.Fatalf("5 units per SKU never ran out: counters %v", run.Counters)
+			if c.strategy != "rowlock" && run.Harness.Restocks == 0 {
+				t.Fatalf("5 units per SKU never ran out: harness %+v", run.Harness)
 			}
 			if c.rate > 0 {
-				arrivals := run.Journeys["buy"] + run.Journeys["cancel"] + run.Journeys["abandon"] + int64(run.Counters["open_dropped"])
+				arrivals := run.Journeys["buy"] + run.Journeys["cancel"] + run.Journeys["abandon"] + run.Harness.OpenDropped
 				if arrivals < 200 || arrivals > 250 {
 					t.Fatalf("open loop at 150/s for 1.5 s started %d journeys", arrivals)
 				}

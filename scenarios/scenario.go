@@ -56,8 +56,29 @@ type Scenario interface {
 	// --short-ttl are not listed: they have always been accepted, and
 	// ignored, with other scenarios).
 	Flags() []string
-	// Config records the scenario's knobs into the resolved configuration.
-	Config(p Params, m map[string]any)
+	// Config records the knobs this scenario reads into k (the resolved
+	// configuration of results.json); knobs it does not read stay unset.
+	Config(p Params, k *Knobs)
+}
+
+// Knobs are the scenario settings a run records in results.json (config):
+// each is set only when a scenario that reads it ran, so a flash-only run
+// records no duration. Durations are Go duration strings.
+type Knobs struct {
+	Abandon  *float64 `json:"abandon,omitempty"`
+	PayDelay string   `json:"pay_delay,omitempty"`
+	Arrival  string   `json:"arrival,omitempty"`
+	ShortTTL string   `json:"short_ttl,omitempty"`
+	Duration string   `json:"duration,omitempty"`
+	Warmup   string   `json:"warmup,omitempty"`
+	SKUs     int      `json:"skus,omitempty"`
+	Skew     string   `json:"skew,omitempty"`
+	Mix      string   `json:"mix,omitempty"`
+	// Restock is false when the timed scenario ran without restocks.
+	Restock *bool `json:"restock,omitempty"`
+	// Rate is the open-loop arrival rate (0: closed loop).
+	Rate              *float64 `json:"rate,omitempty"`
+	SustainedPayDelay string   `json:"sustained_pay_delay,omitempty"`
 }
 
 // All lists the scenarios, in the order the CLI offers them.
@@ -137,8 +158,8 @@ func (flash) Flags() []string            { return nil }
 func (flash) Journeys(p Params) []Journey {
 	return Flash(FlashParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, Arrival: p.Arrival, Abandon: p.Abandon, TTL: p.TTL, Seed: p.Seed})
 }
-func (flash) Config(p Params, m map[string]any) {
-	m["abandon"], m["pay_delay"], m["arrival"] = p.Abandon, p.PayDelay.String(), p.Arrival.String()
+func (flash) Config(p Params, k *Knobs) {
+	k.Abandon, k.PayDelay, k.Arrival = &p.Abandon, p.PayDelay.String(), p.Arrival.String()
 }
 
 type race struct{}
@@ -151,8 +172,8 @@ func (race) Flags() []string            { return nil }
 func (race) Journeys(p Params) []Journey {
 	return Race(RaceParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, TTL: p.TTL, ShortTTL: p.ShortTTL, Seed: p.Seed})
 }
-func (race) Config(p Params, m map[string]any) {
-	m["short_ttl"], m["pay_delay"] = p.ShortTTL.String(), p.PayDelay.String()
+func (race) Config(p Params, k *Knobs) {
+	k.ShortTTL, k.PayDelay = p.ShortTTL.String(), p.PayDelay.String()
 }
 
 type sustained struct{}
@@ -173,8 +194,9 @@ func (sustained) Catalog(p Params) []string {
 func (sustained) Source(p Params, worker int) *Source {
 	return NewSource(SustainedParams{SKUs: p.SKUs, Skew: p.Skew, Mix: p.Mix, PayDelay: p.SustainedPayDelay, Seed: p.Seed}, worker)
 }
-func (sustained) Config(p Params, m map[string]any) {
-	m["duration"], m["warmup"], m["skus"] = p.Duration.String(), p.Warmup.String(), p.SKUs
-	m["skew"], m["mix"], m["restock"], m["rate"] = p.Skew.String(), p.Mix.String(), !p.NoRestock, p.Rate
-	m["sustained_pay_delay"] = p.SustainedPayDelay.String()
+func (sustained) Config(p Params, k *Knobs) {
+	restock := !p.NoRestock
+	k.Duration, k.Warmup, k.SKUs = p.Duration.String(), p.Warmup.String(), p.SKUs
+	k.Skew, k.Mix, k.Restock, k.Rate = p.Skew.String(), p.Mix.String(), &restock, &p.Rate
+	k.SustainedPayDelay = p.SustainedPayDelay.String()
 }

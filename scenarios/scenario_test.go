@@ -38,9 +38,9 @@ func TestRegistry(t *testing.T) {
 			if c.owns != "" && FlagOwner(c.owns) != c.name {
 				t.Fatalf("--%s owned by %q", c.owns, FlagOwner(c.owns))
 			}
-			m := map[string]any{}
-			sc.Config(p, m)
-			if len(m) == 0 {
+			var k Knobs
+			sc.Config(p, &k)
+			if k == (Knobs{}) {
 				t.Fatal("records no knobs")
 			}
 		})

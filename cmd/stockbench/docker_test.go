@@ -186,7 +186,7 @@ func TestProcsDocker(t *testing.T) {
 				t.Errorf("merged run's generators: %+v", run.Shards)
 			}
 			a := run.Audit
-			if n := results.AnomalyCount(a); n != 0 || a.ConfirmedUnits != flows {
+			if n := a.Count(); n != 0 || a.ConfirmedUnits != flows {
 				t.Errorf("audit after the merge: %d anomalies, %d confirmed units (flows %d): %+v", n, a.ConfirmedUnits, flows, a)
 			}
 		})

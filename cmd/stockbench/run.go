@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/faults"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
@@ -92,7 +93,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
-	fs.StringVar(&f.weights, "weights", reports.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
+	fs.StringVar(&f.weights, "weights", analysis.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
 }
 
 // applyFile sets, from a YAML scenario file, every flag the command line did
@@ -184,7 +185,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("--mix: %w", err)
 	}
-	weights, err := reports.ParseWeights(f.weights)
+	weights, err := analysis.ParseWeights(f.weights)
 	if err != nil {
 		return o, fmt.Errorf("--weights: %w", err)
 	}
@@ -319,7 +320,7 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 	if f.preset != "" {
 		// Reports of a preset run (also when re-rendered) know what it
 		// reproduces.
-		res.Config["preset"] = f.preset
+		res.Config.Preset = f.preset
 	}
 	if f.post != nil {
 		f.post(res)

@@ -122,12 +122,12 @@ func TestProcs(t *testing.T) {
 					journeys[k] += n
 				}
 				// Its own instance's background loop ran through its load.
-				if ran := s.Counters["background_loop_sec"]; ran < s.DurationSec {
+				if ran := s.Harness.BackgroundLoopSec; ran < s.DurationSec {
 					t.Errorf("shard %d: background loop ran %.3f s, its load %.3f s", i, ran, s.DurationSec)
 				}
 				// On the servers' host, each generator samples their CPU.
-				if _, ok := s.Counters["server_cpu_pct"]; !ok {
-					t.Errorf("shard %d sampled no server CPU: %v", i, s.Counters)
+				if s.Harness.ServerCPUPct == nil {
+					t.Errorf("shard %d sampled no server CPU: %+v", i, s.Harness)
 				}
 				if s.Audit.Anomalies != 0 || len(s.Audit.SKUs) != 0 {
 					t.Errorf("shard %d audited the stores itself: %+v", i, s.Audit)
@@ -162,7 +162,7 @@ func TestProcs(t *testing.T) {
 				t.Errorf("merged run names %d generators", len(run.Shards))
 			}
 			a := run.Audit
-			if n := results.AnomalyCount(a); n != 0 || a.ConfirmedUnits == 0 {
+			if n := a.Count(); n != 0 || a.ConfirmedUnits == 0 {
 				t.Errorf("audit after the merge: %d anomalies, %d confirmed units: %+v", n, a.ConfirmedUnits, a)
 			}
 			if run.Scenario == "flash" && a.ConfirmedUnits != flows {

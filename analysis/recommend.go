@@ -1,4 +1,8 @@
-package reports
+// Package analysis draws the verdicts from a run's results, once, for every
+// renderer: the recommendation (safety first, then weighted scores) and the
+// compare gate between two results files. It reads results only; reports
+// renders what it decides.
+package analysis
 
 import (
 	"fmt"
@@ -75,7 +79,7 @@ type Recommendation struct {
 	Throughput  float64 `json:"throughput"`
 	Latency     float64 `json:"latency"`
 	Complexity  float64 `json:"complexity"`
-	// Unsafe is true when the auditor found any anomaly (AnomalyClasses) in
+	// Unsafe is true when the auditor found any anomaly (audit.Classes) in
 	// any scenario or repeat of this strategy: it then ranks after every
 	// clean strategy, whatever its score.
 	Unsafe bool `json:"unsafe"`
@@ -242,9 +246,20 @@ func faultReason(name string, bad, classes int, tps, p99 float64, lines int, per
 }
 
 func reason(name string, anomalies int64, oversell, tps, p99 float64, lines int, perf string) string {
-	cons := "no oversell, leak, lost or contradicted ack, drift or broken invariant in any scenario"
+	cons := "no anomaly of any class in any scenario"
 	if anomalies > 0 {
 		cons = fmt.Sprintf("UNSAFE: the auditor found %d anomalies (worst oversell %.3f %%)", anomalies, 100*oversell)
 	}
 	return fmt.Sprintf("%s: %s; %.0f flows/s at P99 %.1f ms in %s; %d core lines.", name, cons, tps, p99, perf, lines)
+}
+
+// WeightsOf reads the recommendation weights recorded in the results'
+// config, or returns the defaults.
+func WeightsOf(r *results.Results) Weights {
+	if s := r.Config.Weights; s != "" {
+		if w, err := ParseWeights(s); err == nil {
+			return w
+		}
+	}
+	return DefaultWeights
 }
