@@ -105,6 +105,12 @@ type Audit struct {
 	// StaleReservations are live Redis reservations whose deadline passed
 	// before the audit's StaleBefore.
 	StaleReservations int `json:"stale_reservations"`
+	// ProbeViolations counts the snapshots taken during load (Probe) in
+	// which a store broke an invariant that must hold at every instant;
+	// Probe says when (first, worst, last). Set by the runner, which runs
+	// the probe beside the load; zero for an audit without one.
+	ProbeViolations int          `json:"probe_violations"`
+	Probe           *ProbeReport `json:"probe,omitempty"`
 	// Anomalies is the sum of the UNSAFE classes' counts (Classes, units
 	// and counts alike): zero means the auditor found nothing wrong.
 	Anomalies  int64      `json:"anomalies"`

@@ -402,6 +402,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			}()
 		}
 	}
+	probe := startProbe(ctx, d, e, conns, stock, o)
 	if o.StartBarrier != "" {
 		if err := meet(ctx, conns.Redis, o.StartBarrier, o.Shards); err != nil {
 			return run, err
@@ -436,6 +437,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		}
 	}
 	bgRan := svc.stopBackground()
+	probed := probe.stop()
 
 	// Audit at the end of load, settle, audit again — even after Ctrl-C:
 	// what was measured is reported.
@@ -476,6 +478,8 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		if err != nil {
 			return run, err
 		}
+		attachProbe(probed, &endOfLoad)
+		attachProbe(probed, &settled)
 		// What settle repaired compares like with like: the node-agreement check
 		// below runs only after settle, so it stays out of the difference.
 		run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, audit.Repaired(endOfLoad, settled)
