@@ -38,8 +38,8 @@ func shardRun(t *testing.T, i int, from time.Time, dur time.Duration, flows []in
 		Counts:     map[string]map[string]int64{"reserve": {"ok": int64(len(flows)), "out_of_stock": int64(i)}},
 		Journeys:   map[string]int64{"confirm": int64(len(flows))},
 		Histograms: map[string]string{"flow": enc}, MeasuredFrom: from.Format(time.RFC3339Nano),
-		Shard:     &ShardInfo{Index: i, Host: "h", HarnessCPUPct: 50, Cores: 2},
-		Harness:   Harness{Restocks: 1, HarnessCPUPct: Float(50), ServerCPUPct: Float(float64(10 * i)), PoolWaitMSPerOp: 2},
+		Shard:   &ShardInfo{Index: i, Host: "h", HarnessCPUPct: 50, Cores: 2},
+		Harness: Harness{Restocks: 1, HarnessCPUPct: Float(50), ServerCPUPct: Float(float64(10 * i)), PoolWaitMSPerOp: 2},
 		Counters: map[string]float64{"sweeps": float64(10 * (i + 1)),
 			"batch_size_max": float64(i), "lag_p99_ms": float64(i)},
 	}
