@@ -426,6 +426,21 @@ var cases = []struct {
 			t.Fatalf("after the roll back: %+v", a)
 		}
 	}},
+	{"Redis rolled back, no buyer after: settle rebuilds it", false, func(t *testing.T, e registry.Entry) {
+		// The same loss with no Try after it to notice: the strategy's
+		// own recovery (here Settle) must find it and leave no drift.
+		f := newFixture(t, e, 2, strategies.Config{})
+		wantErr(t, "reserve x", f.reserve("x"), nil)
+		cp := checkpointRedis(t)
+		wantErr(t, "reserve y", f.reserve("y"), nil)
+		wantErr(t, "confirm y", f.confirm("y"), nil)
+		rollBackRedis(t, cp)
+		a, s := f.stock()
+		wantStock(t, s, 0, 1)
+		if a.DriftUnits != 0 || a.InvariantViolations != 0 {
+			t.Fatalf("after the roll back and settle: %+v", a)
+		}
+	}},
 	{"a deadline is kept at one resolution in every store", true, func(t *testing.T, e registry.Entry) {
 		// 950 µs past a millisecond boundary: a store keeping µs and one
 		// keeping ms would disagree on whether the order is past its

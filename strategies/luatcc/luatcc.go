@@ -202,7 +202,8 @@ func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
 
 // recover visits every SKU of the catalog — MySQL's inventory table, not a
 // list kept in memory, so a restarted or second replica recovers the same
-// SKUs — and every live Redis reservation:
+// SKUs — and every live Redis reservation (after rebuilding a Redis that
+// restarted, see redisstock.Fence):
 //   - a SKU whose stock hash is gone (Redis lost its data) gets it rebuilt
 //     by the guarded reload (redisstock.Reload), so reserves work again
 //     without re-selling held units;
@@ -213,6 +214,11 @@ func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
 //     cancelled order, holds its unit for at most one pass;
 //   - a reservation past its deadline without a decision is expired.
 func (s *Strategy) recover(ctx context.Context) error {
+	// A Redis that restarted (even with no Try to notice it) is rebuilt
+	// from MySQL first: its drift repaired, its lost sales counted.
+	if err := s.rs.Ready(ctx); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
 	rows, err := redisstock.ListRows(ctx, s.db)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)

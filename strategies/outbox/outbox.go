@@ -221,7 +221,15 @@ func (s *Strategy) Run(ctx context.Context) error {
 	}{
 		{s.cfg.SweepPeriod, func(ctx context.Context) error { _, err := s.orders.ExpireDue(ctx); return err }},
 		{s.cfg.OutboxPeriod, func(ctx context.Context) error { _, err := s.relay(ctx); return err }},
-		{s.cfg.ReconcilePeriod, func(ctx context.Context) error { _, err := s.reconcile(ctx, false); return err }},
+		{s.cfg.ReconcilePeriod, func(ctx context.Context) error {
+			// A Redis that restarted is rebuilt at once, even with no Try
+			// to notice it (see redisstock.Fence), not left to a slow repair.
+			if err := s.rs.Ready(ctx); err != nil {
+				return err
+			}
+			_, err := s.reconcile(ctx, false)
+			return err
+		}},
 	} {
 		wg.Add(1)
 		go func() {
@@ -349,6 +357,10 @@ func applyEvents(ctx context.Context, tx *sql.Tx, batch []event) error {
 // and runs a second pass. Not to be run concurrently with load if a prompt
 // answer matters: orphans are then refused through the barrier.
 func (s *Strategy) Settle(ctx context.Context) error {
+	// A Redis that restarted since the last Try is rebuilt first.
+	if err := s.rs.Ready(ctx); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
 	if _, err := s.orders.ExpireDue(ctx); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
