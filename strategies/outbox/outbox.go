@@ -96,6 +96,7 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 // If that write fails — or never runs, the caller's context ending while it
 // was queued — its outcome is settled before Redis is touched (see undo).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	gen := s.rs.Fence.Rebuilds()
 	fresh, err := s.rs.Try(ctx, r)
 	if err != nil {
 		return err
@@ -106,7 +107,31 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	if err := s.reserves.Do(ctx, r.SKU, r); err != nil {
 		return s.undo(r, err)
 	}
+	if s.rs.Fence.Rebuilds() != gen {
+		return s.recount(ctx, r)
+	}
 	return nil
+}
+
+// recount settles a reserve during which Redis was rebuilt from MySQL. A
+// rebuild that read MySQL before this order committed does not count it,
+// and Redis lost its Try in the restart: the unit would be sold again.
+// So the reservation must be in Redis now: if it is not, it is tried
+// again; if the unit went meanwhile, the order is cancelled in MySQL and
+// the reserve refused (never acknowledged).
+func (s *Strategy) recount(ctx context.Context, r inventory.Reservation) error {
+	ref := inventory.OrderRef{OrderID: r.OrderID, SKU: r.SKU}
+	_, err := s.rs.Get(ctx, ref)
+	if !errors.Is(err, redisstock.ErrNoReservation) {
+		return err // held (or decided) in Redis; or Redis did not answer
+	}
+	if _, err := s.rs.Try(ctx, r); !errors.Is(err, inventory.ErrOutOfStock) {
+		return err
+	}
+	if err := s.orders.Finish(ctx, ref, inventory.StateCancelled); err != nil {
+		return fmt.Errorf("reserve %s: lost in a Redis restart, and its cancel failed: %w", r.OrderID, err)
+	}
+	return fmt.Errorf("reserve %s: lost in a Redis restart, the unit sold meanwhile: %w", r.OrderID, inventory.ErrOutOfStock)
 }
 
 // repeat settles a reserve whose Try found the order already held in Redis
