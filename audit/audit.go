@@ -111,6 +111,12 @@ type Audit struct {
 	// the probe beside the load; zero for an audit without one.
 	ProbeViolations int          `json:"probe_violations"`
 	Probe           *ProbeReport `json:"probe,omitempty"`
+	// UnsoldUnits (undersell, the mirror of oversell) are the units a
+	// one-SKU sale left unsold while buyers were turned away (refused,
+	// shed or timed out). The harness counts it from what its clients
+	// were told (results.Flash) and sets it after the audit; the auditor
+	// cannot tell a buyer turned away from one who never came.
+	UnsoldUnits int64 `json:"unsold_units"`
 	// Anomalies is the sum of the UNSAFE classes' counts (Classes, units
 	// and counts alike): zero means the auditor found nothing wrong.
 	Anomalies  int64      `json:"anomalies"`

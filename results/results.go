@@ -182,6 +182,10 @@ type Run struct {
 	// against (the ledger: the catalog plus the journal rows those restocks
 	// name). Only in a shard's own file.
 	ShardAcks []inventory.Ack `json:"shard_acks,omitempty"`
+	// Flash is the sale's own figures (fixed scenarios); Service the
+	// service model's settings and sheds.
+	Flash   *Flash   `json:"flash,omitempty"`
+	Service *Service `json:"service,omitempty"`
 }
 
 // ShardInfo names one generator of a run and what it measured.
