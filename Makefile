@@ -24,7 +24,7 @@ build:
 # scripts/setup.sh installs MariaDB/Redis and builds the offline images when
 # they are missing (STOCKBENCH_SKIP_SETUP=1 skips that).
 test: vet fmt-check
-	scripts/setup.sh test
+	GO=$(GO) scripts/setup.sh test
 	$(GO) test -race -count=1 ./...
 	# The conformance suite again, on a 3-master Redis Cluster.
 	STOCKBENCH_TEST_REDIS_CLUSTER=3 $(GO) test -race -count=1 -run TestConformance ./strategies

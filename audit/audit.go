@@ -45,8 +45,8 @@ type RedisStock struct {
 // stores and the harness's ledger, never taken from the strategy.
 type SKUAudit struct {
 	SKU string `json:"sku"`
-	// Ledger is the stock the harness put in: initial + restocks it issued
-	// (without a ledger, the MySQL total).
+	// Ledger is the stock the harness put in: initial + the journalled
+	// restocks it issued (without a ledger, the MySQL total).
 	Ledger int64 `json:"ledger"`
 	// Total, Available, Occupied and Sold are MySQL's view: the inventory
 	// row plus the outbox events not yet applied to it.
@@ -95,7 +95,8 @@ type Audit struct {
 	InvariantViolations int `json:"invariant_violations"`
 	// MissingRedisStock counts SKUs without a Redis stock hash.
 	MissingRedisStock int `json:"missing_redis_stock"`
-	// LostAcks counts confirm acks whose order is not confirmed.
+	// LostAcks counts confirm acks whose order is not confirmed and
+	// acknowledged restocks the restock journal lacks.
 	LostAcks int `json:"lost_acks"`
 	// ReserveAckViolations counts reserve acks no store holds a
 	// reservation (or a decision) for.
@@ -114,6 +115,12 @@ type Audit struct {
 	// StaleReservations are live Redis reservations whose deadline passed
 	// before the audit's StaleBefore.
 	StaleReservations int `json:"stale_reservations"`
+	// ProbeViolations counts the snapshots taken during load (Probe) in
+	// which a store broke an invariant that must hold at every instant;
+	// Probe says when (first, worst, last). Set by the runner, which runs
+	// the probe beside the load; zero for an audit without one.
+	ProbeViolations int          `json:"probe_violations"`
+	Probe           *ProbeReport `json:"probe,omitempty"`
 	// UnsoldUnits (undersell, the mirror of oversell) are the units a
 	// one-SKU sale left unsold while buyers were turned away (refused,
 	// shed or timed out). The harness counts it from what its clients
@@ -151,9 +158,11 @@ type Auditor struct {
 	// Redis is the Redis of a strategy that keeps stock there; nil when the
 	// strategy keeps none (then Redis is not checked at all).
 	Redis redis.UniversalClient
-	// Ledger is the stock the harness put in per SKU (initial + restocks it
-	// issued): the total every store must show. Nil: the MySQL total is
-	// taken as the ledger (the audit command, on stores it did not fill).
+	// Ledger is the stock the harness put in per SKU before any restock
+	// (the initial stock); the audit adds the restock journal rows whose
+	// ids the acks name as restocks the harness issued (see ledgerOf): the
+	// total every store must show. Nil: the MySQL total is taken as the
+	// ledger (the audit command, on stores it did not fill).
 	Ledger map[string]int64
 	// RedisReservations says reservations live only in Redis until decided
 	// (lua-tcc's TCC Try): a live Redis reservation then needs no MySQL
@@ -208,6 +217,15 @@ func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error)
 func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	var out Audit
 	k := sink{&out}
+	if a.Ledger != nil {
+		// The ledger the stores are graded against: the initial stock plus
+		// the journalled restocks the harness issued.
+		ledger, err := a.ledgerOf(ctx, a.Ledger, acks, &out, k)
+		if err != nil {
+			return out, err
+		}
+		a.Ledger = ledger
+	}
 	var total int64
 	if a.Progress != nil {
 		if a.Ledger != nil {
@@ -485,7 +503,7 @@ func (a Auditor) checkSKU(s *SKUAudit, k sink) {
 	if l, ok := a.Ledger[s.SKU]; ok {
 		s.Ledger = l
 		if s.Total != l {
-			k.violate("mysql %s: total %d != ledger %d (initial + restocks issued)", s.SKU, s.Total, l)
+			k.violate("mysql %s: total %d != ledger %d (initial + journalled restocks the harness issued)", s.SKU, s.Total, l)
 		}
 	}
 	checkStock(k, "mysql", inventory.Stock{SKU: s.SKU, Total: s.Total, Available: s.Available, Occupied: s.Occupied, Sold: s.Sold})
@@ -726,7 +744,7 @@ func (a Auditor) checkAckBatch(ctx context.Context, out *Audit, k sink, acks []i
 	ids := make([]string, 0, len(acks))
 	seen := make(map[string]bool, len(acks))
 	for _, ack := range acks {
-		if !seen[ack.OrderID] {
+		if !ack.IsRestock() && !seen[ack.OrderID] {
 			seen[ack.OrderID] = true
 			ids = append(ids, ack.OrderID)
 		}

@@ -279,3 +279,61 @@ func TestAuditIsSetBased(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerFromJournal: the ledger is the initial stock plus the restock
+// journal rows the harness's restock acks name — a restock whose reply was
+// lost counts exactly as the journal says, an acknowledged restock the
+// journal lacks is a lost ack, and a row nobody issued is stock nobody put in.
+func TestLedgerFromJournal(t *testing.T) {
+	type row struct {
+		id  string
+		qty int64
+	}
+	restock := func(id string, st inventory.OrderState, qty int64) inventory.Ack {
+		return inventory.Ack{OrderID: id, SKU: "S", State: st, Qty: qty}
+	}
+	cases := []struct {
+		name       string
+		total      int64 // MySQL total (all available); the initial stock is 10
+		journal    []row
+		acks       []inventory.Ack
+		ledger     int64
+		lost       int
+		violations int
+		phantom    int64
+	}{
+		{"acknowledged restock", 15, []row{{"r1", 5}}, []inventory.Ack{restock("r1", inventory.AckRestocked, 5)}, 15, 0, 0, 0},
+		// The call failed after its commit (reply lost): the journal has it.
+		{"lost reply, applied", 15, []row{{"r1", 5}}, []inventory.Ack{restock("r1", inventory.AckRestockUnknown, 5)}, 15, 0, 0, 0},
+		// The call failed before its commit: nothing to count.
+		{"failed, not applied", 10, nil, []inventory.Ack{restock("r1", inventory.AckRestockUnknown, 5)}, 10, 0, 0, 0},
+		{"acknowledged, not journalled", 10, nil, []inventory.Ack{restock("r1", inventory.AckRestocked, 5)}, 10, 1, 0, 0},
+		// A journal row no ack names: total != ledger, and its units are phantom.
+		{"journalled, never issued", 15, []row{{"r9", 5}}, nil, 10, 0, 2, 5},
+		{"journalled with another quantity", 17, []row{{"r1", 7}}, []inventory.Ack{restock("r1", inventory.AckRestocked, 5)}, 10, 0, 2, 7},
+	}
+	ctx := context.Background()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.LoadStock(ctx, env.DB, []inventory.Stock{{SKU: "S", Total: c.total, Available: c.total}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range c.journal {
+				if _, err := env.DB.Exec("INSERT INTO restocks VALUES (?,?,?,NOW(6))", r.id, "S", r.qty); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, err := audit.Auditor{DB: env.DB, Ledger: map[string]int64{"S": 10}}.Audit(ctx, c.acks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.SKUs[0].Ledger != c.ledger || a.LostAcks != c.lost || a.InvariantViolations != c.violations || a.PhantomUnits != c.phantom {
+				t.Fatalf("ledger %d lost acks %d violations %d phantom %d, want %d %d %d %d (%v)",
+					a.SKUs[0].Ledger, a.LostAcks, a.InvariantViolations, a.PhantomUnits, c.ledger, c.lost, c.violations, c.phantom, a.Violations)
+			}
+		})
+	}
+}

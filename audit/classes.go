@@ -78,6 +78,8 @@ var Classes = withFields([]Class{
 		Counted: "Redis reservations MySQL does not hold as reserved, and MySQL reservations Redis does not hold"},
 	{Key: "stale_reservations", Title: "stale reservations", Unit: "count",
 		Counted: "live reservations whose deadline passed before settle began"},
+	{Key: "probe_violations", Title: "mid-run violations", Unit: "count",
+		Counted: "snapshots taken a few times a second during load in which a store broke a rule that must hold at every instant: a negative field, MySQL available+occupied+sold != total or total != initial + restock journal, a Redis field outside 0..total (audit.probe: first, worst, last)"},
 	{Key: "unsold_units", Title: "unsold units", Unit: "units", Severity: Warn, Headline: true,
 		Counted: "units of a flash sale left unsold while buyers were turned away (refused, shed or timed out): stock − units the clients were told they bought, counted by the harness; a sale that did not sell out ranks after those that did"},
 })

@@ -9,6 +9,9 @@
 //	redis-pause@5s+3s           pause Redis at 5 s for 3 s (SIGSTOP/SIGCONT, docker pause)
 //	mysql-restart@8s            kill -9 MySQL at 8 s, start it again at once on the same data
 //	redis-restart@5s+2s         kill -9 at 5 s, down for 2 s, then started again
+//	redis-lose@5s+2s            Redis killed at 7 s and back at once holding what it held at 5 s:
+//	                            every write of those 2 s lost, acknowledged or not (as AOF everysec
+//	                            or a failover to a lagging replica loses them)
 //	latency:redis=20ms±10ms@4s+6s  20 ms ± 10 ms added to every Redis reply (also 20ms+-10ms)
 //	reset:mysql@6s              cut every open MySQL connection at 6 s
 //	reset:mysql@6s+2s           ... and reset every connection that sends during 2 s more
@@ -37,6 +40,10 @@ const (
 	Reset     Kind = "reset"     // network: open connections cut; with Duration, new ones reset too
 	Partition Kind = "partition" // network: nothing gets through for Duration
 	AppCrash  Kind = "app-crash" // the service: strategy instance dropped mid-flow
+	// Lose: the server's data at At is checkpointed; at End it is killed
+	// and started again holding that checkpoint, every write of the
+	// Duration between lost (Redis only).
+	Lose Kind = "lose"
 )
 
 // Target is what a fault hits.
@@ -72,13 +79,13 @@ func (f Fault) Network() bool {
 }
 
 // Process reports whether the fault acts on a server process.
-func (f Fault) Process() bool { return f.Kind == Pause || f.Kind == Restart }
+func (f Fault) Process() bool { return f.Kind == Pause || f.Kind == Restart || f.Kind == Lose }
 
 // String is the fault's canonical spec (± written as ±).
 func (f Fault) String() string {
 	var b strings.Builder
 	switch f.Kind {
-	case Pause, Restart:
+	case Pause, Restart, Lose:
 		b.WriteString(string(f.Target) + "-" + string(f.Kind))
 	case AppCrash:
 		b.WriteString(string(AppCrash))
@@ -106,7 +113,7 @@ func Parse(spec string) (Fault, error) {
 	return f, nil
 }
 
-const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s"
+const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s"
 
 func parse(s string) (Fault, error) {
 	var f Fault
@@ -167,8 +174,15 @@ func parse(s string) (Fault, error) {
 			return f, errors.New("pause needs a duration: @5s+3s")
 		}
 	case Restart:
+	case Lose:
+		if f.Target != Redis {
+			return f, errors.New("lose is a Redis fault: MySQL is the system of record, its commits durable")
+		}
+		if f.Duration == 0 {
+			return f, errors.New("lose needs the window it loses: redis-lose@5s+2s (back at 7 s holding what it held at 5 s)")
+		}
 	default:
-		return f, fmt.Errorf("unknown process fault %q: want pause or restart", kind)
+		return f, fmt.Errorf("unknown process fault %q: want pause, restart or lose", kind)
 	}
 	return f, nil
 }

@@ -66,6 +66,8 @@ func (in *Injector) Check() error {
 		switch {
 		case f.Process() && in.Faulter == nil:
 			return fmt.Errorf("fault %s: no process faults on these servers", f)
+		case f.Kind == Lose && !canLose(in.Faulter):
+			return fmt.Errorf("fault %s: these servers cannot be rolled back (the local provider's single Redis can)", f)
 		case f.Network() && in.Proxy == nil:
 			return fmt.Errorf("fault %s: no proxy in front of the stores (faults.Listen)", f)
 		case f.Kind == AppCrash && in.OnAppCrash == nil:
@@ -158,6 +160,20 @@ func (in *Injector) one(ctx context.Context, start time.Time, f Fault) Event {
 		undoCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), in.undoTimeout())
 		defer cancel()
 	}
+	if f.Kind == Lose && !e.Cancelled {
+		// The roll back kills the server: once begun it is seen through,
+		// so the server is never left down.
+		var cancel context.CancelFunc
+		undoCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), in.undoTimeout())
+		defer cancel()
+	}
+	if e.Cancelled && f.Kind == Lose {
+		// The loss is the fault itself, not its undo: a run cut short
+		// keeps its data.
+		e.Undone, e.End = time.Now(), time.Since(start)
+		in.notify(e)
+		return e
+	}
 	if err := in.undo(undoCtx, f); err != nil {
 		if e.Err != "" {
 			e.Err += "; "
@@ -193,6 +209,8 @@ func (in *Injector) apply(ctx context.Context, f Fault) error {
 		return in.Proxy.Apply(f)
 	case AppCrash:
 		return in.OnAppCrash(ctx, f)
+	case Lose:
+		return in.Faulter.(servers.DataLoser).Checkpoint(ctx, target)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -211,8 +229,16 @@ func (in *Injector) undo(ctx context.Context, f Fault) error {
 		return in.Faulter.Restart(ctx, target)
 	case Latency, Reset, Partition:
 		return in.Proxy.Remove(f.Target)
+	case Lose:
+		return in.Faulter.(servers.DataLoser).RollBack(ctx, target)
 	}
 	return nil
+}
+
+// canLose reports whether f can roll a server's data back.
+func canLose(f servers.Faulter) bool {
+	_, ok := f.(servers.DataLoser)
+	return ok
 }
 
 // Windows are the timeline's fault windows as offsets, sorted by start,

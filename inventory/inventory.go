@@ -46,6 +46,33 @@ type Reservation struct {
 	Deadline time.Time
 }
 
+// Restock is one restock: Qty units added to the SKU's total and available.
+// ID names it uniquely within a run (the harness issues it); the stores
+// journal it in the same transaction as the total, so a restock applies at
+// most once per ID and the journal says whether it applied.
+type Restock struct {
+	ID  string
+	SKU string
+	Qty int64
+}
+
+// DeadlineResolution is the one resolution at which every store keeps a
+// reservation's deadline: Redis as Unix milliseconds, MySQL's DATETIME(6)
+// truncated to the same millisecond. With one resolution, "past its
+// deadline" means the same instant in both stores, so the auditor's stale
+// rule and the sweepers need no slack between them.
+const DeadlineResolution = time.Millisecond
+
+// StoredDeadline is d as every store keeps it: truncated to
+// DeadlineResolution (as time.UnixMilli truncates), in UTC. The zero time
+// stays zero. Pure; safe for concurrent use.
+func StoredDeadline(d time.Time) time.Time {
+	if d.IsZero() {
+		return d
+	}
+	return time.UnixMilli(d.UnixMilli()).UTC()
+}
+
 // OrderRef names an existing (or, for a cancel, possibly unknown) order. The
 // SKU is the one the client reserved; strategies read the quantity from their
 // own records, never from the caller.

@@ -16,7 +16,7 @@ import (
 var schemaSQL string
 
 // Tables lists the tables of the shared schema, in creation order.
-var Tables = []string{"inventory", "orders", "outbox"}
+var Tables = []string{"inventory", "orders", "outbox", "restocks"}
 
 // OwnerMark is the table comment that names a table as stockbench's own.
 // Every table stockbench creates carries it; stockbench drops no table

@@ -35,3 +35,14 @@ CREATE TABLE outbox (
   applied    TINYINT     NOT NULL DEFAULT 0,
   KEY outbox_pending (applied, id)
 ) ENGINE=InnoDB COMMENT='stockbench';
+
+-- The restock journal: one row per restock, written in the same transaction
+-- as the inventory row's total += qty. The auditor's ledger is the initial
+-- stock plus the rows whose id the harness issued, so a restock whose reply
+-- was lost is resolved exactly, and a repeated id adds nothing.
+CREATE TABLE restocks (
+  restock_id VARCHAR(64) NOT NULL PRIMARY KEY,
+  sku        VARCHAR(64) NOT NULL,
+  qty        BIGINT      NOT NULL,
+  created_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB COMMENT='stockbench';

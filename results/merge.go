@@ -145,7 +145,7 @@ func MergeRuns(runs []Run) (Run, error) {
 	}
 	m := runs[0]
 	m.Shard, m.ShardAcks, m.Faults, m.FaultImpact, m.Drift = nil, nil, nil, nil, nil
-	m.Counts, m.Journeys, m.Restocked = map[string]map[string]int64{}, map[string]int64{}, nil
+	m.Counts, m.Journeys = map[string]map[string]int64{}, map[string]int64{}
 	m.Errors, m.Series, m.Shards = nil, nil, nil
 	m.Flows = 0
 	hists := map[string]*hdrhistogram.Histogram{}
@@ -185,12 +185,6 @@ func MergeRuns(runs []Run) (Run, error) {
 		}
 		for kind, n := range r.Journeys {
 			m.Journeys[kind] += n
-		}
-		for sku, n := range r.Restocked {
-			if m.Restocked == nil {
-				m.Restocked = map[string]int64{}
-			}
-			m.Restocked[sku] += n
 		}
 		for _, e := range r.Errors {
 			if len(m.Errors) < 10 && !slices.Contains(m.Errors, e) {

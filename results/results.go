@@ -188,11 +188,11 @@ type Run struct {
 	Shard *ShardInfo `json:"shard,omitempty"`
 	// Shards lists the generators of a merged run (run --procs N, merge).
 	Shards []ShardInfo `json:"shards,omitempty"`
-	// Restocked is the stock a shard's restocks added, per SKU, and
-	// ShardAcks the acknowledgements its clients got: what the audit after
-	// the merge grades the stores against. Only in a shard's own file.
-	Restocked map[string]int64 `json:"restocked,omitempty"`
-	ShardAcks []inventory.Ack  `json:"shard_acks,omitempty"`
+	// ShardAcks are the acknowledgements a shard's clients got and the
+	// restocks it issued: what the audit after the merge grades the stores
+	// against (the ledger: the catalog plus the journal rows those restocks
+	// name). Only in a shard's own file.
+	ShardAcks []inventory.Ack `json:"shard_acks,omitempty"`
 	// Flash is the sale's own figures (fixed scenarios); Service the
 	// service model's settings and sheds.
 	Flash   *Flash   `json:"flash,omitempty"`

@@ -20,7 +20,8 @@ import (
 // buffer as the acks are given and read back by the auditor in batches
 // (audit.AckSource), so the harness's memory does not grow with the length
 // of the run. A record is a state byte, then the SKU and the order id, each
-// as a uvarint length and its bytes (a few tens of bytes an ack). Safe for
+// as a uvarint length and its bytes, then the quantity as a varint (a
+// restock's; 0, one byte, for an order's) — a few tens of bytes an ack. Safe for
 // concurrent use; the log is removed by Close.
 type ackLog struct {
 	mu   sync.Mutex
@@ -34,7 +35,8 @@ type ackLog struct {
 }
 
 // ackStates are the states an ack can carry, by their code on disk.
-var ackStates = []inventory.OrderState{inventory.StateReserved, inventory.StateConfirmed, inventory.StateCancelled, inventory.AckRefused}
+var ackStates = []inventory.OrderState{inventory.StateReserved, inventory.StateConfirmed, inventory.StateCancelled, inventory.AckRefused,
+	inventory.AckRestocked, inventory.AckRestockUnknown}
 
 func ackCode(st inventory.OrderState) (byte, bool) {
 	for i, s := range ackStates {
@@ -78,6 +80,7 @@ func (l *ackLog) add(a inventory.Ack) {
 	b = append(b, a.SKU...)
 	b = binary.AppendUvarint(b, uint64(len(a.OrderID)))
 	b = append(b, a.OrderID...)
+	b = binary.AppendVarint(b, a.Qty)
 	l.buf = b
 	if _, err := l.w.Write(b); err != nil {
 		l.err = fmt.Errorf("ack log: %w", err)
@@ -156,7 +159,11 @@ func readAck(r *bufio.Reader) (inventory.Ack, error) {
 	if err != nil {
 		return inventory.Ack{}, err
 	}
-	return inventory.Ack{OrderID: id, SKU: sku, State: ackStates[code]}, nil
+	qty, err := binary.ReadVarint(r)
+	if err != nil {
+		return inventory.Ack{}, err
+	}
+	return inventory.Ack{OrderID: id, SKU: sku, State: ackStates[code], Qty: qty}, nil
 }
 
 func readString(r *bufio.Reader) (string, error) {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -386,13 +387,15 @@ type restocker struct {
 	mu     sync.Mutex
 	active map[string]chan struct{}
 	n      atomic.Int64
+	shard  int          // the generator's index, in every restock id
+	seq    atomic.Int64 // restocks issued
 }
 
 func newRestocker(s strategies.Strategy, sc scenarios.Scenario, o Options) *restocker {
 	if !sc.Timed() || o.NoRestock {
 		return nil
 	}
-	return &restocker{s: s, qty: o.Stock, active: map[string]chan struct{}{}}
+	return &restocker{s: s, qty: o.Stock, shard: o.Shard, active: map[string]chan struct{}{}}
 }
 
 func (r *restocker) trigger(ctx context.Context, sku string) {
@@ -408,7 +411,9 @@ func (r *restocker) trigger(ctx context.Context, sku string) {
 	done := make(chan struct{})
 	r.active[sku] = done
 	r.mu.Unlock()
-	if err := r.s.Restock(ctx, sku, r.qty); err == nil {
+	// The id is unique in the run: the generator's index and a count.
+	id := fmt.Sprintf("restock-%d-%d", r.shard, r.seq.Add(1))
+	if err := r.s.Restock(ctx, inventory.Restock{ID: id, SKU: sku, Qty: r.qty}); err == nil {
 		r.n.Add(1)
 	}
 	r.mu.Lock()

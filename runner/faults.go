@@ -133,8 +133,8 @@ func (sv *service) Confirm(ctx context.Context, o inventory.OrderRef) error {
 func (sv *service) Cancel(ctx context.Context, o inventory.OrderRef) error {
 	return sv.call(ctx, func(ctx context.Context, s strategies.Strategy) error { return s.Cancel(ctx, o) })
 }
-func (sv *service) Restock(ctx context.Context, sku string, qty int64) error {
-	return sv.call(ctx, func(ctx context.Context, s strategies.Strategy) error { return s.Restock(ctx, sku, qty) })
+func (sv *service) Restock(ctx context.Context, r inventory.Restock) error {
+	return sv.call(ctx, func(ctx context.Context, s strategies.Strategy) error { return s.Restock(ctx, r) })
 }
 
 // Run is not used: each instance runs its own loop from its start.

@@ -12,8 +12,8 @@ import (
 
 // ledger stands between the driver and the strategy and keeps the harness's
 // own account of the run, which the auditor grades the stores against: the
-// stock put in per SKU (initial + every restock that succeeded) and every
-// acknowledgement a client got. It never changes what the strategy does or
+// initial stock per SKU, every restock it issued and every acknowledgement
+// a client got. It never changes what the strategy does or
 // returns. Safe for concurrent use.
 //
 // Its memory does not grow with the length of the run: the acks go to disk
@@ -33,8 +33,6 @@ type ledger struct {
 	reserved, reservedOld map[string]struct{}
 	rotated               time.Time
 	keep                  time.Duration
-	// totalOf, when set, reads a SKU's total from MySQL (runs with faults).
-	totalOf func(ctx context.Context, sku string) (int64, error)
 }
 
 // newLedger keeps the account of a run of s from the initial stock; acks
@@ -118,34 +116,19 @@ func (l *ledger) Cancel(ctx context.Context, o inventory.OrderRef) error {
 	return err
 }
 
-// Restock adds a successful restock to the stock put in. A restock that
-// failed is not counted: if it took effect anyway, the audit shows the
-// units as phantom, which is what they are to the harness — unless the
-// ledger can tell (totalOf set): a restock whose answer was lost (its
-// call cut by a fault after the commit) is looked up the way an operator
-// would, by the SKU's MySQL total before and after (restocks of one SKU
-// never overlap, and sales do not change the total).
-func (l *ledger) Restock(ctx context.Context, sku string, qty int64) error {
-	var before int64 = -1
-	if l.totalOf != nil {
-		if t, err := l.totalOf(ctx, sku); err == nil {
-			before = t
-		}
+// Restock records the restock the harness issued, as an ack the auditor
+// matches against the stores' restock journal: AckRestocked when the call
+// returned nil, AckRestockUnknown when it failed (its reply may have been
+// lost after the commit; the journal says whether it applied). The stock
+// put in is the initial stock plus the journal rows so matched, so no
+// restock is guessed at, whether or not the harness knew of a fault.
+func (l *ledger) Restock(ctx context.Context, r inventory.Restock) error {
+	err := l.Strategy.Restock(ctx, r)
+	st := inventory.AckRestocked
+	if err != nil {
+		st = inventory.AckRestockUnknown
 	}
-	err := l.Strategy.Restock(ctx, sku, qty)
-	applied := err == nil
-	if err != nil && before >= 0 {
-		// On a context of its own: the call's may be what ended.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		after, lerr := l.totalOf(lctx, sku)
-		cancel()
-		applied = lerr == nil && after == before+qty
-	}
-	if applied {
-		l.mu.Lock()
-		l.stock[sku] += qty
-		l.mu.Unlock()
-	}
+	l.acks.add(inventory.Ack{OrderID: r.ID, SKU: r.SKU, State: st, Qty: r.Qty})
 	return err
 }
 

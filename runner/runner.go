@@ -87,7 +87,7 @@ type Options struct {
 	// run; it plays its slice of the buyers (journeys or workers with
 	// index % Shards == Shard), does not take the run lock (its parent
 	// holds it), settles its strategy instance and leaves the audit to the
-	// parent: its run carries the stock it restocked and its acks.
+	// parent: its run carries its acks, its restocks among them.
 	Shard, Shards int
 	// NoReset leaves the stores as they are (prepared by another process).
 	NoReset bool
@@ -477,14 +477,6 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		// What the catalog, the ledger and the strategy's setup hold.
 		run.Harness.HarnessHeapBytesPerSKU = float64(int64(liveHeap())-int64(heap0)) / float64(len(stock))
 	}
-	if len(o.Faults) > 0 {
-		book.totalOf = func(ctx context.Context, sku string) (total int64, err error) {
-			// A locking read waits for a restock still holding the row (its
-			// answer cut by the fault, its commit not yet landed).
-			err = conns.DB.QueryRowContext(ctx, "SELECT total FROM inventory WHERE sku=? LOCK IN SHARE MODE", sku).Scan(&total)
-			return total, err
-		}
-	}
 	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o), gate: newGate(o.inflight(), o.queue())}
 	var injected struct {
 		events []faults.Event
@@ -507,6 +499,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			}()
 		}
 	}
+	probe := startProbe(ctx, d, e, conns, stock, o)
 	if o.StartBarrier != "" {
 		if err := meet(ctx, conns.Redis, o.StartBarrier, o.Shards); err != nil {
 			return run, err
@@ -567,6 +560,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		}
 	}
 	bgRan := svc.stopBackground()
+	probed := probe.stop()
 
 	// Audit at the end of load, settle, audit again — even after Ctrl-C:
 	// what was measured is reported. A phase that overruns its deadline
@@ -620,17 +614,6 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		if err != nil {
 			return run, err
 		}
-		for _, st := range stock {
-			auditor.Ledger[st.SKU] -= st.Total
-		}
-		for sku, n := range auditor.Ledger {
-			if n != 0 {
-				if run.Restocked == nil {
-					run.Restocked = map[string]int64{}
-				}
-				run.Restocked[sku] = n
-			}
-		}
 		host, _ := os.Hostname()
 		run.Shard = &results.ShardInfo{Index: o.Shard, Of: o.Shards, Host: host, PID: os.Getpid(),
 			HarnessCPUPct: cpuPct["harness"], Cores: runtime.NumCPU(), SettleFrom: settleFrom}
@@ -645,6 +628,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			if !ok {
 				return
 			}
+			attachProbe(probed, &endOfLoad)
 			run.AuditEndOfLoad = &endOfLoad
 			auditor.StaleBefore = time.Now()
 			if !settle() {
@@ -654,6 +638,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			// check runs only after settle, so it stays out of the difference.
 			var repaired map[string]int64
 			settled, ok := auditNow(PhaseAudit, func(ctx context.Context, a *audit.Audit) error {
+				attachProbe(probed, a)
 				repaired = audit.Repaired(endOfLoad, *a)
 				return checkNodes(ctx, conns, a)
 			})

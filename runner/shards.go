@@ -228,9 +228,6 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	for _, s := range stock {
 		auditor.Ledger[s.SKU] += s.Total
 	}
-	for sku, n := range merged.Restocked {
-		auditor.Ledger[sku] += n
-	}
 	var acks []inventory.Ack
 	for _, r := range runs {
 		acks = append(acks, r.ShardAcks...)
@@ -253,7 +250,6 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	} else {
 		merged.Audit = settled
 	}
-	merged.Restocked = nil
 	merged.AuditEndOfLoad, merged.SettleRepaired = nil, nil
 	merged.Seed, merged.CoreLines = o.Seed, e.CoreLines()
 	return merged, nil

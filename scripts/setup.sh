@@ -91,6 +91,19 @@ ensure_galera() {
   [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 }
 
+# ensure_cc: `go test -race` needs cgo, and cgo a C compiler. Go turns cgo
+# off by itself when it finds no cc (CGO_ENABLED=0), and -race then stops at
+# "-race requires cgo"; install gcc in that case.
+ensure_cc() {
+  local go=${GO:-go}
+  [ "$("$go" env CGO_ENABLED 2>/dev/null)" = 1 ] && return 0
+  local cc
+  cc=$("$go" env CC 2>/dev/null || true)
+  command -v "${cc:-gcc}" >/dev/null 2>&1 || apt_install gcc libc6-dev
+  [ "$("$go" env CGO_ENABLED 2>/dev/null)" = 1 ] ||
+    { say "cgo is off (CGO_ENABLED=0 set?): go test -race needs it; unset CGO_ENABLED"; exit 1; }
+}
+
 engine() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }
 image_present() { docker image inspect "$1" >/dev/null 2>&1; }
 
@@ -160,6 +173,7 @@ bench)
   esac
   ;;
 test)
+  ensure_cc
   ensure_local
   ensure_galera
   if engine; then

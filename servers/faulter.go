@@ -94,6 +94,9 @@ type localRole struct {
 	pid     int
 	down    bool
 	respawn func(ctx context.Context) (pid int, err error)
+	// dir and addr are a single Redis's data directory and address (for
+	// Checkpoint and RollBack); empty for MySQL.
+	dir, addr string
 }
 
 func (l *Local) setRole(target string, pid int, respawn func(ctx context.Context) (int, error)) {

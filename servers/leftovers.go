@@ -74,9 +74,14 @@ func ownerAlive(dir string) bool {
 }
 
 // inUse reports whether a live process names dir on its command line (a
-// server that outlived its owner still works in it).
+// server that outlived its owner still works in it). When /proc cannot be
+// listed whole, it cannot tell, and says the directory is in use: a sweep
+// keeps what it is unsure of.
 func inUse(dir string) bool {
-	procs, _ := os.ReadDir("/proc")
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
 	for _, p := range procs {
 		if _, err := strconv.Atoi(p.Name()); err != nil {
 			continue

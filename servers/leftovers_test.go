@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stockbench/stockbench/internal/waitfor"
 )
 
 // TestSweepLocal: only data directories whose owner is provably gone are
@@ -38,6 +40,10 @@ func TestSweepLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { stdin.Close(); holder.Wait() }()
+	// The case's premise is an event, not a moment: a process runs whose
+	// command line names the directory. On a loaded machine the holder may
+	// not show there yet when Start returns; wait until it does.
+	waitfor.Until(t, "the holder never named its directory in /proc", func() bool { return inUse(busyDir) })
 
 	cases := []struct {
 		dir   string
@@ -74,6 +80,9 @@ func TestSweepLocal(t *testing.T) {
 	removed, err := SweepLocal()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !inUse(busyDir) {
+		t.Fatalf("the holder of %s ended during the sweep: the busy case proves nothing", busyDir)
 	}
 	for _, c := range cases {
 		_, err := os.Stat(filepath.Join(tmp, c.dir))

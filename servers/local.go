@@ -315,6 +315,9 @@ func (l *Local) startSingleRedis(ctx context.Context) (port, pid int, err error)
 	l.setRole(TargetRedis, pid, func(ctx context.Context) (int, error) {
 		return l.runRedis(ctx, dir, port, nil)
 	})
+	l.mu.Lock()
+	l.roles[TargetRedis].dir, l.roles[TargetRedis].addr = dir, localAddr(port)
+	l.mu.Unlock()
 	return port, pid, nil
 }
 

@@ -2,6 +2,7 @@ package strategies_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -91,6 +92,20 @@ func (f *fixture) cancel(id string) error {
 	if err == nil {
 		f.ack(id, inventory.StateCancelled)
 	}
+	return err
+}
+
+// restock issues a restock and records it as the harness does (see
+// runner's ledger): acknowledged, or of unknown outcome.
+func (f *fixture) restock(id string, qty int64) error {
+	err := f.s.Restock(context.Background(), inventory.Restock{ID: id, SKU: sku, Qty: qty})
+	st := inventory.AckRestocked
+	if err != nil {
+		st = inventory.AckRestockUnknown
+	}
+	f.mu.Lock()
+	f.acks = append(f.acks, inventory.Ack{OrderID: id, SKU: sku, State: st, Qty: qty})
+	f.mu.Unlock()
 	return err
 }
 
@@ -378,6 +393,86 @@ var cases = []struct {
 		_, s := f.stock()
 		wantStock(t, s, n-confirmed, confirmed)
 	}},
+	{"a restock is journalled, and applies once per id", true, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 1, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "sold out", f.reserve("o2"), inventory.ErrOutOfStock)
+		wantErr(t, "restock", f.restock("r1", 3), nil)
+		wantErr(t, "restock repeated (its reply lost)", f.restock("r1", 3), nil)
+		wantErr(t, "reserve the restocked units", f.reserve("o2"), nil)
+		var rows, units int64
+		if err := env.DB.QueryRow("SELECT COUNT(*), COALESCE(SUM(qty),0) FROM restocks WHERE sku=?", sku).Scan(&rows, &units); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 1 || units != 3 {
+			t.Fatalf("restock journal: %d rows, %d units; want 1 row of 3", rows, units)
+		}
+		a, s := f.stock()
+		if s.Ledger != 4 || s.Total != 4 {
+			t.Fatalf("ledger %d, total %d: want 4 (1 initial + 3 journalled); %v", s.Ledger, s.Total, a.Violations)
+		}
+		wantStock(t, s, 2, 0)
+	}},
+	{"Redis rolled back: nothing sold twice, no drift left", false, func(t *testing.T, e registry.Entry) {
+		// Redis comes back holding what it held before y's reserve and
+		// y's confirm (as a crash under AOF everysec, or a failover to a
+		// lagging replica, leaves it), while MySQL keeps y confirmed. The
+		// rolled-back hash offers y's unit again: z must still be refused
+		// (outbox: MySQL holds y's order; lua-tcc: MySQL holds y's
+		// decision), and no drift may be left behind.
+		f := newFixture(t, e, 2, strategies.Config{})
+		wantErr(t, "reserve x", f.reserve("x"), nil)
+		cp := checkpointRedis(t)
+		wantErr(t, "reserve y", f.reserve("y"), nil)
+		wantErr(t, "confirm y", f.confirm("y"), nil)
+		rollBackRedis(t, cp)
+		wantErr(t, "reserve z after the roll back", f.reserve("z"), inventory.ErrOutOfStock)
+		wantErr(t, "confirm x", f.confirm("x"), nil)
+		a, s := f.stock()
+		wantStock(t, s, 0, 2)
+		if a.DriftUnits != 0 || a.OversoldUnits != 0 || a.RefusedAfterReserve != 0 {
+			t.Fatalf("after the roll back: %+v", a)
+		}
+	}},
+	{"Redis rolled back, no buyer after: settle rebuilds it", false, func(t *testing.T, e registry.Entry) {
+		// The same loss with no Try after it to notice: the strategy's
+		// own recovery (here Settle) must find it and leave no drift.
+		f := newFixture(t, e, 2, strategies.Config{})
+		wantErr(t, "reserve x", f.reserve("x"), nil)
+		cp := checkpointRedis(t)
+		wantErr(t, "reserve y", f.reserve("y"), nil)
+		wantErr(t, "confirm y", f.confirm("y"), nil)
+		rollBackRedis(t, cp)
+		a, s := f.stock()
+		wantStock(t, s, 0, 1)
+		if a.DriftUnits != 0 || a.InvariantViolations != 0 {
+			t.Fatalf("after the roll back and settle: %+v", a)
+		}
+	}},
+	{"a deadline is kept at one resolution in every store", true, func(t *testing.T, e registry.Entry) {
+		// 950 µs past a millisecond boundary: a store keeping µs and one
+		// keeping ms would disagree on whether the order is past its
+		// deadline for most of that millisecond (the auditor's stale rule
+		// could then fall between the sweeper and Redis).
+		f := newFixture(t, e, 5, strategies.Config{})
+		d := time.Now().Add(time.Hour).Truncate(time.Millisecond).Add(950 * time.Microsecond)
+		want := d.Truncate(time.Millisecond)
+		wantErr(t, "reserve", f.reserveUntil("o1", d), nil)
+		var exp sql.NullTime
+		switch err := env.DB.QueryRow("SELECT expires_at FROM orders WHERE order_id='o1'").Scan(&exp); {
+		case errors.Is(err, sql.ErrNoRows): // the strategy keeps it elsewhere until decided
+		case err != nil:
+			t.Fatal(err)
+		case !exp.Valid || !exp.Time.Equal(want):
+			t.Fatalf("MySQL expires_at %v, want %v (deadline %v at %v)", exp.Time, want, d, inventory.DeadlineResolution)
+		}
+		if e.UsesRedis {
+			ms, err := env.Redis.HGet(context.Background(), inventory.RedisReservationKey(sku, "o1"), "deadline").Int64()
+			if err == nil && !time.UnixMilli(ms).Equal(want) {
+				t.Fatalf("Redis deadline %v, want %v", time.UnixMilli(ms), want)
+			}
+		}
+	}},
 	{"200 buyers on 100 units", true, func(t *testing.T, e registry.Entry) {
 		f := newFixture(t, e, 100, strategies.Config{})
 		var ok, out atomic.Int64
@@ -421,6 +516,58 @@ var cases = []struct {
 		}
 		wantStock(t, s, 0, 100)
 	}},
+}
+
+// redisCheckpoint is every stockbench key of Redis as DUMP left it.
+type redisCheckpoint map[string]struct {
+	dump string
+	ttl  time.Duration
+}
+
+// checkpointRedis DUMPs every stockbench key (every node of a cluster).
+func checkpointRedis(t *testing.T) redisCheckpoint {
+	t.Helper()
+	ctx := context.Background()
+	cp := redisCheckpoint{}
+	err := inventory.ScanKeys(ctx, env.Redis, inventory.RedisPrefix+"*", func(keys []string) error {
+		for _, k := range keys {
+			d, err := env.Redis.Dump(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			ttl, err := env.Redis.PTTL(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			cp[k] = struct {
+				dump string
+				ttl  time.Duration
+			}{d, max(ttl, 0)}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// rollBackRedis puts Redis back as the checkpoint found it and forgets
+// every script, as a restart does: the keys written since are gone.
+func rollBackRedis(t *testing.T, cp redisCheckpoint) {
+	t.Helper()
+	ctx := context.Background()
+	if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range cp {
+		if err := env.Redis.RestoreReplace(ctx, k, v.ttl, v.dump).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Redis.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // isDeadlock reports MySQL's deadlock error, which is also how a Galera

@@ -30,8 +30,11 @@ type Strategy interface {
 	// reserve with that id is refused; cancel after confirm releases nothing
 	// and returns ErrAlreadyFinal.
 	Cancel(ctx context.Context, o inventory.OrderRef) error
-	// Restock adds qty units to the SKU's total and available stock.
-	Restock(ctx context.Context, sku string, qty int64) error
+	// Restock adds r.Qty units to the SKU's total and available stock and
+	// writes r's row in the restock journal in the same MySQL transaction
+	// as the total. Idempotent per r.ID: a repeat changes nothing and
+	// returns nil.
+	Restock(ctx context.Context, r inventory.Restock) error
 	// Run does background work (expiry sweeper, outbox relay, TCC recovery)
 	// until ctx ends. It returns nil when ctx ends.
 	Run(ctx context.Context) error

@@ -313,7 +313,7 @@ func (a *auditFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.addr, "redis-addr", "", "Redis host:port holding the stock hashes (or STOCKBENCH_REDIS_ADDR); none: MySQL only")
 	fs.StringVar(&a.rurl, "redis-url", "", "Redis URL instead of --redis-addr (or STOCKBENCH_REDIS_URL): redis[s]://[user:password@]host:port[/db], for a Redis with a password")
 	fs.BoolVar(&a.redisRes, "redis-reservations", false, "reservations live only in Redis until decided (lua-tcc); default: MySQL holds an order for each")
-	fs.StringVar(&a.ledger, "ledger", "", "stock put in per SKU, SKU=N,… (default: the MySQL total is the ledger)")
+	fs.StringVar(&a.ledger, "ledger", "", "initial stock per SKU, SKU=N,…; the restock journal rows that --acks names as issued restocks are added (default: the MySQL total is the ledger)")
 	fs.StringVar(&a.acksFile, "acks", "", "JSON file of acknowledgements clients got: [{\"order_id\":…,\"sku\":…,\"state\":\"reserved|confirmed|cancelled|refused\"}]")
 	fs.DurationVar(&a.grace, "stale-grace", time.Minute, "a live Redis reservation this long past its deadline is stale (negative: no check)")
 	fs.BoolVar(&a.asJSON, "json", false, "print the audit as JSON")

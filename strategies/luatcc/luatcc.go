@@ -60,7 +60,8 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("lua-tcc needs redis")
 	}
-	return &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg, confirms: confirmGroup(cfg)}, nil
+	fence := &redisstock.Fence{DB: cfg.DB}
+	return &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence}, cfg: cfg, confirms: confirmGroup(cfg)}, nil
 }
 
 // Name is "lua-tcc".
@@ -201,7 +202,8 @@ func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
 
 // recover visits every SKU of the catalog — MySQL's inventory table, not a
 // list kept in memory, so a restarted or second replica recovers the same
-// SKUs — and every live Redis reservation:
+// SKUs — and every live Redis reservation (after rebuilding a Redis that
+// restarted, see redisstock.Fence):
 //   - a SKU whose stock hash is gone (Redis lost its data) gets it rebuilt
 //     by the guarded reload (redisstock.Reload), so reserves work again
 //     without re-selling held units;
@@ -212,6 +214,11 @@ func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
 //     cancelled order, holds its unit for at most one pass;
 //   - a reservation past its deadline without a decision is expired.
 func (s *Strategy) recover(ctx context.Context) error {
+	// A Redis that restarted (even with no Try to notice it) is rebuilt
+	// from MySQL first: its drift repaired, its lost sales counted.
+	if err := s.rs.Ready(ctx); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
 	rows, err := redisstock.ListRows(ctx, s.db)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -294,9 +301,10 @@ func decisions(ctx context.Context, db *sql.DB, ids []string) (map[string]invent
 	return out, nil
 }
 
-// Restock adds stock in MySQL first, then in Redis.
-func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
-	return s.rs.Restock(ctx, s.db, sku, qty)
+// Restock adds stock in MySQL first (journalled), then in Redis; a
+// repeated restock id changes nothing (see redisstock.Store.Restock).
+func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
+	return s.rs.Restock(ctx, s.db, r)
 }
 
 // Close has nothing to release.
@@ -312,5 +320,6 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_expired":         float64(s.expired.Load()),
 		"tcc_reloads":         float64(s.reloads.Load()),
 		"tcc_restocks_caught": float64(s.restocksCaught.Load()),
+		"redis_rebuilds":      float64(s.rs.Fence.Rebuilds()),
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
@@ -128,14 +129,30 @@ func (s *Strategy) expire(ctx context.Context) error {
 // Settle runs one expiry pass.
 func (s *Strategy) Settle(ctx context.Context) error { return s.expire(ctx) }
 
-// Restock adds stock by read-modify-write.
-func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
+// Restock adds stock by read-modify-write (read outside the transaction,
+// as naive does everything), journalling the restock in the transaction
+// that writes the row: a repeated id changes nothing.
+func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
 	var total, avail int64
-	if err := s.db.QueryRowContext(ctx, "SELECT total, available FROM inventory WHERE sku=?", sku).Scan(&total, &avail); err != nil {
+	if err := s.db.QueryRowContext(ctx, "SELECT total, available FROM inventory WHERE sku=?", r.SKU).Scan(&total, &avail); err != nil {
 		return fmt.Errorf("restock: %w", err)
 	}
-	_, err := s.db.ExecContext(ctx, "UPDATE inventory SET total=?, available=? WHERE sku=?", total+qty, avail+qty, sku)
-	return err
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("restock: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, "INSERT INTO restocks (restock_id, sku, qty, created_at) VALUES (?,?,?,?)", r.ID, r.SKU, r.Qty, time.Now().UTC())
+	if sqlstore.IsDuplicate(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restock: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE inventory SET total=?, available=? WHERE sku=?", total+r.Qty, avail+r.Qty, r.SKU); err != nil {
+		return fmt.Errorf("restock: %w", err)
+	}
+	return tx.Commit()
 }
 
 // Close has nothing to release.

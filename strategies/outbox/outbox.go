@@ -77,9 +77,13 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("outbox needs redis")
 	}
-	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg,
+	fence := &redisstock.Fence{DB: cfg.DB}
+	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence}, cfg: cfg,
 		lag: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 	s.orders = sqlstore.Orders{DB: cfg.DB, Move: recordEvent, OnFinal: s.applyToRedis}
+	// A rebuilt Redis is MySQL's projection: the differences the
+	// reconciler was waiting to see twice described the Redis that is gone.
+	fence.OnRebuild = s.rec.forget
 	newGroups(s, cfg)
 	return s, nil
 }
@@ -97,14 +101,67 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 // If that write fails — or never runs, the caller's context ending while it
 // was queued — its outcome is settled before Redis is touched (see undo).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	gen := s.rs.Fence.Rebuilds()
 	fresh, err := s.rs.Try(ctx, r)
-	if err != nil || !fresh {
+	if err != nil {
 		return err
+	}
+	if !fresh {
+		return s.repeat(ctx, r)
 	}
 	if err := s.reserves.Do(ctx, r.SKU, r); err != nil {
 		return s.undo(r, err)
 	}
+	if s.rs.Fence.Rebuilds() != gen {
+		return s.recount(ctx, r)
+	}
 	return nil
+}
+
+// recount settles a reserve during which Redis was rebuilt from MySQL. A
+// rebuild that read MySQL before this order committed does not count it,
+// and Redis lost its Try in the restart: the unit would be sold again.
+// So the reservation must be in Redis now: if it is not, it is tried
+// again; if the unit went meanwhile, the order is cancelled in MySQL and
+// the reserve refused (never acknowledged).
+func (s *Strategy) recount(ctx context.Context, r inventory.Reservation) error {
+	ref := inventory.OrderRef{OrderID: r.OrderID, SKU: r.SKU}
+	_, err := s.rs.Get(ctx, ref)
+	if !errors.Is(err, redisstock.ErrNoReservation) {
+		return err // held (or decided) in Redis; or Redis did not answer
+	}
+	if _, err := s.rs.Try(ctx, r); !errors.Is(err, inventory.ErrOutOfStock) {
+		return err
+	}
+	if err := s.orders.Finish(ctx, ref, inventory.StateCancelled); err != nil {
+		return fmt.Errorf("reserve %s: lost in a Redis restart, and its cancel failed: %w", r.OrderID, err)
+	}
+	return fmt.Errorf("reserve %s: lost in a Redis restart, the unit sold meanwhile: %w", r.OrderID, inventory.ErrOutOfStock)
+}
+
+// repeat settles a reserve whose Try found the order already held in Redis
+// (a client repeating a reserve whose reply it lost, or two calls racing).
+// MySQL, not Redis, decides, since a reserve is acknowledged only once its
+// order is in MySQL: reserved or confirmed there is a success; cancelled or
+// expired is ErrAlreadyFinal, and Redis gets that decision (the unit back);
+// no order row means the first call never wrote it, so this one does, as
+// the first would have (a racing write of the same order is settled
+// through undo's barrier).
+func (s *Strategy) repeat(ctx context.Context, r inventory.Reservation) error {
+	st, err := sqlstore.StateOf(ctx, s.db, r.OrderID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if err := s.reserves.Do(ctx, r.SKU, r); err != nil {
+			return s.undo(r, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reserve %s: repeat: %w", r.OrderID, err)
+	case st == inventory.StateReserved || st == inventory.StateConfirmed:
+		return nil
+	}
+	s.applyToRedis(ctx, inventory.OrderRef{OrderID: r.OrderID, SKU: r.SKU}, st, false)
+	return fmt.Errorf("reserve %s: order is %s: %w", r.OrderID, st, inventory.ErrAlreadyFinal)
 }
 
 // undo handles a reserve whose MySQL write returned err. It runs on its own
@@ -194,7 +251,15 @@ func (s *Strategy) Run(ctx context.Context) error {
 	}{
 		{s.cfg.SweepPeriod, func(ctx context.Context) error { _, err := s.orders.ExpireDue(ctx); return err }},
 		{s.cfg.OutboxPeriod, func(ctx context.Context) error { _, err := s.relay(ctx); return err }},
-		{s.cfg.ReconcilePeriod, func(ctx context.Context) error { _, err := s.reconcile(ctx, false); return err }},
+		{s.cfg.ReconcilePeriod, func(ctx context.Context) error {
+			// A Redis that restarted is rebuilt at once, even with no Try
+			// to notice it (see redisstock.Fence), not left to a slow repair.
+			if err := s.rs.Ready(ctx); err != nil {
+				return err
+			}
+			_, err := s.reconcile(ctx, false)
+			return err
+		}},
 	} {
 		wg.Add(1)
 		go func() {
@@ -332,6 +397,10 @@ func applyEvents(ctx context.Context, tx *sql.Tx, batch []event) error {
 func (s *Strategy) Settle(ctx context.Context) error {
 	s.settling.Store(true)
 	defer s.settling.Store(false)
+	// A Redis that restarted since the last Try is rebuilt first.
+	if err := s.rs.Ready(ctx); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
 	if _, err := s.orders.ExpireDue(ctx); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
@@ -364,9 +433,10 @@ func (s *Strategy) Settle(ctx context.Context) error {
 	}
 }
 
-// Restock adds stock in MySQL first, then in Redis.
-func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
-	return s.rs.Restock(ctx, s.db, sku, qty)
+// Restock adds stock in MySQL first (journalled), then in Redis; a
+// repeated restock id changes nothing (see redisstock.Store.Restock).
+func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
+	return s.rs.Restock(ctx, s.db, r)
 }
 
 // Close has nothing to release.
@@ -389,6 +459,7 @@ func (s *Strategy) Counters() map[string]float64 {
 		"outbox_backlog_max":    float64(s.backlogMax.Load()),
 		"outbox_compensations":  float64(s.compensations.Load()),
 		"outbox_deferred":       float64(s.deferred.Load()),
+		"redis_rebuilds":        float64(s.rs.Fence.Rebuilds()),
 		"outbox_undo_failures":  float64(s.undoFailures.Load()),
 		"reconcile_repairs":     float64(s.repairs.Load()),
 		"reconcile_decisions":   float64(s.decisionsApplied.Load()),

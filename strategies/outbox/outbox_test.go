@@ -332,11 +332,12 @@ func TestUnderLoad(t *testing.T) {
 				// Restocks run to the end: the ledger must know whether one
 				// happened (a lost Redis write is the reconciler's case).
 				if errors.Is(err, inventory.ErrOutOfStock) && rng.IntN(4) == 0 {
-					if s.Restock(ctx, k, 5) == nil {
-						mu.Lock()
-						ledger[k] += 5
-						mu.Unlock()
+					rs := inventory.Restock{ID: "r-" + id, SKU: k, Qty: 5}
+					st := inventory.AckRestocked
+					if s.Restock(ctx, rs) != nil {
+						st = inventory.AckRestockUnknown // the journal tells
 					}
+					ack(inventory.Ack{OrderID: rs.ID, SKU: k, State: st, Qty: 5})
 				}
 				if err != nil {
 					continue
@@ -372,4 +373,63 @@ func TestUnderLoad(t *testing.T) {
 		t.Fatalf("audit after load: %d anomalies, %d confirmed: %+v", a.Anomalies, a.ConfirmedUnits, a)
 	}
 	t.Logf("confirmed %d, counters %v", a.ConfirmedUnits, s.Counters())
+}
+
+// TestRepeatedReserveAsksMySQL: a reserve repeated with the same order id
+// (its first reply lost) finds the Try already done in Redis; MySQL, not
+// Redis, says what the repeat gets — the order must be in MySQL before a
+// reserve is acknowledged.
+func TestRepeatedReserveAsksMySQL(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, s *Strategy) // the first call, as far as it got
+		want  error
+		state inventory.OrderState // MySQL's order after the repeat
+		avail int64                // Redis available after the repeat (stock 5)
+	}{
+		{"first call complete", func(t *testing.T, s *Strategy) {
+			if err := s.Reserve(ctx, res("a")); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, inventory.StateReserved, 4},
+		// The Try ran, the reply was lost before the MySQL write: the
+		// repeat writes the order.
+		{"only the Try ran", func(t *testing.T, s *Strategy) {
+			if _, err := s.rs.Try(ctx, res("a")); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, inventory.StateReserved, 4},
+		// The reconciler's barrier refused the order meanwhile: the repeat
+		// is refused, and Redis gives the unit back.
+		{"the barrier refused it", func(t *testing.T, s *Strategy) {
+			if _, err := s.rs.Try(ctx, res("a")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.barrier(ctx, inventory.OrderRef{OrderID: "a", SKU: sku}); err != nil {
+				t.Fatal(err)
+			}
+		}, inventory.ErrAlreadyFinal, inventory.StateCancelled, 5},
+		{"confirmed", func(t *testing.T, s *Strategy) {
+			if err := s.Reserve(ctx, res("a")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Confirm(ctx, inventory.OrderRef{OrderID: "a", SKU: sku}); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, inventory.StateConfirmed, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := fresh(t, 5)
+			c.setup(t, s)
+			wantErr(t, "repeat", s.Reserve(ctx, res("a")), c.want)
+			if got := orderState(t, "a"); got != c.state {
+				t.Fatalf("MySQL order %q, want %q", got, c.state)
+			}
+			if got := redisStock(t).Available; got != c.avail {
+				t.Fatalf("Redis available %d, want %d", got, c.avail)
+			}
+		})
+	}
 }

@@ -50,6 +50,15 @@ type reconciler struct {
 	beforeAdjust func()
 }
 
+// forget drops the differences and orphans the reconciler was watching
+// (after a rebuild of Redis from MySQL: they were seen on a Redis that is
+// gone). The next pass starts afresh.
+func (r *reconciler) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending, r.orphans = map[string]observation{}, map[string]time.Time{}
+}
+
 // observation is a difference seen on one pass.
 type observation struct {
 	at         time.Time

@@ -6,7 +6,8 @@
 -- Owner check: stock moves only while this order's own reservation is still
 -- 'reserved'; any other state leaves stock untouched, so a late or repeated
 -- cancel can never hand a unit out twice.
--- Returns the state found before: '' none, 'reserved' moved now, or a final state.
+-- Returns the state found before: '' none, 'reserved' moved now, or a final
+-- state; 'nohash' when the reservation is live but the stock hash is missing.
 local st = redis.call('HGET', KEYS[2], 'state')
 local to = ARGV[1]
 if not st then
@@ -18,18 +19,19 @@ if not st then
 end
 if st ~= 'reserved' then return st end
 local q = tonumber(redis.call('HGET', KEYS[2], 'qty'))
--- Without a stock hash (Redis lost it) only the reservation moves: a reload
--- rebuilds the hash from MySQL and the reservations still live, and a
--- partial hash made here would stop that reload.
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'occupied', -q)
-  if to == 'confirmed' then
-    redis.call('HINCRBY', KEYS[1], 'sold', q)
-  else
-    redis.call('HINCRBY', KEYS[1], 'available', q)
-  end
-  redis.call('HINCRBY', KEYS[1], 'ver', 1)
+-- Without a stock hash (Redis lost it, or a rebuild is under way) nothing
+-- moves: the reload counts the reservation as MySQL decided it when it
+-- read MySQL, or as still held, and the decision is applied to the new
+-- hash later (recovery, reconciler). Moving only the reservation here
+-- would let it fall out of both counts.
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'nohash' end
+redis.call('HINCRBY', KEYS[1], 'occupied', -q)
+if to == 'confirmed' then
+  redis.call('HINCRBY', KEYS[1], 'sold', q)
+else
+  redis.call('HINCRBY', KEYS[1], 'available', q)
 end
+redis.call('HINCRBY', KEYS[1], 'ver', 1)
 redis.call('HSET', KEYS[2], 'state', to)
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('ZREM', KEYS[3], ARGV[2])

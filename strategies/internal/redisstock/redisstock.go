@@ -37,18 +37,26 @@ var adjustLua string
 //go:embed restock.lua
 var restockLua string
 
+//go:embed rebuild.lua
+var rebuildLua string
+
 var (
 	tryScript      = redis.NewScript(tryLua)
 	finishScript   = redis.NewScript(finishLua)
 	snapshotScript = redis.NewScript(snapshotLua)
 	adjustScript   = redis.NewScript(adjustLua)
 	restockScript  = redis.NewScript(restockLua)
+	rebuildScript  = redis.NewScript(rebuildLua)
 )
 
 // Store runs the scripts on one Redis. Safe for concurrent use.
 type Store struct {
 	R      redis.UniversalClient
 	Retain time.Duration
+	// Fence, when set, keeps Try off a Redis that restarted until its
+	// stock is rebuilt from MySQL (see Fence). Strategies set it; a Store
+	// without one loads and runs its scripts as any client would.
+	Fence *Fence
 }
 
 // Catalog is the list of SKUs a Redis strategy loaded. Safe for concurrent use.
@@ -59,7 +67,9 @@ type Catalog struct {
 
 // Load copies the stock from MySQL into Redis (LoadAll) and remembers the
 // SKUs; it reports the SKUs loaded to the progress function ctx carries
-// (strategies.WithProgress).
+// (strategies.WithProgress). A Redis that has not run this store's Try
+// since it started (a restart, or the first run on it) is then rebuilt
+// from MySQL (Store.Ready).
 func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
 	progress := strategies.ProgressOf(ctx)
 	var skus []string
@@ -68,6 +78,9 @@ func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
 		progress(len(batch))
 	})
 	if err != nil {
+		return err
+	}
+	if err := s.Ready(ctx); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -116,12 +129,14 @@ LEFT JOIN (SELECT sku, SUM(CASE WHEN state='confirmed' THEN qty ELSE 0 END) AS s
            FROM orders WHERE state IN ('reserved','confirmed') GROUP BY sku) o ON o.sku=i.sku
 ORDER BY i.sku`
 
-// LoadAll is LoadFromMySQL in bulk, with the same rules as Reload for each
-// SKU: MySQL is read in one set-based pass and Redis in pipelined batches
-// of loadBatch SKUs (the hashes' existence and live reservations, then
-// the guarded creation of the missing ones — adjust.lua creates a hash
-// only if there is still none — and their entry in the SKU set); a
-// ClusterClient sends each batch to every master at once. done is called
+// LoadAll is LoadFromMySQL in bulk: MySQL is read in one set-based pass
+// and Redis in pipelined batches of loadBatch SKUs (the hashes' existence
+// and live reservations, then the guarded creation of the missing ones —
+// adjust.lua creates a hash only if there is still none — and their entry
+// in the SKU set); a ClusterClient sends each batch to every master at
+// once. A missing hash whose SKU has reservations in flight (live in
+// Redis, or reserved in MySQL) is rebuilt by Reload, one SKU at a time,
+// with its rules. done is called
 // with each batch of SKUs handled, in order.
 func (s Store) LoadAll(ctx context.Context, db *sql.DB, done func(skus []string)) error {
 	if err := s.loadScript(ctx); err != nil {
@@ -216,51 +231,6 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("load redis: %w", err)
 	}
-	// Live Redis reservations of the SKUs to build: their records, and
-	// whether MySQL already decided them.
-	type ref struct {
-		row int
-		id  string
-	}
-	var refs []ref
-	var recs []*redis.SliceCmd
-	pipe = s.R.Pipeline()
-	for i, r := range batch {
-		if exists[i].Val() == 1 {
-			continue
-		}
-		for _, id := range live[i].Val() {
-			refs = append(refs, ref{i, id})
-			recs = append(recs, pipe.HMGet(ctx, inventory.RedisReservationKey(r.sku, id), "qty", "state"))
-		}
-	}
-	var confirmed map[string]bool
-	if len(refs) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("load redis: %w", err)
-		}
-		ids := make([]string, len(refs))
-		for j, r := range refs {
-			ids[j] = r.id
-		}
-		var err error
-		if confirmed, err = confirmedOrders(ctx, db, ids); err != nil {
-			return fmt.Errorf("load redis: %w", err)
-		}
-	}
-	held := make([]map[string]int64, len(batch))
-	for j, r := range refs {
-		v := recs[j].Val()
-		if st, _ := v[1].(string); st != string(inventory.StateReserved) || confirmed[r.id] {
-			continue // decided: MySQL's word wins
-		}
-		q, _ := v[0].(string)
-		n, _ := strconv.ParseInt(q, 10, 64)
-		if held[r.row] == nil {
-			held[r.row] = map[string]int64{}
-		}
-		held[r.row][r.id] = n
-	}
 	pipe = s.R.Pipeline()
 	var created []any
 	var made []*redis.Cmd
@@ -269,17 +239,21 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 		if exists[i].Val() == 1 {
 			continue
 		}
-		st := inventory.Stock{SKU: r.sku, Total: r.total, Sold: r.sold}
-		h := held[i]
-		for id, q := range r.held {
-			if h == nil {
-				h = map[string]int64{}
+		if len(live[i].Val()) > 0 || len(r.held) > 0 {
+			// Reservations in flight (a Redis that lost its data under
+			// load): Reload's one-instant rebuild (rebuild.lua) gives the
+			// live ones MySQL's decisions and records MySQL's reserved
+			// orders Redis lost; the bulk path below is for SKUs with none.
+			ok, err := s.Reload(ctx, db, r.sku)
+			if err != nil {
+				return err
 			}
-			h[id] = q
+			if ok {
+				created = append(created, r.sku)
+			}
+			continue
 		}
-		for _, q := range h {
-			st.Occupied += q
-		}
+		st := inventory.Stock{SKU: r.sku, Total: r.total, Sold: r.sold}
 		st.Available = st.Total - st.Sold - st.Occupied
 		if st.Available < 0 {
 			return fmt.Errorf("load redis %s: MySQL total %d < sold %d + held %d: not loading a hash that sells nothing right",
@@ -429,74 +403,105 @@ func (s Store) CatchUpRestocks(ctx context.Context, c SKURow) (bool, error) {
 
 // Reload builds sku's stock hash as LoadFromMySQL describes, if it has
 // none. created is false when there was one (nothing changed).
+//
+// It reads Redis's live reservations first, then MySQL — the total and
+// version, the confirmed units, the orders reserved in MySQL, and which of
+// the live reservations MySQL has decided — and then builds the hash in
+// one script (rebuild.lua) that, at one instant of Redis, gives those live
+// reservations MySQL's decisions, records MySQL's reserved orders that
+// Redis has no reservation for (an outbox reserve whose Try Redis lost),
+// and counts occupied from the reservations live then. While the hash is
+// missing no Try runs and no decision moves a reservation (finish.lua), so
+// a decision MySQL committed after the read is applied to the new hash
+// later, once; one committed before it is in the counts.
 func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool, err error) {
 	n, err := s.R.Exists(ctx, inventory.RedisStockKey(sku)).Result()
 	if err != nil || n == 1 {
 		return false, wrapLoad(sku, err)
 	}
-	held := map[string]int64{}
-	ids, err := s.Due(ctx, sku, time.Time{}, 0)
+	live, err := s.Due(ctx, sku, time.Time{}, 0)
 	if err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	for _, id := range ids {
-		res, err := s.Get(ctx, inventory.OrderRef{OrderID: id, SKU: sku})
-		if errors.Is(err, ErrNoReservation) {
-			continue
-		}
-		if err != nil {
-			return false, wrapLoad(sku, err)
-		}
-		if res.State == inventory.StateReserved {
-			held[id] = res.Qty
-		}
-	}
-	var st inventory.Stock
-	var version int64
-	if err := db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&st.Total, &version); err != nil {
+	var total, version, sold int64
+	if err := db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&total, &version); err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	rows, err := db.QueryContext(ctx, "SELECT order_id, qty, state FROM orders WHERE sku=? AND state IN ('reserved','confirmed')", sku)
+	if err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(qty),0) FROM orders WHERE sku=? AND state='confirmed'", sku).Scan(&sold); err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	args := []any{total, sold, version, inventory.RedisReservationKey(sku, ""), s.Retain.Milliseconds()}
+	decided, err := decisionsOf(ctx, db, live)
+	if err != nil {
+		return false, wrapLoad(sku, err)
+	}
+	args = append(args, len(decided)/2)
+	args = append(args, decided...)
+	rows, err := db.QueryContext(ctx, "SELECT order_id, qty, expires_at FROM orders WHERE sku=? AND state='reserved'", sku)
 	if err != nil {
 		return false, wrapLoad(sku, err)
 	}
 	for rows.Next() {
 		var id string
 		var q int64
-		var state inventory.OrderState
-		if err := rows.Scan(&id, &q, &state); err != nil {
+		var exp sql.NullTime
+		if err := rows.Scan(&id, &q, &exp); err != nil {
 			rows.Close()
 			return false, wrapLoad(sku, err)
 		}
-		if state == inventory.StateConfirmed {
-			st.Sold += q
-			delete(held, id) // decided: MySQL's word wins
-		} else {
-			held[id] = q
+		var ms int64
+		if exp.Valid {
+			ms = exp.Time.UnixMilli()
 		}
+		args = append(args, id, q, ms)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	for _, q := range held {
-		st.Occupied += q
-	}
-	st.Available = st.Total - st.Sold - st.Occupied
-	if st.Available < 0 {
-		return false, fmt.Errorf("load redis %s: MySQL total %d < sold %d + held %d: not loading a hash that sells nothing right",
-			sku, st.Total, st.Sold, st.Occupied)
-	}
-	ok, err := s.Adjust(ctx, sku, Snapshot{Missing: true}, st, version)
-	if err != nil {
+	r, err := rebuildScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), restockKey(sku)}, args...).Int()
+	switch {
+	case err != nil:
 		return false, wrapLoad(sku, err)
+	case r == -1:
+		return false, fmt.Errorf("load redis %s: MySQL total %d < sold %d + held: not loading a hash that sells nothing right", sku, total, sold)
+	case r == 0:
+		return false, nil
 	}
-	if ok {
-		if err := s.R.SAdd(ctx, inventory.RedisSKUSet, sku).Err(); err != nil {
-			return true, wrapLoad(sku, err)
+	if err := s.R.SAdd(ctx, inventory.RedisSKUSet, sku).Err(); err != nil {
+		return true, wrapLoad(sku, err)
+	}
+	return true, nil
+}
+
+// decisionsOf returns, for the orders of ids MySQL holds in a final state,
+// id and state pairs (one query per 500 ids).
+func decisionsOf(ctx context.Context, db *sql.DB, ids []string) ([]any, error) {
+	var out []any
+	for start := 0; start < len(ids); start += 500 {
+		part := ids[start:min(start+500, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := db.QueryContext(ctx, "SELECT order_id, state FROM orders WHERE state IN ('confirmed','cancelled','expired') AND order_id IN ("+sqlstore.Placeholders(len(part))+")", args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id, st string
+			if err := rows.Scan(&id, &st); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out = append(out, id, st)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
 		}
 	}
-	return ok, nil
+	return out, nil
 }
 
 func wrapLoad(sku string, err error) error {
@@ -514,7 +519,7 @@ func keys(sku, id string) []string {
 // an idempotent repeat. Errors: ErrOutOfStock, ErrAlreadyFinal (the order was
 // cancelled first), or an infrastructure error.
 func (s Store) Try(ctx context.Context, r inventory.Reservation) (fresh bool, err error) {
-	n, err := tryScript.Run(ctx, s.R, keys(r.SKU, r.OrderID), r.Qty, r.Deadline.UnixMilli(), r.OrderID).Int()
+	n, err := s.try(ctx, r)
 	if err != nil {
 		return false, fmt.Errorf("redis try: %w", err)
 	}
@@ -541,11 +546,19 @@ func (s Store) Finish(ctx context.Context, ref inventory.OrderRef, to inventory.
 		m = "1"
 	}
 	prev, err := finishScript.Run(ctx, s.R, keys(ref.SKU, ref.OrderID), string(to), ref.OrderID, s.Retain.Milliseconds(), m).Text()
+	if err == nil && prev == "nohash" {
+		err = ErrNoStockHash
+	}
 	if err != nil {
 		return "", fmt.Errorf("redis %s: %w", to, err)
 	}
 	return inventory.OrderState(prev), nil
 }
+
+// ErrNoStockHash: a live reservation's decision could not be applied
+// because the SKU has no stock hash (Redis lost it, or a rebuild is under
+// way); it is applied once the hash is back (ApplyDecisions).
+var ErrNoStockHash = errors.New("no stock hash")
 
 // FinishAll moves each reservation of refs to `to` under the owner check,
 // as Finish without a marker does, in one pipeline: one round trip for a
@@ -565,6 +578,8 @@ func (s Store) FinishAll(ctx context.Context, refs []inventory.OrderRef, to inve
 		err := c.Err()
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			_, err = s.Finish(ctx, refs[i], to, false)
+		} else if err == nil && c.Val() == "nohash" {
+			err = ErrNoStockHash
 		}
 		if err != nil {
 			errs[i] = fmt.Errorf("redis %s: %w", to, err)
@@ -640,24 +655,26 @@ func (s Store) Due(ctx context.Context, sku string, now time.Time, limit int64) 
 	return ids, nil
 }
 
-// Restock adds qty to a SKU's total and available, in MySQL first and then
-// in Redis, so that Redis never promises units MySQL does not have. The
+// Restock adds r.Qty to a SKU's total and available, in MySQL first (with
+// its journal row, in one transaction: sqlstore.JournalRestock) and then in
+// Redis, so that Redis never promises units MySQL does not have. The
 // MySQL update bumps the row's version; Redis records the version it
 // includes, so the Redis write applies once even if it lands after a
 // reconciler already took the units from MySQL. A Redis write that fails
-// leaves Redis short (never over), for the reconciler to repair.
-func (s Store) Restock(ctx context.Context, db *sql.DB, sku string, qty int64) error {
+// leaves Redis short (never over), for the reconciler to repair. A repeat
+// of r.ID changes nothing and returns nil (the first call's Redis write,
+// if it failed, is the reconciler's to catch up).
+func (s Store) Restock(ctx context.Context, db *sql.DB, r inventory.Restock) error {
 	var version int64
-	err := sqlstoreTx(ctx, db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+?, version=version+1 WHERE sku=?", qty, qty, sku); err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, "SELECT version FROM inventory WHERE sku=?", sku).Scan(&version)
+	var applied bool
+	err := sqlstore.InTx(ctx, db, func(tx *sql.Tx) (err error) {
+		version, applied, err = sqlstore.JournalRestock(ctx, tx, r)
+		return err
 	})
-	if err != nil {
-		return fmt.Errorf("restock %s: %w", sku, err)
+	if err != nil || !applied {
+		return err
 	}
-	_, err = s.applyRestock(ctx, sku, qty, version)
+	_, err = s.applyRestock(ctx, r.SKU, r.Qty, version)
 	return err
 }
 
@@ -672,19 +689,6 @@ func (s Store) applyRestock(ctx context.Context, sku string, qty, version int64)
 		return false, fmt.Errorf("redis restock %s: no stock hash", sku)
 	}
 	return n == 1, nil
-}
-
-// sqlstoreTx runs fn in one transaction (a short one: no retry loop).
-func sqlstoreTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }
 
 // ApplyDecisions brings every live Redis reservation of the SKUs in line

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync/atomic"
 
@@ -54,14 +55,14 @@ func (b *Base) Settle(ctx context.Context) error {
 	return nil
 }
 
-// Restock adds qty units to a SKU's total and available stock.
-func (b *Base) Restock(ctx context.Context, sku string, qty int64) error {
-	_, err := b.DB.ExecContext(ctx,
-		"UPDATE inventory SET total=total+?, available=available+?, version=version+1 WHERE sku=?", qty, qty, sku)
-	if err != nil {
-		return fmt.Errorf("restock %s: %w", sku, err)
-	}
-	return nil
+// Restock adds r.Qty units to the SKU's total and available stock and
+// journals the restock in the same transaction (see JournalRestock): a
+// repeat of r.ID changes nothing and returns nil.
+func (b *Base) Restock(ctx context.Context, r inventory.Restock) error {
+	return InTx(ctx, b.DB, func(tx *sql.Tx) error {
+		_, _, err := JournalRestock(ctx, tx, r)
+		return err
+	})
 }
 
 // Close has nothing to release.

@@ -28,7 +28,7 @@ func InsertOrders(ctx context.Context, q Execer, rs []inventory.Reservation, st 
 		b.WriteString("(?,?,?,?,?,?,?)")
 		var exp any
 		if !r.Deadline.IsZero() {
-			exp = r.Deadline.UTC()
+			exp = inventory.StoredDeadline(r.Deadline)
 		}
 		args = append(args, r.OrderID, r.SKU, r.Qty, string(st), now, exp, now)
 	}

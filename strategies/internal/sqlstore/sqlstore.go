@@ -152,6 +152,37 @@ func retryPause(attempt int, left time.Duration, rnd func(n time.Duration) time.
 	return wait, wait >= left
 }
 
+// JournalRestock applies restock r inside tx: it writes r's journal row
+// and adds r.Qty to the SKU's total and available (bumping the row's
+// version), so the journal and the total commit or roll back together. It
+// returns the row's version after the restock. applied is false, and
+// nothing changes, when the journal already holds r.ID (a repeat of a
+// restock whose reply was lost). An unknown SKU is an error.
+func JournalRestock(ctx context.Context, tx *sql.Tx, r inventory.Restock) (version int64, applied bool, err error) {
+	if r.ID == "" || r.Qty <= 0 {
+		return 0, false, fmt.Errorf("restock %s: needs an id and a positive quantity (id %q, qty %d)", r.SKU, r.ID, r.Qty)
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO restocks (restock_id, sku, qty, created_at) VALUES (?,?,?,?)",
+		r.ID, r.SKU, r.Qty, time.Now().UTC())
+	if IsDuplicate(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("restock %s: journal: %w", r.SKU, err)
+	}
+	res, err := tx.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+?, version=version+1 WHERE sku=?", r.Qty, r.Qty, r.SKU)
+	if err != nil {
+		return 0, false, fmt.Errorf("restock %s: %w", r.SKU, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n != 1 {
+		return 0, false, fmt.Errorf("restock %s: no inventory row", r.SKU)
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT version FROM inventory WHERE sku=?", r.SKU).Scan(&version); err != nil {
+		return 0, false, fmt.Errorf("restock %s: %w", r.SKU, err)
+	}
+	return version, true, nil
+}
+
 // Order is an order row as read under its lock.
 type Order struct {
 	ID        string
@@ -181,7 +212,7 @@ func InsertOrder(ctx context.Context, q Execer, r inventory.Reservation, st inve
 	now := time.Now().UTC()
 	var exp any
 	if !r.Deadline.IsZero() {
-		exp = r.Deadline.UTC()
+		exp = inventory.StoredDeadline(r.Deadline)
 	}
 	_, err := q.ExecContext(ctx,
 		"INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?)",
@@ -252,7 +283,10 @@ type Orders struct {
 	Move MoveFunc
 	// OnFinal, when set, is called after the commit of every transition
 	// (and of every cancel marker, with marker set), outside the transaction:
-	// the place to bring a second store in line.
+	// the place to bring a second store in line. It is also called when
+	// Finish finds the order already in the state asked for (a repeat, or
+	// the retry of a transition whose commit reply was lost), so it must be
+	// idempotent.
 	OnFinal func(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState, marker bool)
 }
 
@@ -287,6 +321,10 @@ func (o Orders) Finish(ctx context.Context, ref inventory.OrderRef, to inventory
 		}
 		switch {
 		case ord.State == to:
+			// A repeat — or the retry of a call whose commit reply was
+			// lost (a decision batch's): OnFinal runs again, so a second
+			// store that missed the first call's update gets it now.
+			applied = to
 			return nil
 		case ord.State == inventory.StateExpired && to == inventory.StateCancelled:
 			return nil

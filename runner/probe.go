@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/stockbench/stockbench/audit"
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/strategies/registry"
+)
+
+// probeRun is the mid-run invariant probe (audit.Probe) of one run: it
+// starts with the driver's measured phase and stops when the load ends.
+type probeRun struct {
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	done   chan audit.ProbeReport // set once started
+}
+
+// startProbe hooks the probe to the driver's start (chained after any
+// other hook). A generator of several (sharded) runs none: the parent
+// audits once, and the probe's report belongs to an audit.
+func startProbe(ctx context.Context, d *driver, e registry.Entry, conns servers.Conns, stock []inventory.Stock, o Options) *probeRun {
+	pctx, cancel := context.WithCancel(ctx)
+	pr := &probeRun{cancel: cancel}
+	if o.sharded() {
+		return pr
+	}
+	p := audit.Probe{DB: conns.DB, Initial: map[string]int64{}}
+	for _, s := range stock {
+		p.Initial[s.SKU] += s.Total
+	}
+	if e.UsesRedis {
+		p.Redis = conns.Redis
+	}
+	prev := d.onStart
+	d.onStart = func(from time.Time) {
+		if prev != nil {
+			prev(from)
+		}
+		done := make(chan audit.ProbeReport, 1)
+		pr.mu.Lock()
+		pr.done = done
+		pr.mu.Unlock()
+		go func() { done <- p.Run(pctx, from) }()
+	}
+	return pr
+}
+
+// stop ends the probe and returns its report (nil if it never started).
+func (pr *probeRun) stop() *audit.ProbeReport {
+	pr.cancel()
+	pr.mu.Lock()
+	done := pr.done
+	pr.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	rep := <-done
+	return &rep
+}
+
+// attach puts the probe's report into an audit as its mid-run class.
+func attachProbe(rep *audit.ProbeReport, a *audit.Audit) {
+	if rep == nil {
+		return
+	}
+	a.Probe, a.ProbeViolations = rep, rep.Violations
+	a.Recount()
+}

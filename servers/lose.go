@@ -1,0 +1,113 @@
+package servers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DataLoser is a Faulter that can also roll a server's data back, as a
+// crash under AOF everysec or a failover to a lagging replica does: the
+// server comes back holding what it held some time ago, every write since
+// lost, acknowledged or not. Only Redis loses data (MySQL is the system of
+// record: its commits are durable). Calls for one target must not overlap.
+type DataLoser interface {
+	// Checkpoint records what the target's server holds now. The server
+	// keeps serving (Redis: a SAVE, a few ms on stockbench's data).
+	Checkpoint(ctx context.Context, target string) error
+	// RollBack kills the server (SIGKILL) and starts it again on the same
+	// port holding what it held at the last Checkpoint, and returns once
+	// it answers. Its run id changes, as after any restart.
+	RollBack(ctx context.Context, target string) error
+}
+
+// checkpointFile is the name of the checkpoint in a local Redis's data
+// directory.
+const checkpointFile = "stockbench-checkpoint.rdb"
+
+// redisRole is what a checkpoint of the local Redis needs.
+func (l *Local) redisRole(target string) (*localRole, error) {
+	if target != TargetRedis {
+		return nil, fmt.Errorf("%w: only Redis loses data (MySQL's commits are durable)", ErrNoFaults)
+	}
+	r, err := l.role(target)
+	if err != nil {
+		return nil, err
+	}
+	if r.dir == "" {
+		return nil, fmt.Errorf("%w: local redis has no data directory recorded", ErrNoFaults)
+	}
+	return r, nil
+}
+
+// Checkpoint SAVEs the local Redis into its data directory and keeps the
+// file as the checkpoint.
+func (l *Local) Checkpoint(ctx context.Context, target string) error {
+	r, err := l.redisRole(target)
+	if err != nil {
+		return err
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.addr, Password: l.RedisPassword, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Save(ctx).Err(); err != nil {
+		return fmt.Errorf("local redis checkpoint: %w", err)
+	}
+	if err := os.Rename(filepath.Join(r.dir, "dump.rdb"), filepath.Join(r.dir, checkpointFile)); err != nil {
+		return fmt.Errorf("local redis checkpoint: %w", err)
+	}
+	return nil
+}
+
+// RollBack kills the local Redis, puts the checkpoint where its start
+// loads data from — dump.rdb without persistence; with AOF (Redis 7's
+// multi-part AOF), a fresh append-only directory whose base is the
+// checkpoint, the lost writes' AOF removed — and starts it again. The
+// dump.rdb is removed once loaded, so a later restart without persistence
+// comes up empty as before.
+func (l *Local) RollBack(ctx context.Context, target string) error {
+	r, err := l.redisRole(target)
+	if err != nil {
+		return err
+	}
+	cp := filepath.Join(r.dir, checkpointFile)
+	snap, err := os.ReadFile(cp)
+	if err != nil {
+		return fmt.Errorf("local redis roll back: no checkpoint: %w", err)
+	}
+	if err := l.Kill(ctx, target); err != nil {
+		return err
+	}
+	dump := filepath.Join(r.dir, "dump.rdb")
+	if l.RedisPersistence == PersistenceNone || l.RedisPersistence == "" {
+		err = os.WriteFile(dump, snap, 0o600)
+	} else {
+		aof := filepath.Join(r.dir, "appendonlydir")
+		err = errors.Join(os.RemoveAll(aof), os.Mkdir(aof, 0o700),
+			os.WriteFile(filepath.Join(aof, "appendonly.aof.1.base.rdb"), snap, 0o600),
+			os.WriteFile(filepath.Join(aof, "appendonly.aof.manifest"), []byte("file appendonly.aof.1.base.rdb seq 1 type b\n"), 0o600))
+	}
+	if err != nil {
+		return fmt.Errorf("local redis roll back: %w", err)
+	}
+	pid, err := r.respawn(ctx)
+	if err != nil {
+		return fmt.Errorf("roll back: restart: %w", err)
+	}
+	l.mu.Lock()
+	r.pid, r.down = pid, false
+	l.mu.Unlock()
+	if err := os.Remove(dump); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("local redis roll back: %w", err)
+	}
+	return os.Remove(cp)
+}
+
+var _ DataLoser = (*Local)(nil)
+
+func localAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
