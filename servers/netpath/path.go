@@ -57,6 +57,11 @@ type Path struct {
 	errs    []error
 }
 
+// Method describes how a Path named ns delays packets, for results.
+func Method(ns string) string {
+	return "veth into network namespace " + ns + "; the RTT is added to each store's replies (server to service) by holding them in a netfilter queue (the kernel keeps the packets; no netem in this kernel)"
+}
+
 // Available says whether this machine can build a Path: root, ip and
 // iptables on PATH, network namespaces. The error says what is missing.
 func Available() error {
