@@ -185,7 +185,7 @@ type Networker interface {
 type Options struct {
 	// Network is the run's network profile (--rtt): the local backend
 	// starts its servers behind it; the zero profile is loopback.
-	Network netpath.Profile
+	Network  netpath.Profile
 	Backend  string // auto | docker | local | external
 	MySQLDSN string // external: the first (or only) node's DSN
 	// MySQLDSNs, when it holds two or more, are the nodes of an external
