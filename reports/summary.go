@@ -119,6 +119,9 @@ func Table(w io.Writer, r *results.Results) {
 	if note := safetyNote(r); note != "" {
 		fmt.Fprintln(w, note)
 	}
+	if n := NetworkLine(r); n != "" {
+		fmt.Fprintln(w, n)
+	}
 	generatorsNote(w, r)
 	weights := WeightsOf(r)
 	if recs := Recommend(r, weights); len(recs) > 0 {
@@ -160,6 +163,9 @@ func Summary(r *results.Results) string {
 	}
 	fmt.Fprintf(&b, "Backend %s · MySQL %s · Redis %s · %d cores (%s) · %s\n\n",
 		r.Env.Backend, r.Env.MySQLVersion, r.Env.RedisVersion, r.Env.Cores, r.Env.CPUModel, r.Env.StartedAt)
+	if n := NetworkLine(r); n != "" {
+		b.WriteString(n + "\n\n")
+	}
 	b.WriteString("## Comparison\n\n")
 	head, rows, right := comparison(r)
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
@@ -398,6 +404,8 @@ func sweepMarkdown(r *results.Results) string {
 		}
 	}
 	b.WriteString(strings.Join(names, ", ") + " (one line per strategy against the swept value).\n")
+	b.WriteString(rttSweepMarkdown(r))
+	b.WriteString(crossingsMarkdown(r))
 	if c := OneHostCaveat(r); c != "" {
 		b.WriteString("\n**On one machine:** " + c + "\n")
 	}

@@ -285,8 +285,8 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 					if o.Enough != nil && o.Enough(run) {
 						enough[e.Name] = true
 					}
-					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold", e.Name, run.TPS,
-						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits)
+					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold%s", e.Name, run.TPS,
+						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits, rttNote(run.Harness))
 				}
 			}
 		}
@@ -296,6 +296,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		res.Aggregates = results.Aggregates(res)
 	}
 	return res, nil
+}
+
+// rttNote is the measured RTT for the run's log line.
+func rttNote(h results.Harness) string {
+	if h.MySQLRTTMS == nil || h.RedisRTTMS == nil {
+		return ""
+	}
+	return fmt.Sprintf(", RTT mysql %.3f ms redis %.3f ms", *h.MySQLRTTMS, *h.RedisRTTMS)
 }
 
 // setNetwork gives the provider's servers the plan's network profile

@@ -1,0 +1,96 @@
+package servers_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/servers/netpath"
+	"github.com/stockbench/stockbench/servers/servertest"
+)
+
+// TestNetworkProfile starts the local provider's servers behind a network
+// profile and checks what a delay in the packet path guarantees: no round
+// trip is faster than the configured RTT (each reply is held at least that
+// long), per store, and after a change of profile between runs the new
+// one holds. Nothing is asserted about how much slower a round trip may be:
+// a busy machine decides that. Stop leaves no namespace behind.
+func TestNetworkProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
+	if err := netpath.Available(); err != nil {
+		t.Skipf("network profile unavailable here: %v", err)
+	}
+	pr, err := netpath.Parse("mysql=1ms,redis=0.4ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, stop, err := servertest.StartWith(func(o *servers.Options) { o.Backend, o.Network = "local", pr })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+	if env.Endpoints.Netns == "" || env.Network == nil {
+		t.Fatalf("servers not behind a namespace: %+v", env.Endpoints.Netns)
+	}
+	cfg, err := mysql.ParseDSN(env.Endpoints.MySQLDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{cfg.Addr, env.Endpoints.RedisAddr} {
+		host, _, _ := net.SplitHostPort(addr)
+		if ip := net.ParseIP(host); ip == nil || ip.IsLoopback() || !(&net.IPNet{IP: net.IPv4(10, 231, 0, 0), Mask: net.CIDRMask(16, 32)}).Contains(ip) {
+			t.Fatalf("server at %s, not in the namespace's 10.231.0.0/16", addr)
+		}
+	}
+	ctx := context.Background()
+	check := func(pr netpath.Profile) {
+		t.Helper()
+		m, r, err := servers.ProbeRTT(ctx, env.Conns, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rtt %s: mysql min %.3f median %.3f ms, redis min %.3f median %.3f ms", pr, m.MinMS, m.MedianMS, r.MinMS, r.MedianMS)
+		if m.N != 50 || r.N != 50 {
+			t.Fatalf("probe timed %d and %d round trips, want 50 each", m.N, r.N)
+		}
+		for _, c := range []struct {
+			store string
+			got   float64
+			want  time.Duration
+		}{{"mysql", m.MinMS, pr.MySQL.RTT - pr.MySQL.Jitter}, {"redis", r.MinMS, pr.Redis.RTT - pr.Redis.Jitter}} {
+			if c.got < float64(c.want)/float64(time.Millisecond) {
+				t.Errorf("%s: fastest round trip %.3f ms, below the configured %s", c.store, c.got, c.want)
+			}
+		}
+	}
+	check(pr)
+	for _, s := range []string{"2ms", "redis=1.5ms±0.2ms", "0"} {
+		next, err := netpath.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Network.SetNetwork(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		check(next)
+	}
+	ns := env.Endpoints.Netns
+	stop()
+	stopped = true
+	if _, err := os.Stat(filepath.Join("/var/run/netns", ns)); !os.IsNotExist(err) {
+		t.Fatalf("namespace %s left behind after Stop (stat: %v)", ns, err)
+	}
+}
