@@ -49,8 +49,8 @@ bench: build
 
 # make bench's comparison played by two generator containers (host
 # networking, this binary mounted read-only) against the same servers,
-# merged exactly and audited once, into reports/multi (README: Several
-# generators). Shorter phases than make bench: about 3 minutes on 2 cores.
+# merged exactly and audited once, into reports/multi
+# (docs/generators.md). Shorter phases than make bench: about 3 minutes on 2 cores.
 # Extra flags: make bench-multi BENCH_FLAGS="--procs 3".
 bench-multi: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
@@ -59,7 +59,7 @@ bench-multi: build
 
 # The fault matrix: every strategy under Redis pause, Redis restart, MySQL
 # restart, latency and an app crash, a short sustained run each, auto
-# backend, into reports/faults (README: Faults). About 5 minutes on 2 cores.
+# backend, into reports/faults (docs/faults.md). About 5 minutes on 2 cores.
 faults: build
 	scripts/setup.sh bench $(FAULTS_FLAGS)
 	./$(BIN) faults --out reports/faults $(FAULTS_FLAGS)

@@ -145,21 +145,15 @@ func filter(headline bool) []Class {
 // counts themselves (not the stored Anomalies figure, so audits read from
 // older files count the same way). Zero means the auditor found nothing
 // that makes a run unsafe.
-func (a Audit) Count() int64 {
-	var n int64
-	for _, c := range Classes {
-		if c.Severity == Unsafe {
-			n += c.Of(a)
-		}
-	}
-	return n
-}
+func (a Audit) Count() int64 { return a.sum(Unsafe) }
 
 // Warnings is the sum of the warn-only classes' counts of a.
-func (a Audit) Warnings() int64 {
+func (a Audit) Warnings() int64 { return a.sum(Warn) }
+
+func (a Audit) sum(s Severity) int64 {
 	var n int64
 	for _, c := range Classes {
-		if c.Severity == Warn {
+		if c.Severity == s {
 			n += c.Of(a)
 		}
 	}

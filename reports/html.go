@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -39,10 +40,10 @@ func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 	rhead, rrows := repeatRows(r)
 	fhead, frows := faultTable(r)
 	fdhead, fdrows := faultRunRows(r)
-	weights := WeightsOf(r)
+	weights := analysis.WeightsOf(r)
 	data := map[string]any{
 		"R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
-		"Recs": Recommend(r, weights), "Weights": weights.String(),
+		"Recs": analysis.Recommend(r, weights), "Weights": weights.String(),
 		"Head": head, "Rows": rows, "RHead": rhead, "RRows": rrows,
 		"FHead": fhead, "FRows": frows, "FDHead": fdhead, "FDRows": fdrows, "Persistence": persistenceOf(r),
 		"Caveat": OneHostCaveat(r),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
@@ -29,11 +30,12 @@ func TestRendering(t *testing.T) {
 	Table(&tb, r)
 	md := Summary(r)
 	cases := []struct{ where, text, want string }{
-		{"table", tb.String(), "16.667"},    // naive's oversell %
-		{"table", tb.String(), "170.5"},     // rowlock TPS
-		{"table", tb.String(), "UNSAFE"},    // naive is marked
-		{"table", tb.String(), "lost acks"}, // lost acks and cancel-ack violations apart
-		{"table", tb.String(), "cancel-ack violations"},
+		{"table", tb.String(), "16.667"},                 // naive's oversell %
+		{"table", tb.String(), "170.5"},                  // rowlock TPS
+		{"table", tb.String(), "UNSAFE"},                 // naive is marked
+		{"table", tb.String(), "1 invariant violations"}, // what made naive UNSAFE
+		{"summary", md, "lost acks"},                     // lost acks and cancel-ack violations apart
+		{"summary", md, "cancel-ack violations"},
 		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | ok |"}, // classic row
 		{"summary", md, "sold 100 != confirmed orders 120"},                                                             // violation text
 		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                                                            // outcome counts
@@ -42,5 +44,30 @@ func TestRendering(t *testing.T) {
 		if !strings.Contains(c.text, c.want) {
 			t.Errorf("%s lacks %q:\n%s", c.where, c.want, c.text)
 		}
+	}
+}
+
+// TestTableFitsTerminal: the terminal table stays within TerminalWidth
+// columns, even with repeats, a sweep label and every strategy; the
+// anomaly classes of an UNSAFE row are named under it.
+func TestTableFitsTerminal(t *testing.T) {
+	r := &results.Results{Format: results.Format}
+	for _, s := range []string{"rowlock", "cas", "conditional", "lua-tcc", "outbox", "batched", "naive"} {
+		for rep := 1; rep <= 3; rep++ {
+			r.Runs = append(r.Runs, results.Run{Strategy: s, Scenario: "sustained", Param: "buyers", Value: "100000", Repeat: rep,
+				TPS: 12345.6 * float64(rep), Flows: 1234567, LatencyMS: map[string]results.Percentiles{"flow": {P99: 12345.67}},
+				Harness: results.Harness{ServerCPUPct: results.Float(187.5)}, CoreLines: 1234,
+				Audit: audit.Audit{ConfirmedUnits: 1000000, OversoldUnits: 123456, OversellRate: 0.123456, StaleReservations: 7}})
+		}
+	}
+	var tb bytes.Buffer
+	Table(&tb, r)
+	for _, line := range strings.Split(tb.String(), "\n") {
+		if n := utf8.RuneCountInString(line); n > TerminalWidth {
+			t.Errorf("line of %d columns (> %d): %q", n, TerminalWidth, line)
+		}
+	}
+	if !strings.Contains(tb.String(), "UNSAFE naive (sustained buyers=100000): 370368 oversold units, 21 stale reservations") {
+		t.Errorf("no per-class line for an UNSAFE row:\n%s", tb.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
@@ -19,14 +20,7 @@ import (
 // keys of results.json. right marks the numeric columns.
 func comparison(r *results.Results) (head []string, rows [][]string, right []bool) {
 	rs := results.Rows(r)
-	repeats := false
-	for _, row := range rs {
-		repeats = repeats || len(row.Runs) > 1
-	}
-	head = []string{"strategy", "scenario"}
-	if repeats {
-		head = append(head, "runs")
-	}
+	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "flow P99 ms", "flows")
 	for _, c := range audit.HeadlineClasses() {
 		head = append(head, c.Title)
@@ -80,20 +74,31 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 	return head, rows, right
 }
 
-// fold formats f over the repeats: the value of a single run, or
-// "median (min–max)" when the repeats differ.
-func fold(runs []results.Run, f func(results.Run) float64, format func(float64) string) string {
-	s := results.SpreadOf(runs, f)
-	if len(runs) < 2 || s.Min == s.Max {
-		return format(s.Median)
+// wrap breaks text at spaces into lines of at most width columns, each
+// line after the first starting with indent.
+func wrap(text string, width int, indent string) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		wl := utf8.RuneCountInString(word)
+		switch {
+		case i == 0:
+		case n+1+wl > width:
+			b.WriteString("\n" + indent)
+			n = utf8.RuneCountInString(indent)
+		default:
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(word)
+		n += wl
 	}
-	return format(s.Median) + " (" + format(s.Min) + "–" + format(s.Max) + ")"
+	return b.String()
 }
 
-// Table writes the headline table, aligned for a terminal: the same columns
-// as the comparison in summary.md.
-func Table(w io.Writer, r *results.Results) {
-	head, rows, right := comparison(r)
+// writeAligned writes a table aligned for a terminal: columns two spaces
+// apart, right marks the right-aligned ones.
+func writeAligned(w io.Writer, head []string, rows [][]string, right []bool) {
 	all := append([][]string{head}, rows...)
 	widths := make([]int, len(head))
 	for _, row := range all {
@@ -116,23 +121,114 @@ func Table(w io.Writer, r *results.Results) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
 	}
-	if note := safetyNote(r); note != "" {
-		fmt.Fprintln(w, note)
+}
+
+// rowHead is the first columns of a table of rows: strategy, scenario and,
+// when any row has repeats, their count (repeats reports whether one has).
+func rowHead(rs []results.Row) (head []string, repeats bool) {
+	for _, row := range rs {
+		repeats = repeats || len(row.Runs) > 1
+	}
+	head = []string{"strategy", "scenario"}
+	if repeats {
+		head = append(head, "runs")
+	}
+	return head, repeats
+}
+
+// fold formats f over the repeats: the value of a single run, or
+// "median (min–max)" when the repeats differ.
+func fold(runs []results.Run, f func(results.Run) float64, format func(float64) string) string {
+	s := results.SpreadOf(runs, f)
+	if len(runs) < 2 || s.Min == s.Max {
+		return format(s.Median)
+	}
+	return format(s.Median) + " (" + format(s.Min) + "–" + format(s.Max) + ")"
+}
+
+// TerminalWidth is the width the terminal table is made to fit.
+const TerminalWidth = 120
+
+// terminal is the headline cut to what a terminal holds: the figures of
+// the classic table and the anomaly total; each class apart, and the
+// spread over repeats, are in summary.md and index.html. Cells are medians
+// over repeats.
+func terminal(r *results.Results) (head []string, rows [][]string, right []bool) {
+	rs := results.Rows(r)
+	head, repeats := rowHead(rs)
+	head = append(head, "TPS", "P99 ms", "flows", "oversold", "oversell %", "anomalies", "CPU %", "safety")
+	right = make([]bool, len(head))
+	for i := 2; i < len(head)-1; i++ {
+		right[i] = true
+	}
+	for _, row := range rs {
+		med := func(f func(results.Run) float64) float64 { return results.SpreadOf(row.Runs, f).Median }
+		cells := []string{row.Strategy, rowLabel(row)}
+		if repeats {
+			cells = append(cells, fmt.Sprint(len(row.Runs)))
+		}
+		cpu := "n/a"
+		if row.HasCPU {
+			cpu = f1(row.ServerCPU)
+		}
+		safety := "ok"
+		if row.Unsafe() {
+			safety = "UNSAFE"
+		}
+		cells = append(cells, f1(row.TPS), f2(row.P99),
+			fmt.Sprintf("%.0f", med(func(r results.Run) float64 { return float64(r.Flows) })),
+			fmt.Sprintf("%.0f", med(func(r results.Run) float64 { return float64(r.Audit.OversoldUnits) })),
+			pct(row.OversellRate), fmt.Sprint(row.Anomalies), cpu, safety)
+		rows = append(rows, cells)
+	}
+	return head, rows, right
+}
+
+// Table writes the headline for a terminal, within TerminalWidth columns
+// (each anomaly class apart is in summary.md), then what made a strategy
+// UNSAFE, the generators and the recommended order.
+func Table(w io.Writer, r *results.Results) {
+	head, rows, right := terminal(r)
+	writeAligned(w, head, rows, right)
+	for _, row := range results.Rows(r) {
+		if !row.Unsafe() {
+			continue
+		}
+		var found []string
+		for _, c := range audit.Classes {
+			var n int64
+			for _, run := range row.Runs {
+				n += c.Of(run.Audit)
+			}
+			if n > 0 {
+				found = append(found, fmt.Sprintf("%d %s", n, c.Title))
+			}
+		}
+		fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), strings.Join(found, ", "))
 	}
 	if n := NetworkLine(r); n != "" {
 		fmt.Fprintln(w, n)
 	}
 	generatorsNote(w, r)
-	weights := WeightsOf(r)
-	if recs := Recommend(r, weights); len(recs) > 0 {
-		names := make([]string, len(recs))
-		for i, rec := range recs {
-			names[i] = rec.Strategy
+	weights := analysis.WeightsOf(r)
+	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
+		var clean, unsafe []string
+		for _, rec := range recs {
 			if rec.Unsafe {
-				names[i] += " (UNSAFE)"
+				unsafe = append(unsafe, rec.Strategy)
+			} else {
+				clean = append(clean, rec.Strategy)
 			}
 		}
-		fmt.Fprintf(w, "recommended, best first (%s): %s\n", weights, strings.Join(names, ", "))
+		line := "recommended, best first: " + strings.Join(clean, ", ")
+		if len(clean) == 0 {
+			line = "recommended: none (every strategy is UNSAFE)"
+		}
+		if len(unsafe) > 0 {
+			line += "; then, UNSAFE: " + strings.Join(unsafe, ", ")
+		}
+		fmt.Fprintln(w, wrap(line, TerminalWidth, "  "))
+		fmt.Fprintf(w, "  (weights %s)\n", weights)
 	}
 }
 
@@ -185,8 +281,8 @@ func Summary(r *results.Results) string {
 	b.WriteString(sweepMarkdown(r))
 	b.WriteString(articleMarkdown(r))
 
-	weights := WeightsOf(r)
-	if recs := Recommend(r, weights); len(recs) > 0 {
+	weights := analysis.WeightsOf(r)
+	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
 		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights, audit.UnsafeTitles())
 		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
@@ -298,17 +394,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// WeightsOf reads the recommendation weights recorded in the results'
-// config, or returns the defaults.
-func WeightsOf(r *results.Results) Weights {
-	if s := r.Config.Weights; s != "" {
-		if w, err := ParseWeights(s); err == nil {
-			return w
-		}
-	}
-	return DefaultWeights
 }
 
 // WriteSummary writes summary.md into dir.

@@ -87,7 +87,7 @@ func checkCapacity(ctx context.Context, conns servers.Conns, pool int) error {
 	open, _ = strconv.Atoi(val)
 	// The connection that asked is one of the pool's own.
 	if free := maxConns - open + 1; pool > free {
-		return refusef("--pool %d needs %d MySQL connections but the server has max_connections=%d with %d open: lower --pool or raise max_connections",
+		return refusef("Pool %d needs %d MySQL connections but the server has max_connections=%d with %d open: lower Pool or raise max_connections",
 			pool, pool, maxConns, open)
 	}
 	// Managed Redis servers may refuse CONFIG: then there is nothing to check.
@@ -98,7 +98,7 @@ func checkCapacity(ctx context.Context, conns servers.Conns, pool int) error {
 				clients = infoInt(info, "connected_clients")
 			}
 			if pool > mc-clients+1 {
-				return refusef("--pool %d needs %d Redis connections but the server has maxclients=%d with %d connected: lower --pool or raise maxclients",
+				return refusef("Pool %d needs %d Redis connections but the server has maxclients=%d with %d connected: lower Pool or raise maxclients",
 					pool, pool, mc, clients)
 			}
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Causal-read modes of a MySQL cluster (--mysql-causal-reads): how a
+// Causal-read modes of a MySQL cluster (CausalReads): how a
 // connection on one node waits until it has applied what other nodes
 // committed before it reads.
 const (
@@ -27,16 +27,16 @@ const (
 	CausalNone = "none"
 )
 
-// CausalModes lists the accepted --mysql-causal-reads values.
+// CausalModes lists the accepted CausalReads values.
 var CausalModes = []string{CausalAuto, CausalWsrep, CausalGroupReplication, CausalNone}
 
-// CheckCausal checks a --mysql-causal-reads value; empty means auto.
+// CheckCausal checks a CausalReads value; empty means auto.
 func CheckCausal(mode string) (string, error) {
 	if mode == "" {
 		return CausalAuto, nil
 	}
 	if !slices.Contains(CausalModes, mode) {
-		return "", fmt.Errorf("--mysql-causal-reads %q: want one of %s", mode, strings.Join(CausalModes, ", "))
+		return "", fmt.Errorf("CausalReads %q: want one of %s", mode, strings.Join(CausalModes, ", "))
 	}
 	return mode, nil
 }
@@ -86,7 +86,7 @@ func ResolveCausalReads(ctx context.Context, nodes []string, mode string) (strin
 	return resolveCausal(ctx, nodes, mode)
 }
 
-// resolveCausal turns a --mysql-causal-reads mode into the one the run
+// resolveCausal turns a CausalReads mode into the one the run
 // uses on nodes (the DSNs of a cluster's nodes, or of one server). auto asks
 // each node of a cluster what it is: a Galera node (@@wsrep_on) → wsrep, an
 // ONLINE Group Replication member → group-replication, otherwise none; on
@@ -105,16 +105,16 @@ func resolveCausal(ctx context.Context, nodes []string, mode string) (string, er
 	for i, dsn := range nodes {
 		k, why, err := nodeKind(ctx, dsn)
 		if err != nil {
-			return "", fmt.Errorf("--mysql-causal-reads %s: mysql node %d (%s): %s", mode, i+1, nodeAddr(dsn), redactDSNErr(err, dsn))
+			return "", fmt.Errorf("CausalReads %s: mysql node %d (%s): %s", mode, i+1, nodeAddr(dsn), redactDSNErr(err, dsn))
 		}
 		if mode != CausalAuto && k != mode {
-			return "", fmt.Errorf("--mysql-causal-reads %s: mysql node %d (%s) %s", mode, i+1, nodeAddr(dsn), why)
+			return "", fmt.Errorf("CausalReads %s: mysql node %d (%s) %s", mode, i+1, nodeAddr(dsn), why)
 		}
 		kinds[i] = k
 	}
 	for i := range kinds {
 		if kinds[i] != kinds[0] {
-			return "", fmt.Errorf("--mysql-causal-reads auto: mysql node 1 (%s) calls for %s, node %d (%s) for %s: name the mode", nodeAddr(nodes[0]), kinds[0], i+1, nodeAddr(nodes[i]), kinds[i])
+			return "", fmt.Errorf("CausalReads auto: mysql node 1 (%s) calls for %s, node %d (%s) for %s: name the mode", nodeAddr(nodes[0]), kinds[0], i+1, nodeAddr(nodes[i]), kinds[i])
 		}
 	}
 	return kinds[0], nil

@@ -32,10 +32,10 @@ func TestMySQLDSNList(t *testing.T) {
 		{"one node in the list", Options{Backend: "external", MySQLDSNs: []string{a}, RedisAddr: "127.0.0.1:1", CausalReads: CausalWsrep}, ""},
 		{"list and local cluster", Options{MySQLDSNs: []string{a, b}, MySQLCluster: 3}, "give one or the other"},
 		{"dsn and local cluster", Options{MySQLDSN: a, MySQLCluster: 3}, "give one or the other"},
-		{"list on local", Options{Backend: "local", MySQLDSNs: []string{a, b}}, "use --backend external"},
+		{"list on local", Options{Backend: "local", MySQLDSNs: []string{a, b}}, "use Backend external"},
 		{"a node twice", Options{Backend: "external", MySQLDSNs: []string{a, b, a}, RedisAddr: "127.0.0.1:1"}, "node 3 (127.0.0.1:3306) is node 1 again"},
 		{"a node without database", Options{Backend: "external", MySQLDSNs: []string{a, strings.TrimSuffix(b, "bench")}, RedisAddr: "127.0.0.1:1"}, "mysql dsn (node 2)"},
-		{"unknown causal mode", Options{Backend: "external", MySQLDSNs: []string{a, b}, RedisAddr: "127.0.0.1:1", CausalReads: "strong"}, `--mysql-causal-reads "strong"`},
+		{"unknown causal mode", Options{Backend: "external", MySQLDSNs: []string{a, b}, RedisAddr: "127.0.0.1:1", CausalReads: "strong"}, `CausalReads "strong"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

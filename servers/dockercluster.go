@@ -17,7 +17,7 @@ import (
 // node tells clients (in MOVED replies and CLUSTER SLOTS) and the other
 // nodes the address it listens on, which is then the container's own, not
 // one the harness can reach.
-var errClusterPublished = errors.New("--redis-cluster on the docker backend needs host networking (a Linux engine, STOCKBENCH_DOCKER_NETWORK=host): behind published ports the nodes would give clients addresses they cannot reach; use --backend local")
+var errClusterPublished = errors.New("RedisCluster on the docker backend needs host networking (a Linux engine, STOCKBENCH_DOCKER_NETWORK=host): behind published ports the nodes would give clients addresses they cannot reach; use Backend local")
 
 // startRedisCluster runs n Redis containers in cluster mode, each in the
 // host's network namespace on 127.0.0.1 with a free port and a free bus

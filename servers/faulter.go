@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,13 +34,13 @@ var Persistences = []string{PersistenceNone, PersistenceEverysec, PersistenceAlw
 
 // checkPersistence validates a persistence setting; empty means none.
 func checkPersistence(p string) (string, error) {
-	switch p {
-	case "", PersistenceNone:
+	if p == "" {
 		return PersistenceNone, nil
-	case PersistenceEverysec, PersistenceAlways:
+	}
+	if slices.Contains(Persistences, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("--redis-persistence %q: want none, everysec or always", p)
+	return "", fmt.Errorf("RedisPersistence %q: want one of %s", p, strings.Join(Persistences, ", "))
 }
 
 // persistenceArgs are redis-server's arguments for a persistence setting.

@@ -41,7 +41,7 @@ type Local struct {
 	// first node.
 	MySQLCluster int
 	NoSpread     bool
-	// CausalReads is the cluster's --mysql-causal-reads mode (empty: auto,
+	// CausalReads is the cluster's causal-read mode (empty: auto,
 	// which finds the Galera nodes and chooses wsrep).
 	CausalReads string
 	// RedisPersistence is the Redis AOF setting: PersistenceNone (or
@@ -77,7 +77,7 @@ func NewLocal() (*Local, error) {
 		missing = append(missing, "redis-server (Debian: apt-get install redis-server)")
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("local backend: not found: %s; or use --backend external", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("local backend: not found: %s; or use Backend external", strings.Join(missing, ", "))
 	}
 	return l, nil
 }

@@ -57,15 +57,15 @@ func TestNewProvider(t *testing.T) {
 		wantErr string // substring; empty means success
 	}{
 		{"unknown backend", Options{Backend: "cloud"}, "unknown backend"},
-		{"external without dsn", Options{Backend: "external", RedisAddr: "127.0.0.1:1"}, "needs --mysql-dsn"},
+		{"external without dsn", Options{Backend: "external", RedisAddr: "127.0.0.1:1"}, "needs MySQLDSN"},
 		{"auto with half external", Options{Backend: "auto", MySQLDSN: "root@tcp(127.0.0.1:1)/x"}, "both"},
 		{"external complete", Options{Backend: "external", MySQLDSN: "root@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1"}, ""},
 		{"auto prefers external", Options{Backend: "auto", MySQLDSN: "root@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1"}, ""},
 		// Refused before any engine is asked.
 		{"galera on docker", Options{Backend: "docker", MySQLCluster: 3}, "the official mysql image has no Galera"},
-		{"negative galera on docker", Options{Backend: "docker", MySQLCluster: -1}, "--mysql-cluster -1"},
-		{"negative redis cluster on docker", Options{Backend: "docker", RedisCluster: -1}, "--redis-cluster -1"},
-		{"negative redis cluster on local", Options{Backend: "local", RedisCluster: -1}, "--redis-cluster -1"},
+		{"negative galera on docker", Options{Backend: "docker", MySQLCluster: -1}, "MySQLCluster -1"},
+		{"negative redis cluster on docker", Options{Backend: "docker", RedisCluster: -1}, "RedisCluster -1"},
+		{"negative redis cluster on local", Options{Backend: "local", RedisCluster: -1}, "RedisCluster -1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

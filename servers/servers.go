@@ -43,7 +43,7 @@ type Endpoints struct {
 	RedisURL string
 	// MySQLCluster, when set, holds one DSN per node of a multi-primary
 	// MySQL cluster (a local Galera, or the external nodes given as a list
-	// of --mysql-dsn); MySQLDSN is then the first. Pools spread their
+	// of MySQLDSN); MySQLDSN is then the first. Pools spread their
 	// connections over every node (MySQLSpread).
 	MySQLCluster []string
 	// MySQLSpread says whether a cluster's pools open their connections on
@@ -189,7 +189,7 @@ type Options struct {
 	Backend  string // auto | docker | local | external
 	MySQLDSN string // external: the first (or only) node's DSN
 	// MySQLDSNs, when it holds two or more, are the nodes of an external
-	// MySQL cluster, one DSN per node (repeated --mysql-dsn); MySQLDSN is
+	// MySQL cluster, one DSN per node (repeated MySQLDSN); MySQLDSN is
 	// then the first.
 	MySQLDSNs  []string
 	RedisAddr  string // external
@@ -206,7 +206,7 @@ type Options struct {
 	// NoSpread pins a cluster's connections to its first node instead of
 	// spreading them over every node.
 	NoSpread bool
-	// CausalReads is the --mysql-causal-reads mode (CausalModes; empty
+	// CausalReads is the causal-read mode (CausalModes; empty
 	// means auto).
 	CausalReads string
 	// RedisPersistence is the AOF setting of the Redis stockbench starts
@@ -245,7 +245,7 @@ func OptionsFromEnv(o Options) Options {
 // external builds the external provider, checking the DSN and the URL.
 func (o Options) external() (*External, error) {
 	if o.RedisAddr != "" && o.RedisURL != "" {
-		return nil, errors.New("give --redis-addr or --redis-url, not both")
+		return nil, errors.New("give RedisAddr or RedisURL, not both")
 	}
 	seen := map[string]int{}
 	for i, dsn := range o.MySQLDSNs {
@@ -263,7 +263,7 @@ func (o Options) external() (*External, error) {
 		}
 		key := cfg.Net + " " + cfg.Addr
 		if j, ok := seen[key]; ok {
-			return nil, fmt.Errorf("--mysql-dsn: node %d (%s) is node %d again: give each node of a cluster once", i+1, cfg.Addr, j+1)
+			return nil, fmt.Errorf("MySQLDSN: node %d (%s) is node %d again: give each node of a cluster once", i+1, cfg.Addr, j+1)
 		}
 		seen[key] = i
 	}
@@ -278,7 +278,7 @@ func (o Options) external() (*External, error) {
 
 func (o Options) redisSet() bool { return o.RedisAddr != "" || o.RedisURL != "" }
 
-// Backends lists the accepted --backend values.
+// Backends lists the accepted Backend values.
 var Backends = []string{"auto", "docker", "local", "external"}
 
 // New picks a provider. auto means external when both endpoints are
@@ -301,11 +301,11 @@ func New(o Options) (Provider, error) {
 	}
 	switch {
 	case len(o.MySQLDSNs) > 1 && o.MySQLCluster > 0:
-		return nil, errors.New("--mysql-cluster starts a local Galera cluster, a list of --mysql-dsn names an external one: give one or the other")
+		return nil, errors.New("MySQLCluster starts a local Galera cluster, a list of MySQLDSN names an external one: give one or the other")
 	case len(o.MySQLDSNs) > 1 && (o.Backend == "local" || o.Backend == "docker"):
-		return nil, fmt.Errorf("a list of --mysql-dsn is an external cluster: use --backend external (or auto), not %s", o.Backend)
+		return nil, fmt.Errorf("a list of MySQLDSN is an external cluster: use Backend external (or auto), not %s", o.Backend)
 	case o.MySQLCluster > 0 && o.MySQLDSN != "" && o.Backend != "local":
-		return nil, errors.New("--mysql-cluster starts a local Galera cluster, --mysql-dsn (or STOCKBENCH_MYSQL_DSN) names an external server: give one or the other")
+		return nil, errors.New("MySQLCluster starts a local Galera cluster, MySQLDSN (or STOCKBENCH_MYSQL_DSN) names an external server: give one or the other")
 	}
 	// A negative size is refused whatever the backend: auto branches on
 	// sizes above 0 and would otherwise start plain servers.
@@ -313,7 +313,7 @@ func New(o Options) (Provider, error) {
 		return nil, checkRedisCluster(o.RedisCluster)
 	}
 	if o.MySQLCluster < 0 {
-		return nil, fmt.Errorf("--mysql-cluster %d: want 0 (one server), 1, or 3 or more nodes", o.MySQLCluster)
+		return nil, fmt.Errorf("MySQLCluster %d: want 0 (one server), 1, or 3 or more nodes", o.MySQLCluster)
 	}
 	external := o.Backend == "external" || (o.Backend == "auto" || o.Backend == "") && o.MySQLDSN != "" && o.redisSet()
 	if o.Network.Set {
@@ -331,25 +331,25 @@ func New(o Options) (Provider, error) {
 		return o.local()
 	}
 	if external && o.RedisPersistence != "" && o.RedisPersistence != PersistenceNone {
-		return nil, fmt.Errorf("--redis-persistence %s applies to the servers stockbench starts, not to external ones (set appendonly/appendfsync on your Redis)", o.RedisPersistence)
+		return nil, fmt.Errorf("RedisPersistence %s applies to the servers stockbench starts, not to external ones (set appendonly/appendfsync on your Redis)", o.RedisPersistence)
 	}
 	switch o.Backend {
 	case "external":
 		if o.MySQLDSN == "" || !o.redisSet() {
-			return nil, errors.New("backend external needs --mysql-dsn and --redis-addr or --redis-url (or STOCKBENCH_MYSQL_DSN and STOCKBENCH_REDIS_ADDR or STOCKBENCH_REDIS_URL)")
+			return nil, errors.New("backend external needs MySQLDSN and RedisAddr or RedisURL (or STOCKBENCH_MYSQL_DSN and STOCKBENCH_REDIS_ADDR or STOCKBENCH_REDIS_URL)")
 		}
 		return o.external()
 	case "local":
 		return o.local()
 	case "docker":
 		if o.MySQLCluster != 0 {
-			return nil, errors.New("--mysql-cluster: not on the docker backend: the official mysql image has no Galera (use --backend local, which starts MariaDB with galera-4, or give an external cluster's nodes to --mysql-dsn)")
+			return nil, errors.New("MySQLCluster: not on the docker backend: the official mysql image has no Galera (use Backend local, which starts MariaDB with galera-4, or give an external cluster's nodes to MySQLDSN)")
 		}
 		if err := checkRedisCluster(o.RedisCluster); err != nil {
 			return nil, err
 		}
 		if c := o.CausalReads; c == CausalWsrep || c == CausalGroupReplication {
-			return nil, fmt.Errorf("--mysql-causal-reads %s: the docker backend starts one plain MySQL server, no cluster", c)
+			return nil, fmt.Errorf("CausalReads %s: the docker backend starts one plain MySQL server, no cluster", c)
 		}
 		d, err := newDockerBackend(o.MySQLImage, o.RedisImage)
 		if err != nil {
@@ -386,10 +386,10 @@ func New(o Options) (Provider, error) {
 	}
 }
 
-// checkRedisCluster checks a --redis-cluster value.
+// checkRedisCluster checks a RedisCluster value.
 func checkRedisCluster(n int) error {
 	if n < 0 {
-		return fmt.Errorf("--redis-cluster %d: want 0 (one server) or the number of masters", n)
+		return fmt.Errorf("RedisCluster %d: want 0 (one server) or the number of masters", n)
 	}
 	return nil
 }
@@ -400,7 +400,7 @@ func (o Options) local() (*Local, error) {
 		return nil, err
 	}
 	if o.MySQLCluster < 0 || o.MySQLCluster == 2 {
-		return nil, fmt.Errorf("--mysql-cluster %d: want 0 (one server), 1, or 3 or more nodes (Galera needs a majority to survive a node's loss)", o.MySQLCluster)
+		return nil, fmt.Errorf("MySQLCluster %d: want 0 (one server), 1, or 3 or more nodes (Galera needs a majority to survive a node's loss)", o.MySQLCluster)
 	}
 	l, err := NewLocal()
 	if err != nil {
@@ -416,7 +416,7 @@ type External struct {
 	DSN string
 	// Nodes, when it holds two or more DSNs, are the nodes of a MySQL
 	// cluster (DSN is the first); NoSpread pins the pools to the first and
-	// CausalReads is the --mysql-causal-reads mode.
+	// CausalReads is the causal-read mode.
 	Nodes       []string
 	NoSpread    bool
 	CausalReads string

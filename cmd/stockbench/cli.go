@@ -109,7 +109,24 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, curve, faults, calibrate, report, compare, prepare, merge, audit, down or version)", args[0]))
 }
 
-func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+func oneLine(err error) string {
+	return flagNames.Replace(strings.Join(strings.Fields(err.Error()), " "))
+}
+
+// flagNames turns the settings that library errors name (fields of
+// servers.Options and runner.Options: the libraries speak their own API,
+// not this CLI) into the flags that set them.
+var flagNames = strings.NewReplacer(
+	"RedisPersistence", "--redis-persistence",
+	"CausalReads", "--mysql-causal-reads",
+	"RedisCluster", "--redis-cluster",
+	"MySQLCluster", "--mysql-cluster",
+	"MySQLDSN", "--mysql-dsn",
+	"RedisAddr", "--redis-addr",
+	"RedisURL", "--redis-url",
+	"Backend ", "--backend ",
+	"Pool ", "--pool ",
+)
 
 // parseFlags parses args into fs; -h prints the flags on stdout. done is
 // true when the command should return code right away. Positional

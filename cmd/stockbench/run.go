@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/faults"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
@@ -95,7 +96,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
-	fs.StringVar(&f.weights, "weights", reports.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
+	fs.StringVar(&f.weights, "weights", analysis.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
 }
 
 // applyFile sets, from a YAML scenario file, every flag the command line did
@@ -187,7 +188,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("--mix: %w", err)
 	}
-	weights, err := reports.ParseWeights(f.weights)
+	weights, err := analysis.ParseWeights(f.weights)
 	if err != nil {
 		return o, fmt.Errorf("--weights: %w", err)
 	}

@@ -1,4 +1,8 @@
-package reports
+// Package analysis draws the verdicts from a run's results, once, for every
+// renderer: the recommendation (safety first, then weighted scores) and the
+// compare gate between two results files. It reads results only; reports
+// renders what it decides.
+package analysis
 
 import (
 	"fmt"
@@ -247,4 +251,15 @@ func reason(name string, anomalies int64, oversell, tps, p99 float64, lines int,
 		cons = fmt.Sprintf("UNSAFE: the auditor found %d anomalies (worst oversell %.3f %%)", anomalies, 100*oversell)
 	}
 	return fmt.Sprintf("%s: %s; %.0f flows/s at P99 %.1f ms in %s; %d core lines.", name, cons, tps, p99, perf, lines)
+}
+
+// WeightsOf reads the recommendation weights recorded in the results'
+// config, or returns the defaults.
+func WeightsOf(r *results.Results) Weights {
+	if s := r.Config.Weights; s != "" {
+		if w, err := ParseWeights(s); err == nil {
+			return w
+		}
+	}
+	return DefaultWeights
 }
