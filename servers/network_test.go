@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/stockbench/stockbench/faults"
 	"github.com/stockbench/stockbench/servers"
 	"github.com/stockbench/stockbench/servers/netpath"
 	"github.com/stockbench/stockbench/servers/servertest"
@@ -56,13 +57,15 @@ func TestNetworkProfile(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	check := func(pr netpath.Profile) {
+	// probe times 50 round trips per store through c and checks that
+	// none was faster than the least delay of each store.
+	probe := func(c servers.Conns, mysqlAtLeast, redisAtLeast time.Duration, what string) {
 		t.Helper()
-		m, r, err := servers.ProbeRTT(ctx, env.Conns, 50)
+		m, r, err := servers.ProbeRTT(ctx, c, 50)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("rtt %s: mysql min %.3f median %.3f ms, redis min %.3f median %.3f ms", pr, m.MinMS, m.MedianMS, r.MinMS, r.MedianMS)
+		t.Logf("%s: mysql min %.3f median %.3f ms, redis min %.3f median %.3f ms", what, m.MinMS, m.MedianMS, r.MinMS, r.MedianMS)
 		if m.N != 50 || r.N != 50 {
 			t.Fatalf("probe timed %d and %d round trips, want 50 each", m.N, r.N)
 		}
@@ -70,11 +73,14 @@ func TestNetworkProfile(t *testing.T) {
 			store string
 			got   float64
 			want  time.Duration
-		}{{"mysql", m.MinMS, pr.MySQL.RTT - pr.MySQL.Jitter}, {"redis", r.MinMS, pr.Redis.RTT - pr.Redis.Jitter}} {
+		}{{"mysql", m.MinMS, mysqlAtLeast}, {"redis", r.MinMS, redisAtLeast}} {
 			if c.got < float64(c.want)/float64(time.Millisecond) {
-				t.Errorf("%s: fastest round trip %.3f ms, below the configured %s", c.store, c.got, c.want)
+				t.Errorf("%s: %s: fastest round trip %.3f ms, below %s", what, c.store, c.got, c.want)
 			}
 		}
+	}
+	check := func(pr netpath.Profile) {
+		probe(env.Conns, pr.MySQL.RTT-pr.MySQL.Jitter, pr.Redis.RTT-pr.Redis.Jitter, pr.String())
 	}
 	check(pr)
 	for _, s := range []string{"2ms", "redis=1.5ms±0.2ms", "0"} {
@@ -87,6 +93,30 @@ func TestNetworkProfile(t *testing.T) {
 		}
 		check(next)
 	}
+	// A latency fault composes with the profile: its proxy dials the
+	// servers in the namespace, so its delay adds to the base RTT.
+	base, _ := netpath.Parse("1ms")
+	if err := env.Network.SetNetwork(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	fault, err := faults.Parse("latency:mysql=2ms@0s+1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied, proxy, err := faults.Listen(env.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	if err := proxy.Apply(fault); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := servers.Open(proxied, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe(pc, 3*time.Millisecond, time.Millisecond, "rtt 1ms + latency:mysql=2ms")
+	pc.Close()
 	ns := env.Endpoints.Netns
 	stop()
 	stopped = true

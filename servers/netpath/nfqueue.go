@@ -57,13 +57,13 @@ type shaper struct {
 
 	mu      sync.Mutex
 	pending []held // FIFO
-	wake    chan struct{}
 	last    time.Time
 	rng     *rand.Rand
 
 	held     atomic.Int64 // packets held in all
 	lost     atomic.Int64 // netlink reads that overflowed (ENOBUFS)
 	maxDepth atomic.Int64
+	realtime atomic.Bool // the thread got its real-time priority
 }
 
 type held struct {
@@ -74,11 +74,11 @@ type held struct {
 // newShaper binds queue on the netlink socket fd (made in the namespace
 // whose rules send packets to the queue).
 func newShaper(fd int, queue uint16, seed uint64) (*shaper, error) {
-	s := &shaper{fd: fd, queue: queue, wake: make(chan struct{}, 1), rng: rand.New(rand.NewPCG(seed, uint64(queue)))}
+	s := &shaper{fd: fd, queue: queue, rng: rand.New(rand.NewPCG(seed, uint64(queue)))}
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBufferSize)
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_NO_ENOBUFS, 1)
-	// Reads wake every 100 ms to see the context end.
-	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
+	// The configuration acks below wait at most a second.
+	tv := unix.NsecToTimeval(int64(time.Second))
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	cmd := []byte{nfqnlCfgCmdBind, 0, 0, unix.AF_INET}
 	if err := s.config(attr(nfqaCfgCmd, cmd)); err != nil {
@@ -123,37 +123,81 @@ func (s *shaper) config(attrs []byte) error {
 }
 
 // run reads queued packets and releases them when due until ctx ends;
-// then it releases every packet still held. The socket is closed by the
-// caller after run returns.
+// then it releases every packet still held. One OS thread does both,
+// locked and never returned to the runtime: it waits in ppoll for the
+// next packet or the next due time (nanosecond timeout, no timer slack)
+// and, where the process may (root), runs at a real-time priority, as the
+// kernel's own timers would — so a due packet leaves when the scheduler
+// can run anything, not after the machine's other work. The socket is
+// closed by the caller after run returns.
 func (s *shaper) run(ctx context.Context) error {
-	done := make(chan struct{})
+	errc := make(chan error, 1)
 	go func() {
-		defer close(done)
-		s.release(ctx)
+		// The goroutine ends locked: its thread (real-time, no slack) is
+		// destroyed rather than reused.
+		runtime.LockOSThread()
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+		if unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0) == nil {
+			s.realtime.Store(true)
+		}
+		errc <- s.loop(ctx)
 	}()
-	err := s.read(ctx)
-	<-done
-	return err
+	return <-errc
 }
 
-// read turns each packet message into a held entry.
-func (s *shaper) read(ctx context.Context) error {
+func (s *shaper) loop(ctx context.Context) error {
 	buf := make([]byte, 1<<16)
-	for ctx.Err() == nil {
-		n, _, err := unix.Recvfrom(s.fd, buf, 0)
-		if err != nil {
-			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-				continue
+	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+	for {
+		stopping := ctx.Err() != nil
+		// Wait for a packet, the oldest held packet's due time, or 50 ms
+		// (to see ctx end).
+		wait := 50 * time.Millisecond
+		s.mu.Lock()
+		if len(s.pending) > 0 {
+			wait = min(wait, time.Until(s.pending[0].due))
+		}
+		s.mu.Unlock()
+		if stopping {
+			wait = 0
+		}
+		if wait > 0 {
+			ts := unix.NsecToTimespec(int64(wait))
+			if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+				return fmt.Errorf("netlink poll: %w", err)
 			}
-			if errors.Is(err, unix.ENOBUFS) {
-				// A lost message's packet is released by a later batch
-				// verdict (ids only grow): it leaves early, not never.
-				s.lost.Add(1)
-				continue
-			}
-			if ctx.Err() != nil {
+		}
+		if err := s.drain(buf); err != nil {
+			return err
+		}
+		s.releaseDue(time.Now(), stopping)
+		if stopping {
+			s.mu.Lock()
+			empty := len(s.pending) == 0
+			s.mu.Unlock()
+			if empty {
 				return nil
 			}
+		}
+	}
+}
+
+// drain reads the packet messages waiting on the socket, at most 64
+// reads at a time so that a steady stream does not hold up releases.
+func (s *shaper) drain(buf []byte) error {
+	for range 64 {
+		n, _, err := unix.Recvfrom(s.fd, buf, unix.MSG_DONTWAIT)
+		switch {
+		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EWOULDBLOCK):
+			return nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ENOBUFS):
+			// A lost message's packet is released by a later batch
+			// verdict (ids only grow): it leaves early, not never.
+			s.lost.Add(1)
+			continue
+		case err != nil:
 			return fmt.Errorf("netlink read: %w", err)
 		}
 		now := time.Now()
@@ -163,12 +207,12 @@ func (s *shaper) read(ctx context.Context) error {
 				break
 			}
 			typ := binary.NativeEndian.Uint16(b[4:6])
-			if typ == unix.NFNL_SUBSYS_QUEUE<<8|nfqnlMsgPacket {
+			if typ == unix.NFNL_SUBSYS_QUEUE<<8|nfqnlMsgPacket && l >= unix.NLMSG_HDRLEN+nfgenHeaderLen {
 				if id, ok := packetID(b[unix.NLMSG_HDRLEN+nfgenHeaderLen : l]); ok {
 					s.hold(id, now)
 				}
 			}
-			b = b[nlmAlign(l):]
+			b = b[min(len(b), nlmAlign(l)):]
 		}
 	}
 	return nil
@@ -176,84 +220,40 @@ func (s *shaper) read(ctx context.Context) error {
 
 func (s *shaper) hold(id uint32, now time.Time) {
 	d := time.Duration(s.delay.Load())
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if j := time.Duration(s.jitter.Load()); j > 0 {
-		s.mu.Lock()
 		d += time.Duration(s.rng.Int64N(int64(2*j)+1)) - j
-		s.mu.Unlock()
 	}
 	due := now.Add(d)
-	s.mu.Lock()
 	if due.Before(s.last) {
 		due = s.last
 	}
 	s.last = due
 	s.pending = append(s.pending, held{id, due})
-	depth := int64(len(s.pending))
-	s.mu.Unlock()
 	s.held.Add(1)
-	if depth > s.maxDepth.Load() {
+	if depth := int64(len(s.pending)); depth > s.maxDepth.Load() {
 		s.maxDepth.Store(depth)
-	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
 	}
 }
 
-// release sleeps until the oldest held packet is due and accepts every
-// packet due by then with one batch verdict.
-func (s *shaper) release(ctx context.Context) {
-	// A thread of its own with no timer slack: a sleep ends within
-	// microseconds of its deadline, not the default 50 µs later.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	for {
-		s.mu.Lock()
-		var next time.Time
-		var ok bool
-		if len(s.pending) > 0 {
-			next, ok = s.pending[0].due, true
-		}
-		s.mu.Unlock()
-		if !ok {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.wake:
-				continue
-			}
-		}
-		if wait := time.Until(next); wait > 0 && ctx.Err() == nil {
-			// nanosleep, not a Go timer: the runtime's timers wake late by
-			// up to a millisecond when the process is otherwise idle.
-			ts := unix.NsecToTimespec(int64(wait))
-			_ = unix.Nanosleep(&ts, nil)
-		}
-		now := time.Now()
-		s.mu.Lock()
-		i := 0
-		for i < len(s.pending) && (!s.pending[i].due.After(now) || ctx.Err() != nil) {
-			i++
-		}
-		var last uint32
-		if i > 0 {
-			last = s.pending[i-1].id
-			n := copy(s.pending, s.pending[i:])
-			s.pending = s.pending[:n]
-		}
-		s.mu.Unlock()
-		if i > 0 {
-			s.verdict(last)
-		}
-		if ctx.Err() != nil {
-			s.mu.Lock()
-			empty := len(s.pending) == 0
-			s.mu.Unlock()
-			if empty {
-				return
-			}
-		}
+// releaseDue accepts, with one batch verdict, every held packet due by
+// now (all of them when all is set).
+func (s *shaper) releaseDue(now time.Time, all bool) {
+	s.mu.Lock()
+	i := 0
+	for i < len(s.pending) && (all || !s.pending[i].due.After(now)) {
+		i++
+	}
+	var last uint32
+	if i > 0 {
+		last = s.pending[i-1].id
+		n := copy(s.pending, s.pending[i:])
+		s.pending = s.pending[:n]
+	}
+	s.mu.Unlock()
+	if i > 0 {
+		s.verdict(last)
 	}
 }
 

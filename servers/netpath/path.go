@@ -59,7 +59,7 @@ type Path struct {
 
 // Method describes how a Path named ns delays packets, for results.
 func Method(ns string) string {
-	return "veth into network namespace " + ns + "; the RTT is added to each store's replies (server to service) by holding them in a netfilter queue (the kernel keeps the packets; no netem in this kernel)"
+	return "veth into network namespace " + ns + "; the RTT is added to each store's replies (server to service) by holding them in a netfilter queue released by a real-time thread (the kernel keeps the packets; no netem in this kernel)"
 }
 
 // Available says whether this machine can build a Path: root, ip and
@@ -202,9 +202,11 @@ func (p *Path) Set(ctx context.Context, pr Profile) error {
 }
 
 // Stats are the shaper's counts for one store: packets held, the deepest
-// queue, and netlink messages lost (their packets left early).
+// queue, netlink messages lost (their packets left early), and whether
+// its thread runs at real-time priority.
 type Stats struct {
 	Held, MaxDepth, Lost int64
+	RealTime             bool
 }
 
 // Stats returns each shaped store's counts.
@@ -213,7 +215,7 @@ func (p *Path) Stats() map[string]Stats {
 	defer p.mu.Unlock()
 	out := map[string]Stats{}
 	for store, s := range p.shapers {
-		out[store] = Stats{Held: s.held.Load(), MaxDepth: s.maxDepth.Load(), Lost: s.lost.Load()}
+		out[store] = Stats{Held: s.held.Load(), MaxDepth: s.maxDepth.Load(), Lost: s.lost.Load(), RealTime: s.realtime.Load()}
 	}
 	return out
 }
