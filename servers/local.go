@@ -418,6 +418,15 @@ func (l *Local) SetNetwork(ctx context.Context, pr netpath.Profile) error {
 	return p.Set(ctx, pr)
 }
 
+// NetworkStats are the network path's shaper counts per store (nil
+// without a profile).
+func (l *Local) NetworkStats() map[string]netpath.Stats {
+	if p := l.netPath(); p != nil {
+		return p.Stats()
+	}
+	return nil
+}
+
 // spawn starts a child in its own process group that is killed if we die;
 // with a network profile, inside the run's namespace (ip netns exec execs
 // the server: the child's pid is the server's).

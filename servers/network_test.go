@@ -117,6 +117,22 @@ func TestNetworkProfile(t *testing.T) {
 	}
 	probe(pc, 3*time.Millisecond, time.Millisecond, "rtt 1ms + latency:mysql=2ms")
 	pc.Close()
+	// The shaper held packets of both stores (each had an RTT above 0 in
+	// some step), and says how late it released them.
+	sp, ok := env.Network.(interface {
+		NetworkStats() map[string]netpath.Stats
+	})
+	if !ok {
+		t.Fatal("the local provider gives no network stats")
+	}
+	for _, store := range []string{netpath.StoreMySQL, netpath.StoreRedis} {
+		st := sp.NetworkStats()[store]
+		t.Logf("%s shaper: %d packets held, deepest queue %d, %d lost, real-time %v, late by %s on average (at most %s)",
+			store, st.Held, st.MaxDepth, st.Lost, st.RealTime, st.MeanLate, st.MaxLate)
+		if st.Held == 0 {
+			t.Errorf("%s: the shaper held no packet", store)
+		}
+	}
 	ns := env.Endpoints.Netns
 	stop()
 	stopped = true

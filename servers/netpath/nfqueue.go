@@ -64,6 +64,9 @@ type shaper struct {
 	lost     atomic.Int64 // netlink reads that overflowed (ENOBUFS)
 	maxDepth atomic.Int64
 	realtime atomic.Bool // the thread got its real-time priority
+	// lateNS and lateMax sum and bound how long after its due time each
+	// packet was released: the shaper's own error.
+	lateNS, lateMax atomic.Int64
 }
 
 type held struct {
@@ -246,6 +249,14 @@ func (s *shaper) releaseDue(now time.Time, all bool) {
 		i++
 	}
 	var last uint32
+	for _, h := range s.pending[:i] {
+		if late := int64(now.Sub(h.due)); late > 0 {
+			s.lateNS.Add(late)
+			if late > s.lateMax.Load() {
+				s.lateMax.Store(late)
+			}
+		}
+	}
 	if i > 0 {
 		last = s.pending[i-1].id
 		n := copy(s.pending, s.pending[i:])

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -207,6 +208,9 @@ func (p *Path) Set(ctx context.Context, pr Profile) error {
 type Stats struct {
 	Held, MaxDepth, Lost int64
 	RealTime             bool
+	// MeanLate and MaxLate are how long after its due time a packet left,
+	// on average and at most: the shaper's own error.
+	MeanLate, MaxLate time.Duration
 }
 
 // Stats returns each shaped store's counts.
@@ -215,7 +219,12 @@ func (p *Path) Stats() map[string]Stats {
 	defer p.mu.Unlock()
 	out := map[string]Stats{}
 	for store, s := range p.shapers {
-		out[store] = Stats{Held: s.held.Load(), MaxDepth: s.maxDepth.Load(), Lost: s.lost.Load(), RealTime: s.realtime.Load()}
+		st := Stats{Held: s.held.Load(), MaxDepth: s.maxDepth.Load(), Lost: s.lost.Load(), RealTime: s.realtime.Load(),
+			MaxLate: time.Duration(s.lateMax.Load())}
+		if st.Held > 0 {
+			st.MeanLate = time.Duration(s.lateNS.Load() / st.Held)
+		}
+		out[store] = st
 	}
 	return out
 }
