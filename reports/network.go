@@ -244,7 +244,7 @@ func rttSweepMarkdown(r *results.Results) string {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nThe measured RTT is the median of the probe's round trips (SELECT 1, PING) on an idle connection before each run: the loopback base plus the configured delay plus the shaper's wake-up time on this machine.\n")
+	b.WriteString("\nThe measured RTT is the median of the probe's round trips (SELECT 1, PING) on an idle connection before each run: the loopback base, plus the configured delay, plus the time the shaper and both ends (harness and server, asleep while they wait) take to wake on this machine.\n")
 	return b.String()
 }
 
