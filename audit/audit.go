@@ -104,6 +104,12 @@ type Audit struct {
 	// StaleReservations are live Redis reservations whose deadline passed
 	// before the audit's StaleBefore.
 	StaleReservations int `json:"stale_reservations"`
+	// UnsoldUnits (undersell, the mirror of oversell) are the units a
+	// one-SKU sale left unsold while buyers were turned away (refused,
+	// shed or timed out). The harness counts it from what its clients
+	// were told (results.Flash) and sets it after the audit; the auditor
+	// cannot tell a buyer turned away from one who never came.
+	UnsoldUnits int64 `json:"unsold_units"`
 	// Anomalies is the sum of the UNSAFE classes' counts (Classes, units
 	// and counts alike): zero means the auditor found nothing wrong.
 	Anomalies  int64      `json:"anomalies"`

@@ -78,6 +78,8 @@ var Classes = withFields([]Class{
 		Counted: "Redis reservations MySQL does not hold as reserved, and MySQL reservations Redis does not hold"},
 	{Key: "stale_reservations", Title: "stale reservations", Unit: "count",
 		Counted: "live reservations whose deadline passed before settle began"},
+	{Key: "unsold_units", Title: "unsold units", Unit: "units", Severity: Warn, Headline: true,
+		Counted: "units of a flash sale left unsold while buyers were turned away (refused, shed or timed out): stock − units the clients were told they bought, counted by the harness; a sale that did not sell out ranks after those that did"},
 })
 
 // withFields finds each class's Audit field by its JSON key. A key with no

@@ -126,6 +126,11 @@ func buildPlots(r *results.Results) ([]namedPlot, error) {
 		}
 		return out, nil
 	}
+	fl, err := flashCharts(r)
+	if err != nil {
+		return nil, fmt.Errorf("flash charts: %w", err)
+	}
+	out = append(out, fl...)
 	article := IsArticlePreset(r)
 	if article {
 		// What the preset is for comes first: the article beside this run.

@@ -209,14 +209,18 @@ func Table(w io.Writer, r *results.Results) {
 	if n := NetworkLine(r); n != "" {
 		fmt.Fprintln(w, n)
 	}
+	flashTable(w, r)
 	generatorsNote(w, r)
 	weights := analysis.WeightsOf(r)
 	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
 		var clean, unsafe []string
 		for _, rec := range recs {
-			if rec.Unsafe {
+			switch {
+			case rec.Unsafe:
 				unsafe = append(unsafe, rec.Strategy)
-			} else {
+			case rec.Unsold > 0:
+				clean = append(clean, rec.Strategy+" (did not sell out)")
+			default:
 				clean = append(clean, rec.Strategy)
 			}
 		}
@@ -277,18 +281,21 @@ func Summary(r *results.Results) string {
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase and flows counts them (flows = TPS × measured seconds; the warm-up is excluded); flow P99 is of the whole flow, pay delay excluded. The anomaly columns are the auditor's, counted from the stores after settling over the whole run: oversell % is oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max).\n")
+	b.WriteString(flashMarkdown(r))
 	b.WriteString(repeatsMarkdown(r))
 	b.WriteString(sweepMarkdown(r))
 	b.WriteString(articleMarkdown(r))
 
 	weights := analysis.WeightsOf(r)
 	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
-		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights, audit.UnsafeTitles())
+		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; within each group a strategy whose flash sale did not sell out while it turned buyers away (unsold units) ranks after those that sold out; the weights order strategies only within each group.\n\n", weights, audit.UnsafeTitles())
 		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
 			safety := "ok"
 			if rec.Unsafe {
 				safety = "UNSAFE"
+			} else if rec.Unsold > 0 {
+				safety = "did not sell out"
 			}
 			fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rec.Rank, rec.Strategy, safety, rec.Score,
 				rec.Consistency, rec.Throughput, rec.Latency, rec.Complexity)

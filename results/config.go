@@ -33,6 +33,16 @@ type Config struct {
 	Pool              int      `json:"pool"`
 	BatchMax          int      `json:"batch_max"`
 	BatchWait         string   `json:"batch_wait"`
+	// Inflight and Queue are the service model (--inflight, --queue):
+	// calls in each strategy instance at once (0: none) and new requests
+	// that may wait.
+	Inflight int `json:"inflight"`
+	Queue    int `json:"queue"`
+	// ClientRetry is how many times a buyer retries a call shed, timed
+	// out or of unknown outcome, with the same order id, after a backoff
+	// drawn from RetryBackoff and doubled each time (--client-retry).
+	ClientRetry  int    `json:"client_retry"`
+	RetryBackoff string `json:"retry_backoff"`
 	// Faults is the fault plan (--fault), one spec each.
 	Faults []string `json:"faults,omitempty"`
 	// Weights are the recommendation weights as given.
@@ -124,6 +134,15 @@ type Harness struct {
 	// Galera certification failures and brute-force aborts (clusters).
 	GaleraCertFailures *int64 `json:"galera_cert_failures,omitempty"`
 	GaleraBFAborts     *int64 `json:"galera_bf_aborts,omitempty"`
+	// PeakRSSMB is this process's peak resident memory over the run
+	// (VmHWM, reset at the run's start when PeakRSSReset; otherwise the
+	// process's peak since it started). Buyers counts journeys begun;
+	// HarnessCPUMSPer1kBuyers is the process's CPU time (user + system,
+	// from getrusage) over the load phase per thousand of them.
+	PeakRSSMB               *float64 `json:"peak_rss_mb,omitempty"`
+	PeakRSSReset            bool     `json:"peak_rss_reset,omitempty"`
+	Buyers                  int64    `json:"buyers,omitempty"`
+	HarnessCPUMSPer1kBuyers *float64 `json:"harness_cpu_ms_per_1k_buyers,omitempty"`
 }
 
 // harnessKeys are the JSON keys of Harness: what files before format v3

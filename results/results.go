@@ -186,6 +186,10 @@ type Run struct {
 	// the merge grades the stores against. Only in a shard's own file.
 	Restocked map[string]int64 `json:"restocked,omitempty"`
 	ShardAcks []inventory.Ack  `json:"shard_acks,omitempty"`
+	// Flash is the sale's own figures (fixed scenarios); Service the
+	// service model's settings and sheds.
+	Flash   *Flash   `json:"flash,omitempty"`
+	Service *Service `json:"service,omitempty"`
 }
 
 // ShardInfo names one generator of a run and what it measured.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -19,12 +20,14 @@ const (
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, 3) }
 
-// recorder holds one worker's measurements; it is not shared, so it needs no
-// lock. Recorders are merged when the run ends. Only operations that start
+// recorder holds the measurements of the workers or buyers striped onto it
+// (see stripes); its methods lock it, so a bounded set of recorders serves
+// any number of buyers. Recorders are merged when the run ends. Only operations that start
 // inside the measured window [from, to) are timed and counted (warm-up and
 // the drain after the end are not); acks are kept for every operation,
 // because the audit covers the whole run.
 type recorder struct {
+	mu       sync.Mutex
 	from, to time.Time // zero to: no upper bound
 	hist     map[string]*hdrhistogram.Histogram
 	counts   map[string]map[string]int64
@@ -39,6 +42,8 @@ type recorder struct {
 	// failure): an operation a fault caught in flight fails inside the
 	// fault's window even if it started before.
 	failedAt []map[string]int64
+	// sale, when set (fixed scenarios), keeps the sale's own figures.
+	sale *sale
 }
 
 // bucket is one second of the time series.
@@ -76,8 +81,13 @@ func (r *recorder) bucketAt(t time.Time) *bucket {
 // ran: in open loop an arrival that queued through the warm-up and
 // completed in the measured phase carries its whole wait in its latency.
 func (r *recorder) flow(confirmAt time.Time, lat time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if !r.in(confirmAt) {
 		return
+	}
+	if r.sale != nil {
+		r.sale.flow(r.from, confirmAt)
 	}
 	r.flows++
 	r.latency("flow", lat)
@@ -101,11 +111,16 @@ func (r *recorder) latency(name string, d time.Duration) {
 // not an answer of a healthy store (inventory.Outcome.Failed). The texts of
 // a few distinct unclassified errors are kept for diagnosis.
 func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Duration, err error) (failed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if !r.in(start) {
 		return false
 	}
 	cls := inventory.Classify(err)
 	r.latency(name, lat)
+	if r.sale != nil {
+		r.sale.op(r, name, cls, start.Add(lat), lat)
+	}
 	m := r.counts[name]
 	if m == nil {
 		m = map[string]int64{}
@@ -141,14 +156,30 @@ func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Durat
 
 // ack keeps an acknowledgement for the audit (whenever it happened: the
 // audit covers the whole run).
-func (r *recorder) ack(a inventory.Ack) { r.acks = append(r.acks, a) }
+func (r *recorder) ack(a inventory.Ack) {
+	r.mu.Lock()
+	r.acks = append(r.acks, a)
+	r.mu.Unlock()
+}
 
 // journey counts a journey of kind started in the measured part of the run.
-func (r *recorder) journey(kind string) { r.journeys[kind]++ }
+func (r *recorder) journey(kind string) {
+	r.mu.Lock()
+	r.journeys[kind]++
+	r.mu.Unlock()
+}
 
 const maxErrorTexts = 10
 
 func (r *recorder) merge(o *recorder) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.sale != nil {
+		if r.sale == nil {
+			r.sale = &sale{stock: o.sale.stock}
+		}
+		r.sale.merge(o.sale)
+	}
 	for name, h := range o.hist {
 		if r.hist[name] == nil {
 			r.hist[name] = newHist()
@@ -219,3 +250,21 @@ func (r *recorder) seriesPoints() []results.SeriesPoint {
 }
 
 func percentiles(h *hdrhistogram.Histogram) results.Percentiles { return results.PercentilesOf(h) }
+
+// stripes is a bounded set of recorders: buyer or worker i records into
+// stripe i mod len. Memory is that of the stripes, whatever the buyers.
+type stripes []*recorder
+
+// stripeCount is how many recorders a run keeps: a few per core, enough
+// that buyers rarely wait for a stripe's lock, never one per buyer.
+func stripeCount(workers, procs int) int { return max(1, min(workers, 4*procs)) }
+
+func newStripes(n int, from, to time.Time) stripes {
+	s := make(stripes, n)
+	for i := range s {
+		s[i] = newRecorder(from, to)
+	}
+	return s
+}
+
+func (s stripes) at(i int) *recorder { return s[i%len(s)] }

@@ -4,6 +4,7 @@
 package runner
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/calibrate"
 	"github.com/stockbench/stockbench/faults"
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
@@ -41,8 +43,20 @@ type Options struct {
 	// Pool bounds each of the run's connection pools (MySQL and Redis);
 	// buyers beyond it wait for a connection. 0 means servers.DefaultPool.
 	Pool int
-	// OpTimeout bounds each operation.
+	// OpTimeout bounds each operation (its wait in the service's queue
+	// included).
 	OpTimeout time.Duration
+	// Inflight and Queue are the service model in front of each strategy
+	// instance: at most Inflight calls in the strategy at once, at most
+	// Queue new requests (reserves) waiting, the rest shed as busy.
+	// Inflight 0 means the pool size, negative no service model; Queue 0
+	// means DefaultQueue, negative no queue.
+	Inflight, Queue int
+	// ClientRetry is how many times a buyer retries a call that was shed,
+	// timed out or had an unknown outcome, with the same order id, after a
+	// backoff drawn from RetryBackoff and doubled at each retry. 0: never.
+	ClientRetry  int
+	RetryBackoff scenarios.Range
 	// SettleTimeout bounds settling and auditing after the measured phase.
 	SettleTimeout time.Duration
 	// Strategy carries the strategy knobs; DB and Redis are filled in.
@@ -118,7 +132,8 @@ func (o Options) Resolved() results.Config {
 		OutboxPeriod: c.OutboxPeriod.String(), ReconcilePeriod: c.ReconcilePeriod.String(),
 		SweepPeriod: c.SweepPeriod.String(), CalibrateDuration: o.CalibrateDuration.String(),
 		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(),
-		Faults: o.Faults.Strings(), Weights: o.Weights, RTT: o.Network.String(),
+		Faults: o.Faults.Strings(), Weights: o.Weights, RTT: o.Network.String(), Inflight: o.inflight(), Queue: o.queue(),
+		ClientRetry: o.ClientRetry, RetryBackoff: o.RetryBackoff.String(),
 	}
 	for _, name := range o.Scenarios {
 		if sc, err := scenarios.Lookup(name); err == nil {
@@ -134,6 +149,31 @@ func deref(p *float64) float64 {
 		return 0
 	}
 	return *p
+}
+
+// DefaultQueue is the service model's queue of new requests unless set.
+const DefaultQueue = 256
+
+// queue is the service model's queue bound.
+func (o Options) queue() int {
+	switch {
+	case o.Queue < 0:
+		return 0
+	case o.Queue == 0:
+		return DefaultQueue
+	}
+	return o.Queue
+}
+
+// inflight is the service model's limit (0: none).
+func (o Options) inflight() int {
+	switch {
+	case o.Inflight < 0:
+		return 0
+	case o.Inflight == 0:
+		return o.pool()
+	}
+	return o.Inflight
 }
 
 // pool is the size of each connection pool.
@@ -440,7 +480,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			return total, err
 		}
 	}
-	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o)}
+	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o), gate: newGate(o.inflight(), o.queue())}
 	var injected struct {
 		events []faults.Event
 		err    error
@@ -468,22 +508,25 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		}
 	}
 	if o.Progress != nil {
-		d.live = newLive()
+		d.live = newLive(&d.begun)
 		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
 		defer stopProgress()
 	}
-	var recs []*recorder
+	var recs stripes
 	var window time.Duration
 	poolFrom, galeraFrom := markPools(sconns), markGalera(ctx, conns)
+	peakReset := resetPeakRSS()
+	cpuFrom := selfCPU()
 	switch {
 	case !sc.Timed():
-		recs, window = d.fixed(ctx, sc.Journeys(o.Params), cpu)
-	case o.Rate > 0:
+		recs, window = d.fixed(ctx, sc, cpu)
+	case o.Rate > 0 || sc.Arrivals(o.Params).Rated():
 		recs, window = d.openLoop(ctx, cpu)
 	default:
 		recs, window = d.closedLoop(ctx, cpu)
 	}
 	cpuPct := cpu.end()
+	harnessCPU := selfCPU() - cpuFrom
 	poolTo, galeraTo := markPools(sconns), markGalera(context.Background(), conns)
 	if injected.done != nil {
 		// Load is over: whatever fault is still on is undone now (a restart
@@ -598,9 +641,23 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		h.HarnessCPUMSPer1kFlows = &v
 	}
 	d.harness(h)
+	harnessFigures(h, peakReset, harnessCPU, d.begun.Load())
 	h.AppCrashes = svc.crashes.Load()
 	poolFigures(h, poolFrom, poolTo, ops)
 	h.GaleraCertFailures, h.GaleraBFAborts = galeraFigures(galeraFrom, galeraTo)
+	if total.sale != nil {
+		run.Flash = total.sale.figures(d.from, d.late.Load())
+		if !o.sharded() {
+			run.Audit.UnsoldUnits = run.Flash.UnsoldUnits
+		}
+	}
+	if d.gate != nil || o.ClientRetry > 0 {
+		run.Service = &results.Service{ClientRetries: d.retries.Load()}
+		if d.gate != nil {
+			run.Service.Inflight, run.Service.Queue = d.gate.limit, d.gate.queue
+			run.Service.Shed, run.Service.PeakQueue = d.gate.stats()
+		}
+	}
 	run.CoreLines = e.CoreLines()
 	if len(run.Faults) > 0 {
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)
@@ -608,36 +665,121 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	return run, nil
 }
 
-// fixed plays the flash and race scenarios: one goroutine per journey, all
-// released by a start barrier; the window runs until the last buyer ends.
-func (d *driver) fixed(ctx context.Context, journeys []scenarios.Journey, cpu *cpuSampler) ([]*recorder, time.Duration) {
-	var mine []scenarios.Journey
-	for i, j := range journeys {
-		if d.o.mine(i) {
-			mine = append(mine, j)
-		}
-	}
-	journeys = mine
-	recs := make([]*recorder, len(journeys))
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, j := range journeys {
-		recs[i] = newRecorder(time.Time{}, time.Time{})
-		recs[i].journey(j.Kind)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			d.journey(ctx, j, recs[i], time.Time{})
-		}()
-	}
+// fixed plays the flash and race scenarios: buyers arrive on the arrival
+// profile's schedule, generated lazily; a dispatcher starts each at its
+// time, taking its first call's place in the service model first, so a
+// buyer shed as busy costs no goroutine: the dispatcher keeps it (its
+// journey and when to come back) in a heap until its retry is due, or it
+// leaves. The window runs until the last buyer ends. Memory is bounded by
+// the stripes, the buyers in the service, paying or waiting to retry, and
+// the timeline — not by the buyers.
+func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampler) (stripes, time.Duration) {
+	gen := sc.Fixed(d.o.Params)
+	sched := scenarios.NewSchedule(sc.Arrivals(d.o.Params), d.o.Buyers, d.o.Seed)
+	recs := newStripes(stripeCount(d.o.Buyers, runtime.GOMAXPROCS(0)), time.Time{}, time.Time{})
 	t0 := time.Now()
 	for _, r := range recs {
 		r.from = t0
+		r.sale = newSale(d.o.Stock)
 	}
 	d.started(t0)
 	cpu.begin()
-	close(start)
+	var wg sync.WaitGroup
+	var later retryHeap
+	i := 0
+	next, more := sched.Next()
+	for ctx.Err() == nil {
+		var a arrival
+		switch {
+		// New arrivals wait while the room for buyers waiting to retry is
+		// full (they start late, and are counted so).
+		case more && (later.Len() == 0 || !t0.Add(next).After(later[0].due)) && later.Len() < maxWaitingRetries:
+			a = arrival{j: gen.Next(), i: i, due: t0.Add(next)}
+			i++
+			next, more = sched.Next()
+			if !d.o.mine(a.i) {
+				continue
+			}
+		case later.Len() > 0:
+			a = heap.Pop(&later).(arrival)
+		default:
+			more = false
+		}
+		if a.due.IsZero() {
+			break
+		}
+		if wait := time.Until(a.due); wait > 0 && !clock.Sleep(ctx, wait) {
+			break
+		}
+		rec := recs.at(a.i)
+		b := buyer{early: int64(a.i) < d.o.Stock, tries: a.tries, first: a.first}
+		if a.tries == 0 {
+			d.begun.Add(1)
+			if time.Since(a.due) > lateThreshold {
+				d.late.Add(1)
+			}
+			rec.journey(a.j.Kind)
+		}
+		if first := a.j.Phases[0]; first.Think == 0 && len(first.Ops) == 1 {
+			t, err := d.gate.try(first.Ops[0] != scenarios.Reserve)
+			if err != nil {
+				// Shed before it started: the buyer comes back after a
+				// backoff, or leaves having heard "busy".
+				r := opResult{op: first.Ops[0], err: err, start: a.due, lat: time.Since(a.due)}
+				d.record(ctx, a.j, rec, r)
+				if a.first.IsZero() {
+					a.first = a.due
+				}
+				if a.tries++; a.tries <= d.o.ClientRetry {
+					d.retries.Add(1)
+					a.due = time.Now().Add(d.backoff(a.tries))
+					heap.Push(&later, a)
+					continue
+				}
+				var seen outcomes
+				seen.add(r)
+				rec.mu.Lock()
+				rec.sale.end(seen.end(false, false, a.j.Kind), b.early && a.j.Kind == "buy")
+				rec.mu.Unlock()
+				continue
+			}
+			b.t = t
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.journey(ctx, a.j, rec, a.due, b)
+		}()
+	}
 	wg.Wait()
 	return recs, time.Since(t0)
+}
+
+// arrival is a buyer the dispatcher starts at due: its journey, its index
+// in arrival order, and for a retry the attempts already made and when the
+// first was due.
+type arrival struct {
+	j          scenarios.Journey
+	i, tries   int
+	due, first time.Time
+}
+
+// maxWaitingRetries bounds the buyers the dispatcher keeps waiting to
+// retry (about 250 bytes each, journey included): while it is full, new
+// arrivals wait for retries to come due. It fills only when the harness
+// falls far behind its schedule, which the late starts show.
+const maxWaitingRetries = 1 << 17
+
+// retryHeap orders buyers waiting to retry by when they are due.
+type retryHeap []arrival
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *retryHeap) Push(x any)        { *h = append(*h, x.(arrival)) }
+func (h *retryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -32,6 +32,8 @@ type runFlags struct {
 	servers                                       servers.Options
 	strategies, scenario, payDelay, casRetry, out string
 	arrival                                       string
+	inflight, queue, clientRetry                  int
+	retryBackoff                                  string
 	skew, mix, file, weights, preset              string
 	rtt                                           string
 	stock                                         int64
@@ -72,7 +74,11 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
 	fs.IntVar(&f.buyers, "buyers", 120, "buyers (flash, race: released together; sustained: closed-loop workers, or the concurrency bound with --rate)")
 	fs.StringVar(&f.payDelay, "pay-delay", "200ms-500ms", "think time between reserve and confirm: a value or min-max (sustained default: 0)")
-	fs.StringVar(&f.arrival, "arrival", "0-50ms", "flash: buyers arrive spread over this range after the start (0: all at once), so the interleaving varies from run to run as real traffic does")
+	fs.StringVar(&f.arrival, "arrival", "0-50ms", "when buyers arrive: a range (each a uniform draw from it; 0: all at once), poisson:RATE, stages:DUR@RATE,… (k6 ramping arrival rate), spike:RATE@T0[+SPREAD] (background then all at T0), csv:FILE (second,rate replay); a rate curve drives sustained open loop")
+	fs.IntVar(&f.inflight, "inflight", 0, "service model: calls in each strategy instance at once (0: --pool; -1: no service model)")
+	fs.IntVar(&f.clientRetry, "client-retry", 3, "client retries of a call shed as busy, timed out or of unknown outcome, with the same order id (0: none)")
+	fs.StringVar(&f.retryBackoff, "retry-backoff", "100ms-300ms", "wait before a client retry: a draw from this range, doubled at each retry")
+	fs.IntVar(&f.queue, "queue", runner.DefaultQueue, "service model: new requests (reserves) that may wait for a slot; beyond it they are shed at once as busy")
 	fs.Float64Var(&f.abandon, "abandon", 0, "flash: fraction of buyers who never pay; their reservation expires after --ttl")
 	fs.DurationVar(&f.ttl, "ttl", 30*time.Second, "reservation time to live")
 	fs.DurationVar(&f.shortTTL, "short-ttl", 300*time.Millisecond, "race: reservation lifetime of the pay-after-expiry buyers")
@@ -171,9 +177,13 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("--pay-delay: %w", err)
 	}
-	arrival, err := scenarios.ParseRange(f.arrival)
+	arrival, err := scenarios.ParseProfile(f.arrival)
 	if err != nil {
 		return o, fmt.Errorf("--arrival: %w", err)
+	}
+	backoff, err := scenarios.ParseRange(f.retryBackoff)
+	if err != nil {
+		return o, fmt.Errorf("--retry-backoff: %w", err)
 	}
 	// The sustained scenario measures throughput: no think time unless asked.
 	sustainedPay := scenarios.Range{}
@@ -215,6 +225,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--repeat must be positive")
 	case f.pool <= 0:
 		return o, errors.New("--pool must be positive")
+	case f.clientRetry < 0:
+		return o, errors.New("--client-retry must not be negative")
+	case f.inflight < -1 || f.queue < 0:
+		return o, errors.New("--inflight must be -1 (none), 0 (--pool) or positive, and --queue not negative")
 	case f.calibrate < 0:
 		return o, errors.New("--calibrate must not be negative")
 	case f.casMaxWait < 0:
@@ -257,7 +271,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan, Network: network,
+		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan, Network: network,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait},
@@ -458,4 +472,13 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
 	return f.execute(ctx, plans, &results.Sweep{Param: name, Values: values}, stdout, stderr, fail)
+}
+
+// queueOption is --queue as runner.Options reads it (0 there means the
+// default; here it means no queue).
+func queueOption(q int) int {
+	if q == 0 {
+		return -1
+	}
+	return q
 }
