@@ -44,6 +44,8 @@ test: vet fmt-check
 # conditional UPDATE, Redis Lua — into reports/latest/curve; `stockbench
 # curve` alone runs the full one. BENCH_FLAGS go to both (the backend, the
 # seed…); CURVE_FLAGS to the curve only.
+# make bench models no network (loopback; the report's Network line says
+# so); BENCH_FLAGS="--rtt same-zone" puts the stores one zone away.
 bench: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
 	./$(BIN) run --strategies all --scenario flash,sustained --duration 10s --warmup 2s \

@@ -455,18 +455,14 @@ var sweepMetrics = []metric{
 // sweepChart draws one line per strategy against the swept parameter. The
 // values sit at their numeric position when they are numbers, else evenly.
 func sweepChart(sw *results.Sweep, rows []results.Row, m metric) (*plot.Plot, error) {
-	p := newPlot(m.title+" vs "+sw.Param, sw.Param, m.ylabel)
-	xs := make(map[string]float64, len(sw.Values))
-	numeric := true
-	for _, v := range sw.Values {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			numeric = false
-			break
-		}
-		xs[v] = f
+	xs, unit, numeric := sweepX(sw)
+	xlabel := sw.Param
+	if unit != "" {
+		xlabel += " (" + unit + ")"
 	}
+	p := newPlot(m.title+" vs "+sw.Param, xlabel, m.ylabel)
 	if !numeric {
+		xs = make(map[string]float64, len(sw.Values))
 		ticks := plot.ConstantTicks{}
 		for i, v := range sw.Values {
 			xs[v] = float64(i)

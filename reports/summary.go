@@ -209,6 +209,9 @@ func Table(w io.Writer, r *results.Results) {
 		}
 		fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), strings.Join(found, ", "))
 	}
+	if n := NetworkLine(r); n != "" {
+		fmt.Fprintln(w, n)
+	}
 	flashTable(w, r)
 	generatorsNote(w, r)
 	weights := analysis.WeightsOf(r)
@@ -263,6 +266,9 @@ func Summary(r *results.Results) string {
 	}
 	fmt.Fprintf(&b, "Backend %s · MySQL %s · Redis %s · %d cores (%s) · %s\n\n",
 		r.Env.Backend, r.Env.MySQLVersion, r.Env.RedisVersion, r.Env.Cores, r.Env.CPUModel, r.Env.StartedAt)
+	if n := NetworkLine(r); n != "" {
+		b.WriteString(n + "\n\n")
+	}
 	b.WriteString("## Comparison\n\n")
 	head, rows, right := comparison(r)
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
@@ -494,6 +500,8 @@ func sweepMarkdown(r *results.Results) string {
 		}
 	}
 	b.WriteString(strings.Join(names, ", ") + " (one line per strategy against the swept value).\n")
+	b.WriteString(rttSweepMarkdown(r))
+	b.WriteString(crossingsMarkdown(r))
 	if c := OneHostCaveat(r); c != "" {
 		b.WriteString("\n**On one machine:** " + c + "\n")
 	}

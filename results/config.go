@@ -50,6 +50,10 @@ type Config struct {
 	// Preset names the preset the run started from ("article": reports
 	// show the article's figures beside the measured ones).
 	Preset string `json:"preset,omitempty"`
+	// RTT is the network profile between the service and its stores
+	// (--rtt: a profile name, one RTT with jitter, or one per store);
+	// empty is plain loopback. A sweep over rtt names it in Swept.
+	RTT string `json:"rtt,omitempty"`
 	// Generators is how many generator processes played a merged run.
 	Generators int `json:"generators,omitempty"`
 	// Swept names the settings (JSON keys) whose value differs between
@@ -119,6 +123,14 @@ type Harness struct {
 	RedisPoolWaitMS   float64 `json:"redis_pool_wait_ms,omitempty"`
 	RedisPoolTimeouts int64   `json:"redis_pool_timeouts,omitempty"`
 	PoolWaitMSPerOp   float64 `json:"pool_wait_ms_per_op,omitempty"`
+	// MySQLRTTMS and RedisRTTMS are each store's round trip measured
+	// before the run's load: the median of servers.ProbeRounds requests
+	// one at a time (SELECT 1, PING) on an idle connection of the run's
+	// pool, through the run's network path; the P99s beside them.
+	MySQLRTTMS    *float64 `json:"mysql_rtt_ms,omitempty"`
+	RedisRTTMS    *float64 `json:"redis_rtt_ms,omitempty"`
+	MySQLRTTP99MS *float64 `json:"mysql_rtt_p99_ms,omitempty"`
+	RedisRTTP99MS *float64 `json:"redis_rtt_p99_ms,omitempty"`
 	// Galera certification failures and brute-force aborts (clusters).
 	GaleraCertFailures *int64 `json:"galera_cert_failures,omitempty"`
 	GaleraBFAborts     *int64 `json:"galera_bf_aborts,omitempty"`
@@ -184,10 +196,14 @@ func MergeHarness(hs []Harness) Harness {
 		return m
 	}
 	var mysql, redis, server, harness []float64
+	var rtt [4][]float64
 	var cert, bf []int64
 	for _, h := range hs {
 		mysql, redis, server = appendSet(mysql, h.MySQLCPUPct), appendSet(redis, h.RedisCPUPct), appendSet(server, h.ServerCPUPct)
 		harness = appendSet(harness, h.HarnessCPUPct)
+		for i, p := range h.rtts() {
+			rtt[i] = appendSet(rtt[i], p)
+		}
 		m.BackgroundLoopSec += h.BackgroundLoopSec / float64(len(hs))
 		m.Restocks += h.Restocks
 		m.OpenLateStarts += h.OpenLateStarts
@@ -208,6 +224,7 @@ func MergeHarness(hs []Harness) Harness {
 		}
 	}
 	m.MySQLCPUPct, m.RedisCPUPct, m.ServerCPUPct = mean(mysql), mean(redis), mean(server)
+	m.MySQLRTTMS, m.RedisRTTMS, m.MySQLRTTP99MS, m.RedisRTTP99MS = mean(rtt[0]), mean(rtt[1]), mean(rtt[2]), mean(rtt[3])
 	if len(harness) > 0 {
 		m.HarnessCPUPct = Float(sum(harness))
 	}
@@ -219,6 +236,10 @@ func MergeHarness(hs []Harness) Harness {
 		m.GaleraCertFailures, m.GaleraBFAborts = Int(c), Int(b)
 	}
 	return m
+}
+
+func (h Harness) rtts() [4]*float64 {
+	return [4]*float64{h.MySQLRTTMS, h.RedisRTTMS, h.MySQLRTTP99MS, h.RedisRTTP99MS}
 }
 
 func appendSet(vs []float64, p *float64) []float64 {

@@ -55,6 +55,10 @@ type Env struct {
 	// DockerNetwork is how the docker backend reached its containers:
 	// "host" (loopback, no proxy) or "published" (ports through the engine).
 	DockerNetwork string `json:"docker_network,omitempty"`
+	// NetworkPath says how the run's network profile (config rtt) was
+	// built: the namespace and how packets are delayed; absent on
+	// loopback.
+	NetworkPath string `json:"network_path,omitempty"`
 	// RedisClusterNodes and MySQLClusterNodes count a cluster's nodes (absent
 	// for one server); MySQLSpread says whether the pools spread their
 	// connections over the MySQL nodes.

@@ -14,6 +14,7 @@ import (
 	"github.com/stockbench/stockbench/internal/version"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/servers/netpath"
 )
 
 // collectEnv asks the servers for their versions and durability settings.
@@ -30,6 +31,9 @@ func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) resu
 		}
 	}
 	e.ClusterOnOneHost = clusterOnOneHost(ep)
+	if ep.Netns != "" {
+		e.NetworkPath = netpath.Method(ep.Netns)
+	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) >= 3 {
 			e.LoadAverage = strings.Join(f[:3], " ")

@@ -22,6 +22,7 @@ import (
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/servers/netpath"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/registry"
 )
@@ -70,6 +71,10 @@ type Options struct {
 	// Progress, when set, receives a live status line every second
 	// (meant for a terminal: the line is redrawn with \r).
 	Progress io.Writer
+	// Network is the network profile between the service and its stores
+	// (--rtt); the provider must have started its servers behind one
+	// (servers.Networker) when it is set. The zero profile is loopback.
+	Network netpath.Profile
 	// Faults is the fault plan of every run (--fault); fault times are
 	// offsets from the start of the measured phase.
 	Faults faults.Plan
@@ -130,7 +135,7 @@ func (o Options) Resolved() results.Config {
 		OutboxPeriod: c.OutboxPeriod.String(), ReconcilePeriod: c.ReconcilePeriod.String(),
 		SweepPeriod: c.SweepPeriod.String(), CalibrateDuration: o.CalibrateDuration.String(),
 		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(),
-		Faults: o.Faults.Strings(), Weights: o.Weights, Inflight: o.inflight(), Queue: o.queue(),
+		Faults: o.Faults.Strings(), Weights: o.Weights, RTT: o.Network.String(), Inflight: o.inflight(), Queue: o.queue(),
 		ClientRetry: o.ClientRetry, RetryBackoff: o.RetryBackoff.String(),
 	}
 	for _, name := range o.Scenarios {
@@ -266,7 +271,18 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 	}
 	cpu := newCPUSampler(cep, faulter)
 	enough := map[string]bool{}
+	var network netpath.Profile
+	if ep.Netns != "" {
+		network = first.Network
+	}
 	for _, pl := range plans {
+		// A shard's servers sit behind its parent's path: nothing to set.
+		if ep.Netns != "" && pl.Network != network {
+			if err := setNetwork(ctx, p, pl.Network); err != nil {
+				return res, err
+			}
+			network = pl.Network
+		}
 		for _, sc := range pl.Scenarios {
 			o := pl.Options
 			for _, e := range o.Strategies {
@@ -285,6 +301,10 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 					}
 					conns = nc
 					st := Stores{Endpoints: ep, Conns: conns, Faulter: faulter}
+					rtt, rerr := probeRTT(ctx, conns)
+					if rerr != nil && ctx.Err() == nil {
+						return res, fmt.Errorf("%s: %w", what, rerr)
+					}
 					var run results.Run
 					if o.Procs > 1 {
 						run, err = runShards(ctx, st, e, sc, o, rep)
@@ -302,13 +322,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 						run.Repeat = rep
 					}
 					run.Param, run.Value = pl.Param, pl.Value
+					rtt(&run.Harness)
 					run.CeilingPct = ceilingPct(run, e, res.Calibration)
 					res.Runs = append(res.Runs, run)
 					if o.Enough != nil && o.Enough(run) {
 						enough[e.Name] = true
 					}
-					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold", e.Name, run.TPS,
-						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits)
+					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold%s", e.Name, run.TPS,
+						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits, rttNote(run.Harness))
 					if run.Incomplete != "" {
 						o.logf("  %s: the %s phase did not finish: %s", e.Name, run.Incomplete, run.Errors[len(run.Errors)-1])
 					}
@@ -321,6 +342,37 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		res.Aggregates = results.Aggregates(res)
 	}
 	return res, nil
+}
+
+// rttNote is the measured RTT for the run's log line.
+func rttNote(h results.Harness) string {
+	if h.MySQLRTTMS == nil || h.RedisRTTMS == nil {
+		return ""
+	}
+	return fmt.Sprintf(", RTT mysql %.3f ms redis %.3f ms", *h.MySQLRTTMS, *h.RedisRTTMS)
+}
+
+// setNetwork gives the provider's servers the plan's network profile
+// (a sweep over rtt: the same servers, new delays).
+func setNetwork(ctx context.Context, p servers.Provider, pr netpath.Profile) error {
+	nw, ok := p.(servers.Networker)
+	if !ok {
+		return errors.New("network profile: these servers were not started behind one")
+	}
+	return nw.SetNetwork(ctx, pr)
+}
+
+// probeRTT measures each store's round trip through the run's pool before
+// the load, and returns what records it in a run's harness figures.
+func probeRTT(ctx context.Context, c servers.Conns) (func(*results.Harness), error) {
+	m, r, err := servers.ProbeRTT(ctx, c, servers.ProbeRounds)
+	if err != nil {
+		return func(*results.Harness) {}, err
+	}
+	return func(h *results.Harness) {
+		h.MySQLRTTMS, h.RedisRTTMS = results.Float(m.MedianMS), results.Float(r.MedianMS)
+		h.MySQLRTTP99MS, h.RedisRTTP99MS = results.Float(m.P99MS), results.Float(r.P99MS)
+	}, nil
 }
 
 // reopen gives pools of the plan's size: a sweep over --pool opens new ones.

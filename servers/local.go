@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/stockbench/stockbench/servers/netpath"
 )
 
 // Local starts mariadbd (or mysqld) and redis-server found on the machine as
@@ -45,8 +47,13 @@ type Local struct {
 	// RedisPersistence is the Redis AOF setting: PersistenceNone (or
 	// empty: no AOF), PersistenceEverysec or PersistenceAlways.
 	RedisPersistence string
+	// Network, when set, starts the servers in a network namespace of
+	// their own behind the profile's RTT (netpath.Path); SetNetwork
+	// changes it between runs. Single servers only.
+	Network netpath.Profile
 
 	mu    sync.Mutex
+	path  *netpath.Path
 	procs []*exec.Cmd
 	dirs  []string
 	// roles are the single servers (not cluster nodes) by target, for
@@ -89,6 +96,18 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 	// Data dirs of killed runs go first; a failure to sweep does not stop
 	// this run.
 	_, _ = SweepLocal()
+	if l.Network.Set {
+		if l.MySQLCluster > 0 || l.RedisCluster > 0 {
+			return ep, errors.New("local: a network profile applies to single servers, not clusters")
+		}
+		p, err := netpath.Create(ctx)
+		if err != nil {
+			return ep, err
+		}
+		l.mu.Lock()
+		l.path = p
+		l.mu.Unlock()
+	}
 	var mysqlPort int
 	if l.MySQLCluster > 0 {
 		dsns, pids, err := l.startGalera(ctx, l.MySQLCluster)
@@ -131,7 +150,19 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 	} else if redisPort, ep.RedisPID, err = l.startSingleRedis(ctx); err != nil {
 		return ep, err
 	}
-	root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", mysqlPort)
+	if p := l.netPath(); p != nil {
+		if err := p.Shape(netpath.StoreMySQL, mysqlPort); err != nil {
+			return ep, err
+		}
+		if err := p.Shape(netpath.StoreRedis, redisPort); err != nil {
+			return ep, err
+		}
+		if err := p.Set(ctx, l.Network); err != nil {
+			return ep, err
+		}
+		ep.Netns = p.Name()
+	}
+	root := fmt.Sprintf("root@tcp(%s)/", net.JoinHostPort(l.host(), strconv.Itoa(mysqlPort)))
 	if err := createDatabase(ctx, WithDriverParams(root), "stockbench"); err != nil {
 		return ep, err
 	}
@@ -142,7 +173,7 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 			return ep, err
 		}
 	}
-	ep.RedisAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(redisPort))
+	ep.RedisAddr = net.JoinHostPort(l.host(), strconv.Itoa(redisPort))
 	ep.RedisPassword = l.RedisPassword
 	return ep, nil
 }
@@ -219,7 +250,7 @@ func (l *Local) runMySQL(ctx context.Context, dir string, mariadb bool, port int
 	}
 	logFile := filepath.Join(dir, "error.log")
 	args := []string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"), "--tmpdir=" + filepath.Join(dir, "tmp"),
-		"--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mysql.sock"), "--bind-address=127.0.0.1", user,
+		"--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mysql.sock"), "--bind-address=" + l.host(), user,
 		"--skip-name-resolve", "--log-error=" + logFile, "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
 		"--max-connections=2000", "--innodb-buffer-pool-size=256M",
 		// As in the docker image (Debian's defaults) and MySQL 8.0: the same
@@ -228,11 +259,22 @@ func (l *Local) runMySQL(ctx context.Context, dir string, mariadb bool, port int
 	if !mariadb {
 		args = append(args, "--skip-log-bin", "--mysqlx=OFF")
 	}
+	if l.netPath() != nil {
+		// The harness connects from the host's end of the veth, not from
+		// localhost: root may connect from there (from nowhere else: the
+		// namespace is reachable from this host only).
+		init := filepath.Join(dir, "network-init.sql")
+		grant := "CREATE USER IF NOT EXISTS 'root'@'%';\nGRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION;\n"
+		if err := os.WriteFile(init, []byte(grant), 0o600); err != nil {
+			return 0, fmt.Errorf("local mysql: %w", err)
+		}
+		args = append(args, "--init-file="+init)
+	}
 	cmd, err := l.spawn(l.MySQLBin, append(args, extra...)...)
 	if err != nil {
 		return 0, fmt.Errorf("local mysql: %w", err)
 	}
-	dsn := WithDriverParams(fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port))
+	dsn := WithDriverParams(fmt.Sprintf("root@tcp(%s)/", net.JoinHostPort(l.host(), strconv.Itoa(port))))
 	err = l.waitReady(ctx, cmd, func(ctx context.Context) error {
 		db, err := sql.Open("mysql", dsn)
 		if err != nil {
@@ -326,18 +368,22 @@ func (l *Local) startSingleRedis(ctx context.Context) (port, pid int, err error)
 // dir it reloads the append-only file, if persistence keeps one.
 func (l *Local) runRedis(ctx context.Context, dir string, port int, extra []string) (pid int, err error) {
 	logFile := filepath.Join(dir, "redis.log")
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+	args := []string{"--port", strconv.Itoa(port), "--bind", l.host(), "--save", "",
 		"--dir", dir, "--logfile", logFile, "--daemonize", "no"}
 	args = append(args, persistenceArgs(l.RedisPersistence)...)
 	if l.RedisPassword != "" {
 		args = append(args, "--requirepass", l.RedisPassword)
+	}
+	if l.netPath() != nil && l.RedisPassword == "" {
+		// Reached from the host's end of the veth, not from loopback.
+		args = append(args, "--protected-mode", "no")
 	}
 	args = append(args, extra...)
 	cmd, err := l.spawn(l.RedisBin, args...)
 	if err != nil {
 		return 0, fmt.Errorf("local redis: %w", err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort(l.host(), strconv.Itoa(port))
 	err = l.waitReady(ctx, cmd, func(ctx context.Context) error { return pingRedis(ctx, addr, l.RedisPassword) })
 	if err == nil {
 		return cmd.Process.Pid, nil
@@ -350,8 +396,47 @@ func (l *Local) runRedis(ctx context.Context, dir string, port int, extra []stri
 
 var errExited = errors.New("server exited during start")
 
-// spawn starts a child in its own process group that is killed if we die.
+// host is the address the single servers listen on: the network
+// namespace's when the run has a profile, else 127.0.0.1.
+func (l *Local) host() string {
+	if p := l.netPath(); p != nil {
+		return p.Addr()
+	}
+	return "127.0.0.1"
+}
+
+func (l *Local) netPath() *netpath.Path {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.path
+}
+
+// SetNetwork changes the profile of a run started with one (a sweep over
+// RTT): the same servers, the same path, new delays from now on.
+func (l *Local) SetNetwork(ctx context.Context, pr netpath.Profile) error {
+	p := l.netPath()
+	if p == nil {
+		return errors.New("local: started without a network profile")
+	}
+	return p.Set(ctx, pr)
+}
+
+// NetworkStats are the network path's shaper counts per store (nil
+// without a profile).
+func (l *Local) NetworkStats() map[string]netpath.Stats {
+	if p := l.netPath(); p != nil {
+		return p.Stats()
+	}
+	return nil
+}
+
+// spawn starts a child in its own process group that is killed if we die;
+// with a network profile, inside the run's namespace (ip netns exec execs
+// the server: the child's pid is the server's).
 func (l *Local) spawn(bin string, args ...string) (*exec.Cmd, error) {
+	if p := l.netPath(); p != nil {
+		bin, args = p.Command(bin, args...)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var stderr bytes.Buffer
@@ -444,6 +529,15 @@ func (l *Local) Stop() error {
 		}
 	}
 	var errs []error
+	l.mu.Lock()
+	path := l.path
+	l.path = nil
+	l.mu.Unlock()
+	if path != nil {
+		if err := path.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, d := range dirs {
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, err)

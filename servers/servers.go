@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockbench/stockbench/internal/clock"
+	"github.com/stockbench/stockbench/servers/netpath"
 )
 
 // Endpoints say where the servers answer. MySQLDSN is a go-sql-driver DSN and
@@ -57,6 +58,9 @@ type Endpoints struct {
 	// list: any reachable node finds the rest); RedisAddr is then the first.
 	// Credentials and TLS come from RedisURL or RedisPassword as above.
 	RedisCluster []string
+	// Netns names the network namespace the servers run in, behind the
+	// run's network profile (local backend with --rtt); empty otherwise.
+	Netns string
 	// RedisPersistence is the AOF setting of a Redis stockbench started
 	// (none, everysec, always): what a Redis restart keeps. Empty for
 	// external servers (not ours to know).
@@ -170,8 +174,18 @@ type Provider interface {
 	Stop() error
 }
 
+// Networker is a provider whose servers sit behind a network profile
+// that can change between runs (a sweep over RTT). SetNetwork is safe to
+// call between runs, not during one.
+type Networker interface {
+	SetNetwork(ctx context.Context, p netpath.Profile) error
+}
+
 // Options configure provider selection.
 type Options struct {
+	// Network is the run's network profile (--rtt): the local backend
+	// starts its servers behind it; the zero profile is loopback.
+	Network  netpath.Profile
 	Backend  string // auto | docker | local | external
 	MySQLDSN string // external: the first (or only) node's DSN
 	// MySQLDSNs, when it holds two or more, are the nodes of an external
@@ -302,6 +316,20 @@ func New(o Options) (Provider, error) {
 		return nil, fmt.Errorf("MySQLCluster %d: want 0 (one server), 1, or 3 or more nodes", o.MySQLCluster)
 	}
 	external := o.Backend == "external" || (o.Backend == "auto" || o.Backend == "") && o.MySQLDSN != "" && o.redisSet()
+	if o.Network.Set {
+		switch {
+		case external:
+			return nil, errors.New("a network profile shapes the path to servers stockbench starts; an external server's network is the real one (its RTT is measured and recorded without one)")
+		case o.Backend == "docker":
+			return nil, errors.New("a network profile needs the local backend (the docker backend's containers share the host's network here): use --backend local")
+		case o.RedisCluster > 0 || o.MySQLCluster > 0:
+			return nil, errors.New("a network profile applies to single servers, not clusters")
+		}
+		if err := netpath.Available(); err != nil {
+			return nil, fmt.Errorf("a network profile %w", err)
+		}
+		return o.local()
+	}
 	if external && o.RedisPersistence != "" && o.RedisPersistence != PersistenceNone {
 		return nil, fmt.Errorf("RedisPersistence %s applies to the servers stockbench starts, not to external ones (set appendonly/appendfsync on your Redis)", o.RedisPersistence)
 	}
@@ -379,7 +407,7 @@ func (o Options) local() (*Local, error) {
 		return nil, err
 	}
 	l.RedisCluster, l.MySQLCluster, l.NoSpread, l.CausalReads = o.RedisCluster, o.MySQLCluster, o.NoSpread, o.CausalReads
-	l.RedisPersistence = o.RedisPersistence
+	l.RedisPersistence, l.Network = o.RedisPersistence, o.Network
 	return l, nil
 }
 

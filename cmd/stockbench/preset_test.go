@@ -25,7 +25,7 @@ func TestPresetArticle(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	res := struct{ Config map[string]any }{readConfig(t, dir)}
-	for k, v := range map[string]any{"preset": "article", "stock": 100.0, "buyers": 120.0, "pay_delay": "5ms-20ms"} {
+	for k, v := range map[string]any{"preset": "article", "stock": 100.0, "buyers": 120.0, "pay_delay": "5ms-20ms", "rtt": "same-zone"} {
 		if res.Config[k] != v {
 			t.Errorf("config %s = %v, want %v", k, res.Config[k], v)
 		}
@@ -37,7 +37,7 @@ func TestPresetArticle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Beside the article", "| naive | flash | – |", "| 13.5 |", "MySQL 8.0", "Redis 6.2", "| rowlock | sustained | 620 | not run |"} {
+	for _, want := range []string{"## Beside the article", "| naive | flash | – |", "| 13.5 |", "MySQL 8.0", "Redis 6.2", "this run modelled same-zone: RTT 450µs±80µs", "| rowlock | sustained | 620 | not run |"} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary.md lacks %q", want)
 		}

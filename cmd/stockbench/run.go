@@ -22,6 +22,7 @@ import (
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/servers/netpath"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/registry"
 )
@@ -34,6 +35,7 @@ type runFlags struct {
 	inflight, queue, clientRetry                  int
 	retryBackoff                                  string
 	skew, mix, file, weights, preset              string
+	rtt                                           string
 	stock                                         int64
 	buyers, skus, repeat, pool, batchMax          int
 	abandon, rate                                 float64
@@ -66,6 +68,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.StringVar(&f.rtt, "rtt", "", "network between the service and its stores (local backend; empty: loopback): a profile ("+strings.Join(netpath.ProfileNames(), ", ")+"), an RTT with optional jitter (0.5ms, 1ms±0.1ms or 1ms+-0.1ms), or per store (mysql=1ms,redis=0.2ms); see docs/network.md")
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(scenarios.Names(), ", "))
@@ -251,6 +254,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if name, owner := scenarios.Misplaced(scens, func(f string) bool { return explicit[f] }); name != "" && f.sh.shard == "" {
 		return o, fmt.Errorf("--%s applies to the %s scenario only", name, owner)
 	}
+	network, err := netpath.Parse(f.rtt)
+	if err != nil {
+		return o, fmt.Errorf("--rtt: %w", err)
+	}
 	plan, err := faults.ParsePlan(f.faults)
 	if err != nil {
 		return o, fmt.Errorf("--fault: %w", err)
@@ -269,7 +276,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan,
+		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait},
@@ -324,7 +331,19 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 	if err := checkOut(f.out); err != nil {
 		return fail(exitUsage, err)
 	}
-	p, err := newProvider(f.servers, stderr)
+	so := f.servers
+	if f.sh.shard == "" {
+		// The servers start behind the first plan's profile; a sweep over
+		// rtt changes it between plans. A shard's servers are its
+		// parent's, behind the parent's path already.
+		for _, pl := range plans {
+			if pl.Network.Set {
+				so.Network = pl.Network
+				break
+			}
+		}
+	}
+	p, err := newProvider(so, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
 	}

@@ -25,6 +25,9 @@ type Env struct {
 	// Faulter injects process faults into the servers (nil on the external
 	// backend, whose servers are not ours).
 	Faulter servers.Faulter
+	// Network changes the network profile of servers started behind one
+	// (Options.Network); nil otherwise.
+	Network servers.Networker
 }
 
 // Main starts the servers, runs the package's tests and stops the servers.
@@ -107,5 +110,8 @@ func StartWith(tune func(*servers.Options)) (env Env, stop func(), err error) {
 	}
 	env.Endpoints, env.Conns = ep, conns
 	env.Faulter, _ = servers.FaulterOf(p)
+	if ep.Netns != "" {
+		env.Network, _ = p.(servers.Networker)
+	}
 	return env, func() { _ = conns.Close(); _ = p.Stop() }, nil
 }
