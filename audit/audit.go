@@ -49,7 +49,8 @@ type SKUAudit struct {
 	// (without a ledger, the MySQL total).
 	Ledger int64 `json:"ledger"`
 	// Total, Available, Occupied and Sold are MySQL's view: the inventory
-	// row plus the outbox events not yet applied to it.
+	// row plus the outbox events not yet applied to it, plus the SKU's
+	// stock buckets and unit rows (layout.go).
 	Total     int64 `json:"total"`
 	Available int64 `json:"available"`
 	Occupied  int64 `json:"occupied"`
@@ -181,6 +182,9 @@ func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error)
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("audit: read inventory: %w", err)
+	}
+	if err := a.addLayout(ctx, out.SKUs, k); err != nil {
+		return out, err
 	}
 	for sku := range a.Ledger {
 		if !containsSKU(out.SKUs, sku) {
