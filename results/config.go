@@ -33,6 +33,8 @@ type Config struct {
 	Pool              int      `json:"pool"`
 	BatchMax          int      `json:"batch_max"`
 	BatchWait         string   `json:"batch_wait"`
+	// Buckets is the buckets strategy's rows per SKU.
+	Buckets int `json:"buckets,omitempty"`
 	// Faults is the fault plan (--fault), one spec each.
 	Faults []string `json:"faults,omitempty"`
 	// Weights are the recommendation weights as given.
