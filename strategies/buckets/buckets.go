@@ -92,16 +92,38 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 	return nil
 }
 
-// Reserve inserts the order row and takes the units from the first bucket,
-// starting at a random one, that holds enough, in one transaction. Each
-// bucket is tried with one conditional UPDATE, which locks that row only.
+// readCommitted: a conditional UPDATE on a bucket that does not match
+// releases that row at once (and skips a locked row whose last committed
+// version does not match, semi-consistent read) instead of holding it to
+// the commit as REPEATABLE READ would: a buyer holds one bucket, not every
+// bucket it passed.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// Reserve inserts the order row and takes the units from one bucket, in
+// one transaction: first any bucket that holds enough and that no other
+// buyer has locked (FOR UPDATE SKIP LOCKED, nearest after a random start),
+// and when every such bucket is locked or dry, each bucket in turn from the
+// start with a conditional UPDATE that waits for its lock — so a refusal
+// means every bucket was short when this buyer looked at it.
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	start := rand.IntN(s.n)
 	hops := 0
-	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
+	err := sqlstore.InTxWith(ctx, s.DB, readCommitted, func(tx *sql.Tx) error {
 		hops = 0
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
 			return err
+		}
+		var b int
+		err := tx.QueryRowContext(ctx,
+			"SELECT bucket FROM stock_buckets WHERE sku=? AND available>=? ORDER BY (bucket+?-?) MOD ? LIMIT 1 FOR UPDATE SKIP LOCKED",
+			r.SKU, r.Qty, s.n, start, s.n).Scan(&b)
+		switch {
+		case err == nil:
+			_, err = tx.ExecContext(ctx, "UPDATE stock_buckets SET available=available-?, occupied=occupied+? WHERE sku=? AND bucket=?",
+				r.Qty, r.Qty, r.SKU, b)
+			return err
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("reserve: pick bucket: %w", err)
 		}
 		for i := 0; i < s.n; i++ {
 			res, err := tx.ExecContext(ctx,
@@ -225,7 +247,8 @@ func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
 }
 
 // Counters adds the refusals, the false sold-outs among them (count and
-// units) and the bucket hops of reserves to the base's counters.
+// units) and the bucket hops (buckets a reserve found short after the
+// SKIP LOCKED pick found none) to the base's counters.
 func (s *Strategy) Counters() map[string]float64 {
 	m := s.Base.Counters()
 	m["buckets"] = float64(s.n)

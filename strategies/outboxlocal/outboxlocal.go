@@ -59,6 +59,9 @@ const (
 	kindReserve = "reserve"
 )
 
+// appendMax bounds the events of one local (group) commit.
+const appendMax = 1024
+
 // FileName is the local database's file name inside LocalDir.
 const FileName = "outbox-local.db"
 
@@ -128,7 +131,14 @@ func New(cfg strategies.Config) (*Strategy, error) {
 		return nil, err
 	}
 	s.local = local
-	s.appends = &groupcommit.Group[event]{Max: max(cfg.BatchMax, 1), Wait: cfg.BatchWait,
+	// One SQLite file has one writer: every SKU's appends share its
+	// queue, so a batch may hold every buyer of the instance (appendMax),
+	// not only one SKU's BatchMax. BatchMax 1 still turns coalescing off.
+	amax := appendMax
+	if cfg.BatchMax <= 1 {
+		amax = 1
+	}
+	s.appends = &groupcommit.Group[event]{Max: amax, Wait: cfg.BatchWait,
 		Batch: func(ctx context.Context, _ string, evs []event) ([]error, error) {
 			return make([]error, len(evs)), s.insertEvents(ctx, evs)
 		},

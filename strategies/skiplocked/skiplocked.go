@@ -9,11 +9,8 @@
 // units into rows); the auditor counts the unit rows by state
 // (audit/layout.go).
 //
-// A reserve that finds fewer than q free rows it can lock is refused even
-// if rows locked by in-flight reserves (which may yet roll back) or by a
-// cancel would have covered it; such refusals are counted when the free
-// rows, counted right after, would have covered the quantity
-// (false_sold_out).
+// Refusals the free rows, counted right after (no lock), would have
+// covered are counted (false_sold_out).
 package skiplocked
 
 import (
@@ -36,7 +33,7 @@ const insertChunk = 1000
 // concurrent use.
 type Strategy struct {
 	sqlstore.Base
-	falseSoldOut, refusals atomic.Int64
+	falseSoldOut, refusals, waits atomic.Int64
 }
 
 var _ strategies.Strategy = (*Strategy)(nil)
@@ -103,26 +100,29 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx,
-			"SELECT id FROM stock_units WHERE sku=? AND state='available' ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED", r.SKU, r.Qty)
+		ids, err := lockUnits(ctx, tx, r, " SKIP LOCKED")
 		if err != nil {
-			return fmt.Errorf("reserve: lock units: %w", err)
-		}
-		ids := make([]any, 0, r.Qty)
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("reserve: lock units: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("reserve: lock units: %w", err)
+			return err
 		}
 		if int64(len(ids)) < r.Qty {
-			return inventory.ErrOutOfStock
+			// Too few free rows nobody holds. If the SKU's free rows
+			// (counted without a lock) would cover q, the others are held
+			// by reserves in flight that may roll back: wait for them
+			// rather than refuse a buyer while stock is there.
+			var free int64
+			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM stock_units WHERE sku=? AND state='available'", r.SKU).Scan(&free); err != nil {
+				return fmt.Errorf("reserve: count units: %w", err)
+			}
+			if free < r.Qty {
+				return inventory.ErrOutOfStock
+			}
+			s.waits.Add(1)
+			if ids, err = lockUnits(ctx, tx, r, ""); err != nil {
+				return err
+			}
+			if int64(len(ids)) < r.Qty {
+				return inventory.ErrOutOfStock
+			}
 		}
 		args := append([]any{r.OrderID}, ids...)
 		_, err = tx.ExecContext(ctx, "UPDATE stock_units SET state='occupied', order_id=? WHERE id IN ("+sqlstore.Placeholders(len(ids))+")", args...)
@@ -135,6 +135,29 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		s.noteRefusal(ctx, r)
 	}
 	return err
+}
+
+// lockUnits locks up to q free unit rows of the SKU (suffix " SKIP LOCKED"
+// skips rows other transactions hold; "" waits for them).
+func lockUnits(ctx context.Context, tx *sql.Tx, r inventory.Reservation, suffix string) ([]any, error) {
+	rows, err := tx.QueryContext(ctx,
+		"SELECT id FROM stock_units WHERE sku=? AND state='available' ORDER BY id LIMIT ? FOR UPDATE"+suffix, r.SKU, r.Qty)
+	if err != nil {
+		return nil, fmt.Errorf("reserve: lock units: %w", err)
+	}
+	defer rows.Close()
+	ids := make([]any, 0, r.Qty)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reserve: lock units: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reserve: lock units: %w", err)
+	}
+	return ids, nil
 }
 
 // noteRefusal counts a refusal, and a false sold-out when the free rows,
@@ -185,10 +208,12 @@ func (s *Strategy) Restock(ctx context.Context, sku string, qty int64) error {
 	return nil
 }
 
-// Counters adds the refusals and the false sold-outs among them.
+// Counters adds the refusals, the false sold-outs among them and the
+// reserves that waited for held rows.
 func (s *Strategy) Counters() map[string]float64 {
 	m := s.Base.Counters()
 	m["unit_refusals"] = float64(s.refusals.Load())
 	m["false_sold_out"] = float64(s.falseSoldOut.Load())
+	m["unit_lock_waits"] = float64(s.waits.Load())
 	return m
 }
