@@ -113,10 +113,18 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
 			return err
 		}
+		// In primary-key order from the start, then from bucket 0: the scan
+		// stops at the first match (an ORDER BY on an expression would
+		// read, and lock, every matching bucket before sorting).
 		var b int
 		err := tx.QueryRowContext(ctx,
-			"SELECT bucket FROM stock_buckets WHERE sku=? AND available>=? ORDER BY (bucket+?-?) MOD ? LIMIT 1 FOR UPDATE SKIP LOCKED",
-			r.SKU, r.Qty, s.n, start, s.n).Scan(&b)
+			"SELECT bucket FROM stock_buckets WHERE sku=? AND bucket>=? AND available>=? ORDER BY bucket LIMIT 1 FOR UPDATE SKIP LOCKED",
+			r.SKU, start, r.Qty).Scan(&b)
+		if errors.Is(err, sql.ErrNoRows) && start > 0 {
+			err = tx.QueryRowContext(ctx,
+				"SELECT bucket FROM stock_buckets WHERE sku=? AND bucket<? AND available>=? ORDER BY bucket LIMIT 1 FOR UPDATE SKIP LOCKED",
+				r.SKU, start, r.Qty).Scan(&b)
+		}
 		switch {
 		case err == nil:
 			_, err = tx.ExecContext(ctx, "UPDATE stock_buckets SET available=available-?, occupied=occupied+? WHERE sku=? AND bucket=?",
