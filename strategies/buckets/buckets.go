@@ -133,6 +133,16 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("reserve: pick bucket: %w", err)
 		}
+		// Every bucket that holds enough is locked, or none holds enough.
+		// A plain read of what is committed tells which: at a sell-out,
+		// refuse at once instead of queueing on every bucket's lock.
+		var sum int64
+		if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(available),0) FROM stock_buckets WHERE sku=?", r.SKU).Scan(&sum); err != nil {
+			return fmt.Errorf("reserve: sum buckets: %w", err)
+		}
+		if sum < r.Qty {
+			return inventory.ErrOutOfStock
+		}
 		for i := 0; i < s.n; i++ {
 			res, err := tx.ExecContext(ctx,
 				"UPDATE stock_buckets SET available=available-?, occupied=occupied+? WHERE sku=? AND bucket=? AND available>=?",
