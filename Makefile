@@ -7,8 +7,12 @@ BENCH_FLAGS ?=
 FAULTS_FLAGS ?=
 # Extra flags for the curve that ends `make bench`, e.g. CURVE_FLAGS="--slo p99=100ms"
 CURVE_FLAGS ?=
+# make soak: measured phase per strategy, and extra flags, e.g.
+# make soak SOAK_DURATION=1h SOAK_FLAGS="--strategies outbox"
+SOAK_DURATION ?= 10m
+SOAK_FLAGS ?=
 
-.PHONY: build test bench bench-multi faults vet fmt fmt-check clean images-offline down
+.PHONY: build test bench bench-multi faults soak vet fmt fmt-check clean images-offline down
 
 # go generate refreshes the strategies' core-line counts the binary carries
 # (TestCoreLinesCurrent fails when the committed ones are stale).
@@ -29,9 +33,11 @@ test: vet fmt-check
 
 # The default comparison, every strategy, auto backend: the flash sale
 # (correctness: does anything oversell?) then a sustained run on one hot SKU
-# (throughput and tail latency), with the stores' calibrated ceilings. A tenth
-# of the buyers abandon, with a 2 s TTL shorter than the run, so expiry runs
-# under load and the audit sees it.
+# (throughput and tail latency), with the stores' calibrated ceilings. The
+# flash is the seed's no-atomicity experiment (100 units, 120 buyers, every
+# one pays 200-500 ms later; flash abandons only when --abandon is given). A
+# tenth of the sustained buyers abandon, with a 2 s TTL shorter than the run,
+# so expiry runs under load and the audit sees it.
 #
 # Then a short latency-vs-load curve (open loop, P99 against offered load,
 # SLO p99=50ms) for one strategy of each family — row lock, coalesced
@@ -41,26 +47,39 @@ test: vet fmt-check
 bench: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
 	./$(BIN) run --strategies all --scenario flash,sustained --duration 10s --warmup 2s \
-		--abandon 0.1 --ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/latest $(BENCH_FLAGS)
+		--ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/latest $(BENCH_FLAGS)
 	./$(BIN) curve --strategies rowlock,batched,lua-tcc --rates 100,500,2500 $(BENCH_FLAGS) \
 		--duration 2s --warmup 500ms --out reports/latest/curve $(CURVE_FLAGS)
 
 # make bench's comparison played by two generator containers (host
 # networking, this binary mounted read-only) against the same servers,
-# merged exactly and audited once, into reports/multi (README: Several
-# generators). Shorter phases than make bench: about 3 minutes on 2 cores.
+# merged exactly and audited once, into reports/multi
+# (docs/generators.md). Shorter phases than make bench: about 3 minutes on 2 cores.
 # Extra flags: make bench-multi BENCH_FLAGS="--procs 3".
 bench-multi: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
 	./$(BIN) run --procs 2 --generators docker --strategies all --scenario flash,sustained --duration 8s --warmup 2s \
-		--abandon 0.1 --ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/multi $(BENCH_FLAGS)
+		--ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/multi $(BENCH_FLAGS)
 
 # The fault matrix: every strategy under Redis pause, Redis restart, MySQL
 # restart, latency and an app crash, a short sustained run each, auto
-# backend, into reports/faults (README: Faults). About 5 minutes on 2 cores.
+# backend, into reports/faults (docs/faults.md). About 5 minutes on 2 cores.
 faults: build
 	scripts/setup.sh bench $(FAULTS_FLAGS)
 	./$(BIN) faults --out reports/faults $(FAULTS_FLAGS)
+
+# Drift over time: every strategy in turn, sustained on 10 hot SKUs with
+# 128 buyers, a tenth cancelling and a tenth abandoning (TTL 2 s, so expiry
+# runs all along), SOAK_DURATION each (default 10 minutes: about 90 minutes
+# for every strategy on 2 cores), into reports/soak: summary.md's "Drift
+# over the run" (first against last window) and charts/drift-*.png
+# (throughput and P99 per minute, harness/MySQL/Redis memory, table rows,
+# outbox relay lag). Not part of CI. docs/long-runs.md.
+soak: build
+	scripts/setup.sh bench $(SOAK_FLAGS)
+	./$(BIN) run --strategies all --scenario sustained --skus 10 --buyers 128 \
+		--mix confirm=0.8,cancel=0.1,abandon=0.1 --ttl 2s --warmup 5s --duration $(SOAK_DURATION) \
+		--out reports/soak $(SOAK_FLAGS)
 
 vet:
 	$(GO) vet ./...

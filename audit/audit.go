@@ -71,6 +71,16 @@ type SKUAudit struct {
 	DriftUnits         int64       `json:"drift_units"`
 	OrphanReservations int         `json:"orphan_reservations"`
 	StaleReservations  int         `json:"stale_reservations"`
+	// DeviationUnits is, per field summed, |Redis - the MySQL inventory row
+	// as stored| (outbox events not yet applied left out; with reservations
+	// in Redis only, the units undecided reservations hold moved to
+	// occupied): what a production reconciliation job compares. An
+	// eventually consistent strategy shows some while its relay works;
+	// it is no anomaly class of its own (the periodic audit's threshold
+	// reads it).
+	DeviationUnits int64 `json:"deviation_units,omitempty"`
+	// row is the inventory row as stored.
+	row inventory.Stock
 }
 
 // Audit is the auditor's verdict on the stores at one moment. Each anomaly
@@ -105,11 +115,29 @@ type Audit struct {
 	// StaleReservations are live Redis reservations whose deadline passed
 	// before the audit's StaleBefore.
 	StaleReservations int `json:"stale_reservations"`
+	// UnsoldUnits (undersell, the mirror of oversell) are the units a
+	// one-SKU sale left unsold while buyers were turned away (refused,
+	// shed or timed out). The harness counts it from what its clients
+	// were told (results.Flash) and sets it after the audit; the auditor
+	// cannot tell a buyer turned away from one who never came.
+	UnsoldUnits int64 `json:"unsold_units"`
 	// Anomalies is the sum of the UNSAFE classes' counts (Classes, units
 	// and counts alike): zero means the auditor found nothing wrong.
-	Anomalies  int64      `json:"anomalies"`
-	Violations []string   `json:"violations,omitempty"`
-	SKUs       []SKUAudit `json:"skus"`
+	Anomalies  int64    `json:"anomalies"`
+	Violations []string `json:"violations,omitempty"`
+	// SKUsAudited is how many SKUs the audit read; SKUsWithAnomaly how
+	// many of them showed an anomaly of any class.
+	SKUsAudited     int64 `json:"skus_audited"`
+	SKUsWithAnomaly int64 `json:"skus_with_anomaly"`
+	// DeviationUnits sums SKUAudit.DeviationUnits over every SKU;
+	// MaxSKUDeviation is the largest one SKU showed (MaxDeviationSKU).
+	DeviationUnits  int64  `json:"deviation_units,omitempty"`
+	MaxSKUDeviation int64  `json:"max_sku_deviation,omitempty"`
+	MaxDeviationSKU string `json:"max_deviation_sku,omitempty"`
+	// SKUs is the detail of every SKU when at most MaxSKUDetails were
+	// audited; of a larger catalog, the first MaxSKUDetails SKUs (in SKU
+	// order) that showed an anomaly, so its size is bounded.
+	SKUs []SKUAudit `json:"skus"`
 }
 
 // maxViolationTexts caps the violation descriptions kept in an Audit.
@@ -136,6 +164,10 @@ type Auditor struct {
 	// is before it an anomaly (an audit after Settle passes the time Settle
 	// began: every reservation due then should have been released).
 	StaleBefore time.Time
+	// Progress, when set, is called as the audit goes with the SKUs and
+	// acks checked so far and their total (from the same goroutine as
+	// Audit, never concurrently).
+	Progress func(done, total int64)
 }
 
 type sink struct{ out *Audit }
@@ -151,78 +183,53 @@ func (k sink) note(format string, args ...any) {
 	}
 }
 
+// MaxSKUDetails bounds Audit.SKUs: an audit of at most this many SKUs keeps
+// every SKU's detail; a larger one keeps only SKUs with an anomaly, the
+// first MaxSKUDetails of them in SKU order, and totals for the rest.
+const MaxSKUDetails = 100
+
+// batchSKUs is how many SKUs the auditor reads from Redis, and looks up
+// orders for, in one round trip.
+const batchSKUs = 1000
+
 // Audit reads the stores and checks them against the ledger and against
-// acks, what clients were told.
+// acks, what clients were told. Its cost is linear in SKUs + orders +
+// acks: MySQL is read in one set-based pass over the inventory (orders
+// and unapplied outbox events grouped per SKU, streamed in SKU order),
+// Redis in pipelined batches of SKUs (on a Redis Cluster, go-redis sends
+// each batch's commands to every master at once), and orders by primary
+// key in batches; no statement is issued per SKU. Memory holds one batch
+// of SKUs and the detail of at most MaxSKUDetails of them.
 func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error) {
+	return a.AuditFrom(ctx, AckSlice(acks))
+}
+
+// AuditFrom is Audit with the acknowledgements read from src batch by batch
+// (a run's acks stream from disk; see AckSource).
+func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	var out Audit
 	k := sink{&out}
-	rows, err := a.DB.QueryContext(ctx, `
-		SELECT i.sku, i.total, i.available, i.occupied, i.sold,
-		       COALESCE((SELECT SUM(CASE WHEN o.state='confirmed' THEN o.qty END) FROM orders o WHERE o.sku=i.sku),0),
-		       COALESCE((SELECT SUM(CASE WHEN o.state='reserved' THEN o.qty END) FROM orders o WHERE o.sku=i.sku),0),
-		       COALESCE((SELECT SUM(CASE WHEN e.kind='reserve' THEN -e.qty WHEN e.kind='release' THEN e.qty ELSE 0 END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
-		       COALESCE((SELECT SUM(CASE WHEN e.kind='reserve' THEN e.qty ELSE -e.qty END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
-		       COALESCE((SELECT SUM(CASE WHEN e.kind='confirm' THEN e.qty ELSE 0 END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
-		       (SELECT COUNT(*) FROM outbox e WHERE e.sku=i.sku AND e.applied=0)
-		FROM inventory i ORDER BY i.sku`)
-	if err != nil {
-		return out, fmt.Errorf("audit: read inventory: %w", err)
-	}
-	for rows.Next() {
-		var s SKUAudit
-		var da, do, ds int64
-		if err := rows.Scan(&s.SKU, &s.Total, &s.Available, &s.Occupied, &s.Sold, &s.ConfirmedUnits, &s.ReservedUnits,
-			&da, &do, &ds, &s.PendingEvents); err != nil {
-			rows.Close()
-			return out, fmt.Errorf("audit: scan inventory: %w", err)
+	var total int64
+	if a.Progress != nil {
+		if a.Ledger != nil {
+			total = int64(len(a.Ledger))
+		} else if err := a.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM inventory").Scan(&total); err != nil {
+			return out, fmt.Errorf("audit: count inventory: %w", err)
 		}
-		s.Available, s.Occupied, s.Sold = s.Available+da, s.Occupied+do, s.Sold+ds
-		out.SKUs = append(out.SKUs, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("audit: read inventory: %w", err)
-	}
-	if err := a.addLayout(ctx, out.SKUs, k); err != nil {
-		return out, err
-	}
-	for sku := range a.Ledger {
-		if !containsSKU(out.SKUs, sku) {
-			k.violate("mysql %s: no inventory row for a SKU the harness stocked", sku)
+		if n, ok := acks.(interface{ Len() int }); ok {
+			total += int64(n.Len())
 		}
+		a.Progress(0, total)
 	}
-
-	for i := range out.SKUs {
-		s := &out.SKUs[i]
-		s.Ledger = s.Total
+	var all, bad []SKUAudit
+	ledgerSeen := 0
+	var done int64
+	finish := func(s *SKUAudit, before int) {
 		if l, ok := a.Ledger[s.SKU]; ok {
-			s.Ledger = l
-			if s.Total != l {
-				k.violate("mysql %s: total %d != ledger %d (initial + restocks issued)", s.SKU, s.Total, l)
-			}
+			ledgerSeen++
+			_ = l
 		}
-		checkStock(k, "mysql", inventory.Stock{SKU: s.SKU, Total: s.Total, Available: s.Available, Occupied: s.Occupied, Sold: s.Sold})
-		if s.Sold != s.ConfirmedUnits {
-			k.violate("mysql %s: sold %d != confirmed orders %d", s.SKU, s.Sold, s.ConfirmedUnits)
-		}
-		if s.Occupied != s.ReservedUnits {
-			k.violate("mysql %s: occupied %d != reserved orders %d", s.SKU, s.Occupied, s.ReservedUnits)
-		}
-		s.OversoldUnits = max(0, s.ConfirmedUnits-s.Ledger)
-		held := s.Available + s.ReservedUnits + s.ConfirmedUnits
-		s.LeakedUnits = max(0, s.Ledger-held)
-		s.PhantomUnits = max(0, held-max(s.Ledger, s.ConfirmedUnits))
-		if a.Redis != nil {
-			if err := a.auditRedis(ctx, s, k); err != nil {
-				return out, err
-			}
-		}
-		if s.LeakedUnits > 0 {
-			k.note("%s: %d units leaked (in no available, reserved or sold count)", s.SKU, s.LeakedUnits)
-		}
-		if s.PhantomUnits > 0 {
-			k.note("%s: %d phantom units (beyond the ledger's %d)", s.SKU, s.PhantomUnits, s.Ledger)
-		}
+		out.SKUsAudited++
 		out.ConfirmedUnits += s.ConfirmedUnits
 		out.OversoldUnits += s.OversoldUnits
 		out.LeakedUnits += s.LeakedUnits
@@ -230,24 +237,274 @@ func (a Auditor) Audit(ctx context.Context, acks []inventory.Ack) (Audit, error)
 		out.DriftUnits += s.DriftUnits
 		out.OrphanReservations += s.OrphanReservations
 		out.StaleReservations += s.StaleReservations
+		out.DeviationUnits += s.DeviationUnits
+		if s.DeviationUnits > out.MaxSKUDeviation {
+			out.MaxSKUDeviation, out.MaxDeviationSKU = s.DeviationUnits, s.SKU
+		}
+		anomalous := out.InvariantViolations > before || s.OversoldUnits > 0 || s.LeakedUnits > 0 || s.PhantomUnits > 0 ||
+			s.DriftUnits > 0 || s.OrphanReservations > 0 || s.StaleReservations > 0
+		if anomalous {
+			out.SKUsWithAnomaly++
+			if len(bad) < MaxSKUDetails {
+				bad = append(bad, *s)
+			}
+		}
+		if out.SKUsAudited <= MaxSKUDetails {
+			all = append(all, *s)
+		}
+	}
+	layout, err := layoutDeltas(ctx, a.DB)
+	if err != nil {
+		return out, err
+	}
+	err = a.scanInventory(ctx, func(batch []SKUAudit, reserved [][]string) error {
+		var rd *redisBatch
+		if a.Redis != nil {
+			var err error
+			if rd, err = a.readRedis(ctx, batch); err != nil {
+				return err
+			}
+		}
+		for i := range batch {
+			s := &batch[i]
+			before := out.InvariantViolations
+			addLayout(s, layout, k)
+			a.checkSKU(s, k)
+			if rd != nil {
+				a.checkRedis(s, rd, i, reserved[i], k)
+			}
+			if s.LeakedUnits > 0 {
+				k.note("%s: %d units leaked (in no available, reserved or sold count)", s.SKU, s.LeakedUnits)
+			}
+			if s.PhantomUnits > 0 {
+				k.note("%s: %d phantom units (beyond the ledger's %d)", s.SKU, s.PhantomUnits, s.Ledger)
+			}
+			finish(s, before)
+		}
+		done += int64(len(batch))
+		if a.Progress != nil {
+			a.Progress(done, max(total, done))
+		}
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	if ledgerSeen < len(a.Ledger) {
+		if err := a.missingFromMySQL(ctx, k); err != nil {
+			return out, err
+		}
+	}
+	if out.SKUsAudited <= MaxSKUDetails {
+		out.SKUs = all
+	} else {
+		out.SKUs = bad
+	}
+	if out.SKUs == nil {
+		out.SKUs = []SKUAudit{}
 	}
 	if out.ConfirmedUnits > 0 {
 		out.OversellRate = float64(out.OversoldUnits) / float64(out.ConfirmedUnits)
 	}
-	if err := a.checkAcks(ctx, &out, k, acks); err != nil {
+	if err := a.checkAcks(ctx, &out, k, acks, func(n int) {
+		done += int64(n)
+		if a.Progress != nil {
+			a.Progress(done, max(total, done))
+		}
+	}); err != nil {
 		return out, err
 	}
 	out.Recount()
 	return out, nil
 }
 
-func containsSKU(s []SKUAudit, sku string) bool {
-	for _, x := range s {
-		if x.SKU == sku {
-			return true
+// inventoryQuery reads every SKU's inventory row with its orders and its
+// unapplied outbox events folded in, in one pass: each of orders and
+// outbox is grouped by SKU once and joined to the inventory, which is read
+// in primary-key order. %s is the list of a SKU's reserved order ids
+// (GROUP_CONCAT) when the audit needs them, else NULL.
+const inventoryQuery = `
+SELECT i.sku, i.total, i.available, i.occupied, i.sold,
+       COALESCE(o.confirmed,0), COALESCE(o.reserved,0), %s,
+       COALESCE(e.da,0), COALESCE(e.do,0), COALESCE(e.ds,0), COALESCE(e.n,0)
+FROM inventory i
+LEFT JOIN (SELECT sku,
+                  SUM(CASE WHEN state='confirmed' THEN qty ELSE 0 END) AS confirmed,
+                  SUM(CASE WHEN state='reserved' THEN qty ELSE 0 END) AS reserved,
+                  GROUP_CONCAT(CASE WHEN state='reserved' THEN order_id END SEPARATOR ' ') AS ids
+           FROM orders GROUP BY sku) o ON o.sku=i.sku
+LEFT JOIN (SELECT sku,
+                  SUM(CASE WHEN kind='reserve' THEN -qty WHEN kind='release' THEN qty ELSE 0 END) AS da,
+                  SUM(CASE WHEN kind='reserve' THEN qty ELSE -qty END) AS do,
+                  SUM(CASE WHEN kind='confirm' THEN qty ELSE 0 END) AS ds,
+                  COUNT(*) AS n
+           FROM outbox WHERE applied=0 GROUP BY sku) e ON e.sku=i.sku
+ORDER BY i.sku`
+
+// scanInventory streams the inventory query and calls fn with batches of
+// at most batchSKUs SKUs (MySQL's view filled in: the row plus unapplied
+// events; Row the row as stored) and, per SKU, its reserved order ids when
+// the Redis check needs them. The reading and fn overlap: the next batch
+// is read while fn works on this one.
+func (a Auditor) scanInventory(ctx context.Context, fn func(batch []SKUAudit, reserved [][]string) error) error {
+	wantIDs := a.Redis != nil && !a.RedisReservations
+	ids := "NULL"
+	conn, err := a.DB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("audit: read inventory: %w", err)
+	}
+	defer conn.Close()
+	if wantIDs {
+		ids = "o.ids"
+		// A SKU's reserved ids in one value: the session allows 64 MiB.
+		if _, err := conn.ExecContext(ctx, "SET SESSION group_concat_max_len = 67108864"); err != nil {
+			return fmt.Errorf("audit: read inventory: %w", err)
 		}
 	}
-	return false
+	type part struct {
+		skus     []SKUAudit
+		reserved [][]string
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	parts := make(chan part, 2)
+	var readErr error
+	go func() {
+		defer close(parts)
+		readErr = func() error {
+			rows, err := conn.QueryContext(ctx, fmt.Sprintf(inventoryQuery, ids))
+			if err != nil {
+				return fmt.Errorf("audit: read inventory: %w", err)
+			}
+			defer rows.Close()
+			p := part{}
+			for rows.Next() {
+				var s SKUAudit
+				var da, do, ds int64
+				var idList sql.NullString
+				if err := rows.Scan(&s.SKU, &s.Total, &s.Available, &s.Occupied, &s.Sold, &s.ConfirmedUnits, &s.ReservedUnits,
+					&idList, &da, &do, &ds, &s.PendingEvents); err != nil {
+					return fmt.Errorf("audit: scan inventory: %w", err)
+				}
+				s.row = inventory.Stock{SKU: s.SKU, Total: s.Total, Available: s.Available, Occupied: s.Occupied, Sold: s.Sold}
+				s.Available, s.Occupied, s.Sold = s.Available+da, s.Occupied+do, s.Sold+ds
+				p.skus = append(p.skus, s)
+				var r []string
+				if idList.Valid && idList.String != "" {
+					r = strings.Fields(idList.String)
+				}
+				p.reserved = append(p.reserved, r)
+				if len(p.skus) == batchSKUs {
+					select {
+					case parts <- p:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					p = part{}
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("audit: read inventory: %w", err)
+			}
+			if len(p.skus) > 0 {
+				select {
+				case parts <- p:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}()
+	}()
+	var fnErr error
+	for p := range parts {
+		if fnErr == nil {
+			if fnErr = fn(p.skus, p.reserved); fnErr != nil {
+				cancel()
+			}
+		}
+	}
+	if fnErr != nil {
+		return fnErr
+	}
+	return readErr
+}
+
+// missingFromMySQL names the ledger's SKUs that have no inventory row
+// (only called when some are missing), reading the inventory by primary
+// key in batches.
+func (a Auditor) missingFromMySQL(ctx context.Context, k sink) error {
+	skus := make([]string, 0, len(a.Ledger))
+	for sku := range a.Ledger {
+		skus = append(skus, sku)
+	}
+	sort.Strings(skus)
+	for start := 0; start < len(skus); start += 500 {
+		part := skus[start:min(start+500, len(skus))]
+		found := map[string]bool{}
+		err := a.inBatch(ctx, "SELECT sku FROM inventory WHERE sku IN (%s)", part, func(rows *sql.Rows) error {
+			var sku string
+			if err := rows.Scan(&sku); err != nil {
+				return err
+			}
+			found[sku] = true
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("audit: read inventory: %w", err)
+		}
+		for _, sku := range part {
+			if !found[sku] {
+				k.violate("mysql %s: no inventory row for a SKU the harness stocked", sku)
+			}
+		}
+	}
+	return nil
+}
+
+// inBatch runs query with its %s replaced by one placeholder per arg and
+// calls fn for every row.
+func (a Auditor) inBatch(ctx context.Context, query string, args []string, fn func(*sql.Rows) error) error {
+	if len(args) == 0 {
+		return nil
+	}
+	vals := make([]any, len(args))
+	for i, v := range args {
+		vals[i] = v
+	}
+	rows, err := a.DB.QueryContext(ctx, fmt.Sprintf(query, "?"+strings.Repeat(",?", len(args)-1)), vals...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// checkSKU grades one SKU's MySQL side against the ledger.
+func (a Auditor) checkSKU(s *SKUAudit, k sink) {
+	s.Ledger = s.Total
+	if l, ok := a.Ledger[s.SKU]; ok {
+		s.Ledger = l
+		if s.Total != l {
+			k.violate("mysql %s: total %d != ledger %d (initial + restocks issued)", s.SKU, s.Total, l)
+		}
+	}
+	checkStock(k, "mysql", inventory.Stock{SKU: s.SKU, Total: s.Total, Available: s.Available, Occupied: s.Occupied, Sold: s.Sold})
+	if s.Sold != s.ConfirmedUnits {
+		k.violate("mysql %s: sold %d != confirmed orders %d", s.SKU, s.Sold, s.ConfirmedUnits)
+	}
+	if s.Occupied != s.ReservedUnits {
+		k.violate("mysql %s: occupied %d != reserved orders %d", s.SKU, s.Occupied, s.ReservedUnits)
+	}
+	s.OversoldUnits = max(0, s.ConfirmedUnits-s.Ledger)
+	held := s.Available + s.ReservedUnits + s.ConfirmedUnits
+	s.LeakedUnits = max(0, s.Ledger-held)
+	s.PhantomUnits = max(0, held-max(s.Ledger, s.ConfirmedUnits))
 }
 
 func checkStock(k sink, store string, s inventory.Stock) {
@@ -266,40 +523,101 @@ type redisReservation struct {
 	deadline time.Time
 }
 
-// auditRedis checks a SKU's Redis stock hash against its live reservations,
-// the ledger and MySQL, field by field.
-func (a Auditor) auditRedis(ctx context.Context, s *SKUAudit, k sink) error {
-	h, err := a.Redis.HGetAll(ctx, inventory.RedisStockKey(s.SKU)).Result()
-	if err != nil {
-		return fmt.Errorf("audit: redis stock %s: %w", s.SKU, err)
+// redisBatch is what Redis and MySQL's orders hold for one batch of SKUs:
+// per SKU (by index) its stock hash and live reservations, and the MySQL
+// state of every order those reservations name.
+type redisBatch struct {
+	hash   []map[string]string
+	live   [][]redisReservation
+	states map[string]inventory.OrderState
+}
+
+// readRedis reads a batch of SKUs' stock hashes and live reservations in
+// two pipelined round trips (hashes and live sets, then the reservation
+// records), and the MySQL state of the orders they name by primary key.
+func (a Auditor) readRedis(ctx context.Context, batch []SKUAudit) (*redisBatch, error) {
+	out := &redisBatch{hash: make([]map[string]string, len(batch)), live: make([][]redisReservation, len(batch))}
+	pipe := a.Redis.Pipeline()
+	hs := make([]*redis.MapStringStringCmd, len(batch))
+	zs := make([]*redis.StringSliceCmd, len(batch))
+	for i, s := range batch {
+		hs[i] = pipe.HGetAll(ctx, inventory.RedisStockKey(s.SKU))
+		zs[i] = pipe.ZRange(ctx, inventory.RedisLiveKey(s.SKU), 0, -1)
 	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("audit: redis stock: %w", err)
+	}
+	type ref struct{ sku, id int }
+	var refs []ref
+	var ids []string
+	pipe = a.Redis.Pipeline()
+	var rs []*redis.SliceCmd
+	for i, s := range batch {
+		out.hash[i] = hs[i].Val()
+		for _, id := range zs[i].Val() {
+			refs = append(refs, ref{i, len(ids)})
+			ids = append(ids, id)
+			rs = append(rs, pipe.HMGet(ctx, inventory.RedisReservationKey(s.SKU, id), "qty", "state", "deadline"))
+		}
+	}
+	if len(rs) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("audit: redis reservations: %w", err)
+		}
+	}
+	var liveIDs []string
+	for j, r := range refs {
+		v := rs[j].Val()
+		if st, _ := v[1].(string); st != string(inventory.StateReserved) {
+			continue
+		}
+		q, _ := v[0].(string)
+		d, _ := v[2].(string)
+		n, _ := strconv.ParseInt(q, 10, 64)
+		ms, _ := strconv.ParseInt(d, 10, 64)
+		out.live[r.sku] = append(out.live[r.sku], redisReservation{id: ids[r.id], qty: n, deadline: time.UnixMilli(ms)})
+		liveIDs = append(liveIDs, ids[r.id])
+	}
+	rows, err := a.orders(ctx, liveIDs)
+	if err != nil {
+		return nil, err
+	}
+	out.states = make(map[string]inventory.OrderState, len(rows))
+	for id, o := range rows {
+		out.states[id] = o.state
+	}
+	return out, nil
+}
+
+// checkRedis checks SKU i of a batch: its Redis stock hash against its live
+// reservations, the ledger and MySQL, field by field. reserved are the
+// SKU's orders reserved in MySQL (read only when the strategy keeps a
+// MySQL order for every Redis reservation).
+func (a Auditor) checkRedis(s *SKUAudit, rd *redisBatch, i int, reserved []string, k sink) {
+	h := rd.hash[i]
 	if len(h) == 0 {
 		k.out.MissingRedisStock++
 		k.violate("redis %s: stock hash missing (every reserve fails; live data lost?)", s.SKU)
-		return nil
+		return
 	}
 	var r RedisStock
-	for name, dst := range map[string]*int64{"total": &r.Total, "available": &r.Available, "occupied": &r.Occupied, "sold": &r.Sold} {
-		if *dst, err = strconv.ParseInt(h[name], 10, 64); err != nil {
-			k.violate("redis %s: field %s=%q is not a number", s.SKU, name, h[name])
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{"total", &r.Total}, {"available", &r.Available}, {"occupied", &r.Occupied}, {"sold", &r.Sold}} {
+		var err error
+		if *f.dst, err = strconv.ParseInt(h[f.name], 10, 64); err != nil {
+			k.violate("redis %s: field %s=%q is not a number", s.SKU, f.name, h[f.name])
 		}
 	}
 	s.Redis = &r
 	checkStock(k, "redis", inventory.Stock{SKU: s.SKU, Total: r.Total, Available: r.Available, Occupied: r.Occupied, Sold: r.Sold})
-	live, err := a.liveReservations(ctx, s.SKU)
-	if err != nil {
-		return err
-	}
-	states, err := a.orderStates(ctx, live)
-	if err != nil {
-		return err
-	}
 	var undecided int64 // live Redis units MySQL holds no order for
-	inRedis := map[string]bool{}
-	for _, res := range live {
+	inRedis := make(map[string]bool, len(rd.live[i]))
+	for _, res := range rd.live[i] {
 		inRedis[res.id] = true
 		s.RedisReservedUnits += res.qty
-		st, known := states[res.id]
+		st, known := rd.states[res.id]
 		switch {
 		case !known && a.RedisReservations:
 			undecided += res.qty
@@ -318,12 +636,8 @@ func (a Auditor) auditRedis(ctx context.Context, s *SKUAudit, k sink) error {
 	if r.Occupied != s.RedisReservedUnits {
 		k.violate("redis %s: occupied %d != live reservations %d", s.SKU, r.Occupied, s.RedisReservedUnits)
 	}
-	if !a.RedisReservations && s.ReservedUnits > 0 {
-		ids, err := a.reservedOrders(ctx, s.SKU)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
+	if !a.RedisReservations {
+		for _, id := range reserved {
 			if !inRedis[id] {
 				s.OrphanReservations++
 				k.note("mysql %s: order %s reserved, but Redis holds no reservation for it", s.SKU, id)
@@ -333,86 +647,29 @@ func (a Auditor) auditRedis(ctx context.Context, s *SKUAudit, k sink) error {
 	// What MySQL says Redis should hold. With reservations in Redis only,
 	// MySQL's available still counts the units undecided reservations hold.
 	want := RedisStock{Total: s.Total, Available: s.Available, Occupied: s.Occupied, Sold: s.Sold}
+	row := RedisStock{Total: s.row.Total, Available: s.row.Available, Occupied: s.row.Occupied, Sold: s.row.Sold}
 	if a.RedisReservations {
 		want.Available -= undecided
 		want.Occupied += undecided
+		row.Available -= undecided
+		row.Occupied += undecided
 	}
-	d := FieldDrift{Total: r.Total - want.Total, Available: r.Available - want.Available,
-		Occupied: r.Occupied - want.Occupied, Sold: r.Sold - want.Sold}
+	d := diff(r, want)
 	s.DriftUnits = d.Units()
 	if s.DriftUnits > 0 {
 		s.Drift = &d
 		k.note("redis %s: drift from MySQL total %+d available %+d occupied %+d sold %+d", s.SKU, d.Total, d.Available, d.Occupied, d.Sold)
 	}
+	s.DeviationUnits = diff(r, row).Units()
 	if ph := max(0, r.Available+r.Occupied+r.Sold-max(s.Ledger, s.ConfirmedUnits)); ph > s.PhantomUnits {
 		s.PhantomUnits = ph
 	}
-	return nil
 }
 
-// liveReservations lists a SKU's live Redis reservations (state reserved).
-func (a Auditor) liveReservations(ctx context.Context, sku string) ([]redisReservation, error) {
-	ids, err := a.Redis.ZRange(ctx, inventory.RedisLiveKey(sku), 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("audit: redis live %s: %w", sku, err)
-	}
-	pipe := a.Redis.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, inventory.RedisReservationKey(sku, id), "qty", "state", "deadline")
-	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("audit: redis reservations %s: %w", sku, err)
-		}
-	}
-	var out []redisReservation
-	for i, id := range ids {
-		v := cmds[i].Val()
-		if st, _ := v[1].(string); st != string(inventory.StateReserved) {
-			continue
-		}
-		q, _ := v[0].(string)
-		d, _ := v[2].(string)
-		n, _ := strconv.ParseInt(q, 10, 64)
-		ms, _ := strconv.ParseInt(d, 10, 64)
-		out = append(out, redisReservation{id: id, qty: n, deadline: time.UnixMilli(ms)})
-	}
-	return out, nil
-}
-
-// reservedOrders lists a SKU's orders reserved in MySQL.
-func (a Auditor) reservedOrders(ctx context.Context, sku string) ([]string, error) {
-	rows, err := a.DB.QueryContext(ctx, "SELECT order_id FROM orders WHERE sku=? AND state='reserved'", sku)
-	if err != nil {
-		return nil, fmt.Errorf("audit: reserved orders: %w", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("audit: reserved orders: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
-
-func (a Auditor) orderStates(ctx context.Context, live []redisReservation) (map[string]inventory.OrderState, error) {
-	ids := make([]string, len(live))
-	for i, r := range live {
-		ids[i] = r.id
-	}
-	rows, err := a.orders(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]inventory.OrderState, len(rows))
-	for id, o := range rows {
-		out[id] = o.state
-	}
-	return out, nil
+// diff is, per field, got minus want.
+func diff(got, want RedisStock) FieldDrift {
+	return FieldDrift{Total: got.Total - want.Total, Available: got.Available - want.Available,
+		Occupied: got.Occupied - want.Occupied, Sold: got.Sold - want.Sold}
 }
 
 type orderRow struct {
@@ -453,10 +710,27 @@ func (a Auditor) orders(ctx context.Context, ids []string) (map[string]orderRow,
 	return out, nil
 }
 
-// checkAcks counts acknowledgements that the stores contradict.
-func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inventory.Ack) error {
+// checkAcks counts acknowledgements that the stores contradict, one batch
+// of acks at a time: the stores do not change during an audit, so reading
+// each batch's orders apart gives what one read of them all would. done is
+// told how many acks each batch checked.
+func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks AckSource, done func(n int)) error {
+	err := acks.EachAck(ctx, func(batch []inventory.Ack) error {
+		if err := a.checkAckBatch(ctx, out, k, batch); err != nil {
+			return err
+		}
+		done(len(batch))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("audit: acks: %w", err)
+	}
+	return nil
+}
+
+func (a Auditor) checkAckBatch(ctx context.Context, out *Audit, k sink, acks []inventory.Ack) error {
 	ids := make([]string, 0, len(acks))
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(acks))
 	for _, ack := range acks {
 		if !seen[ack.OrderID] {
 			seen[ack.OrderID] = true
@@ -467,6 +741,7 @@ func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inven
 	if err != nil {
 		return err
 	}
+	var inRedis []inventory.Ack // reserve acks MySQL holds nothing for
 	for _, ack := range acks {
 		o, found := rows[ack.OrderID]
 		switch ack.State {
@@ -487,32 +762,51 @@ func (a Auditor) checkAcks(ctx context.Context, out *Audit, k sink, acks []inven
 			if found && o.qty > 0 {
 				continue
 			}
-			held, err := a.heldInRedis(ctx, ack)
-			if err != nil {
-				return err
-			}
-			if !held {
-				out.ReserveAckViolations++
-				k.note("order %s: reserve acknowledged, no store holds it (mysql %q)", ack.OrderID, o.state)
-			}
+			inRedis = append(inRedis, ack)
+		}
+	}
+	held, err := a.heldInRedis(ctx, inRedis)
+	if err != nil {
+		return err
+	}
+	for i, ack := range inRedis {
+		if !held[i] {
+			out.ReserveAckViolations++
+			k.note("order %s: reserve acknowledged, no store holds it (mysql %q)", ack.OrderID, rows[ack.OrderID].state)
 		}
 	}
 	return nil
 }
 
-// heldInRedis reports whether Redis holds a reservation record with units
-// for the order (strategies whose reservations live in Redis).
-func (a Auditor) heldInRedis(ctx context.Context, ack inventory.Ack) (bool, error) {
-	if a.Redis == nil || !a.RedisReservations || ack.SKU == "" {
-		return false, nil
+// heldInRedis reports, for each of acks, whether Redis holds a reservation
+// record with units for the order (strategies whose reservations live in
+// Redis), in one pipeline.
+func (a Auditor) heldInRedis(ctx context.Context, acks []inventory.Ack) ([]bool, error) {
+	held := make([]bool, len(acks))
+	if a.Redis == nil || !a.RedisReservations || len(acks) == 0 {
+		return held, nil
 	}
-	v, err := a.Redis.HMGet(ctx, inventory.RedisReservationKey(ack.SKU, ack.OrderID), "qty", "state").Result()
-	if err != nil {
-		return false, fmt.Errorf("audit: redis reservation %s: %w", ack.OrderID, err)
+	pipe := a.Redis.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(acks))
+	for i, ack := range acks {
+		if ack.SKU != "" {
+			cmds[i] = pipe.HMGet(ctx, inventory.RedisReservationKey(ack.SKU, ack.OrderID), "qty", "state")
+		}
 	}
-	q, _ := v[0].(string)
-	n, _ := strconv.ParseInt(q, 10, 64)
-	return n > 0, nil
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("audit: redis reservations: %w", err)
+		}
+	}
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		q, _ := c.Val()[0].(string)
+		n, _ := strconv.ParseInt(q, 10, 64)
+		held[i] = n > 0
+	}
+	return held, nil
 }
 
 func abs(x int64) int64 {

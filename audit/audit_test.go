@@ -1,7 +1,11 @@
 package audit_test
 
 import (
+	"fmt"
+	"sync/atomic"
+
 	"context"
+	"github.com/redis/go-redis/v9"
 	"os"
 	"strings"
 	"testing"
@@ -122,6 +126,156 @@ func TestAuditDetects(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.check(t, a)
+		})
+	}
+}
+
+// statements is the server's count of statements received so far
+// (Questions: every statement of every client, this one included).
+func statements(t *testing.T) int64 {
+	t.Helper()
+	var name string
+	var n int64
+	if err := env.DB.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// roundTrips counts the commands and pipelines a Redis client sends: one
+// per call, one per pipeline however many commands it holds.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { r.n.Add(1); return next(ctx, cmd) }
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { r.n.Add(1); return next(ctx, cmds) }
+}
+
+// TestAuditIsSetBased fails if the audit issues a statement (or a Redis
+// round trip) per SKU: over 2,000 SKUs with orders, outbox events, live
+// Redis reservations and acks it may send a few dozen of each — it counts
+// statements on the server and round trips on the client, never time. The
+// state carries one broken SKU, which the audit must name, and a clean
+// audit otherwise; the SKU detail it keeps stays bounded.
+func TestAuditIsSetBased(t *testing.T) {
+	const skus = 2000
+	cases := []struct {
+		name              string
+		redis             bool
+		redisReservations bool
+	}{
+		{"mysql only", false, false},
+		{"redis with mysql orders", true, false},
+		{"reservations in redis", true, true},
+	}
+	ctx := context.Background()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			stock := make([]inventory.Stock, skus)
+			ledger := map[string]int64{}
+			for i := range stock {
+				stock[i] = inventory.Stock{SKU: fmt.Sprintf("K%05d", i), Total: 10, Available: 10}
+				ledger[stock[i].SKU] = 10
+			}
+			// Every tenth SKU sold 2 units and holds one reserved.
+			var acks []inventory.Ack
+			now := time.Now().UTC()
+			pipe := env.Redis.Pipeline()
+			for i := range stock {
+				s := &stock[i]
+				if i%10 == 0 {
+					s.Available, s.Occupied, s.Sold = 7, 1, 2
+					for j, st := range []inventory.OrderState{inventory.StateConfirmed, inventory.StateConfirmed, inventory.StateReserved} {
+						id := fmt.Sprintf("%s-o%d", s.SKU, j)
+						if st == inventory.StateReserved && c.redisReservations {
+							// lua-tcc: a reservation lives in Redis only until decided.
+							pipe.HSet(ctx, inventory.RedisReservationKey(s.SKU, id), "qty", 1, "state", "reserved", "deadline", now.Add(time.Hour).UnixMilli())
+							pipe.ZAdd(ctx, inventory.RedisLiveKey(s.SKU), redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: id})
+							acks = append(acks, inventory.Ack{OrderID: id, SKU: s.SKU, State: inventory.StateReserved})
+							continue
+						}
+						if _, err := env.DB.Exec("INSERT INTO orders VALUES (?,?,?,?,?,?,?)", id, s.SKU, 1, string(st), now, now.Add(time.Hour), now); err != nil {
+							t.Fatal(err)
+						}
+						if st == inventory.StateReserved && c.redis {
+							pipe.HSet(ctx, inventory.RedisReservationKey(s.SKU, id), "qty", 1, "state", "reserved", "deadline", now.Add(time.Hour).UnixMilli())
+							pipe.ZAdd(ctx, inventory.RedisLiveKey(s.SKU), redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: id})
+						}
+						acks = append(acks, inventory.Ack{OrderID: id, SKU: s.SKU, State: st})
+					}
+				}
+				if c.redis {
+					pipe.HSet(ctx, inventory.RedisStockKey(s.SKU), "total", s.Total, "available", s.Available, "occupied", s.Occupied, "sold", s.Sold)
+				}
+				if c.redisReservations && i%10 == 0 {
+					// MySQL's row still counts the undecided unit as available.
+					s.Available, s.Occupied = 8, 0
+				}
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// One broken SKU: a unit gone from available.
+			broken := stock[skus/2+1]
+			broken.Available--
+			stock[skus/2+1] = broken
+			if err := inventory.LoadStock(ctx, env.DB, stock); err != nil {
+				t.Fatal(err)
+			}
+			if c.redis {
+				env.Redis.HIncrBy(ctx, inventory.RedisStockKey(broken.SKU), "available", -1)
+			}
+			aud := audit.Auditor{DB: env.DB, Ledger: ledger, RedisReservations: c.redisReservations}
+			var trips roundTrips
+			if c.redis {
+				rc := redis.NewClient(&redis.Options{Addr: env.Endpoints.RedisAddr})
+				defer rc.Close()
+				rc.AddHook(&trips)
+				aud.Redis = rc
+			}
+			from := statements(t)
+			a, err := aud.Audit(ctx, acks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := statements(t) - from - 1 // the second SHOW STATUS counts itself
+			t.Logf("%d SKUs, %d acks: %d MySQL statements, %d Redis round trips", skus, len(acks), sent, trips.n.Load())
+			if sent > 30 {
+				t.Errorf("the audit of %d SKUs sent %d MySQL statements: more than a set-based pass needs (a query per SKU?)", skus, sent)
+			}
+			if trips.n.Load() > 30 {
+				t.Errorf("the audit of %d SKUs made %d Redis round trips: more than pipelined batches need (a call per SKU?)", skus, trips.n.Load())
+			}
+			if a.SKUsAudited != skus || a.ConfirmedUnits != 2*skus/10 {
+				t.Errorf("audited %d SKUs, %d confirmed units; want %d, %d", a.SKUsAudited, a.ConfirmedUnits, skus, 2*skus/10)
+			}
+			var kept []string
+			for _, s := range a.SKUs {
+				kept = append(kept, s.SKU)
+			}
+			if a.LeakedUnits != 1 || a.SKUsWithAnomaly != 1 || len(a.SKUs) != 1 || a.SKUs[0].SKU != broken.SKU {
+				t.Errorf("want exactly %s leaking 1 unit, kept alone in the detail; got leaked %d, %d SKUs with anomaly, detail of %v (%v)",
+					broken.SKU, a.LeakedUnits, a.SKUsWithAnomaly, kept, a.Violations)
+			}
+			others := 0
+			for _, v := range a.Violations {
+				if !strings.Contains(v, broken.SKU) {
+					others++
+				}
+			}
+			if a.OrphanReservations != 0 || a.DriftUnits != 0 || a.ReserveAckViolations != 0 || a.LostAcks != 0 || others != 0 {
+				t.Errorf("clean SKUs flagged: orphans %d drift %d reserve-ack %d lost %d invariants %d (%v)",
+					a.OrphanReservations, a.DriftUnits, a.ReserveAckViolations, a.LostAcks, a.InvariantViolations, a.Violations)
+			}
 		})
 	}
 }

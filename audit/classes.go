@@ -78,6 +78,8 @@ var Classes = withFields([]Class{
 		Counted: "Redis reservations MySQL does not hold as reserved, and MySQL reservations Redis does not hold"},
 	{Key: "stale_reservations", Title: "stale reservations", Unit: "count",
 		Counted: "live reservations whose deadline passed before settle began"},
+	{Key: "unsold_units", Title: "unsold units", Unit: "units", Severity: Warn, Headline: true,
+		Counted: "units of a flash sale left unsold while buyers were turned away (refused, shed or timed out): stock − units the clients were told they bought, counted by the harness; a sale that did not sell out ranks after those that did"},
 })
 
 // withFields finds each class's Audit field by its JSON key. A key with no
@@ -145,21 +147,15 @@ func filter(headline bool) []Class {
 // counts themselves (not the stored Anomalies figure, so audits read from
 // older files count the same way). Zero means the auditor found nothing
 // that makes a run unsafe.
-func (a Audit) Count() int64 {
-	var n int64
-	for _, c := range Classes {
-		if c.Severity == Unsafe {
-			n += c.Of(a)
-		}
-	}
-	return n
-}
+func (a Audit) Count() int64 { return a.sum(Unsafe) }
 
 // Warnings is the sum of the warn-only classes' counts of a.
-func (a Audit) Warnings() int64 {
+func (a Audit) Warnings() int64 { return a.sum(Warn) }
+
+func (a Audit) sum(s Severity) int64 {
 	var n int64
 	for _, c := range Classes {
-		if c.Severity == Warn {
+		if c.Severity == s {
 			n += c.Of(a)
 		}
 	}

@@ -67,26 +67,19 @@ func layoutDeltas(ctx context.Context, db *sql.DB) (map[string]layoutDelta, erro
 	return out, nil
 }
 
-// addLayout adds the strategies' own layout (buckets, unit rows) to the
-// SKUs read from the inventory rows, and reports a broken bucket or unit
-// row as an invariant violation.
-func (a Auditor) addLayout(ctx context.Context, skus []SKUAudit, k sink) error {
-	deltas, err := layoutDeltas(ctx, a.DB)
-	if err != nil {
-		return err
+// addLayout adds the strategies' own layout (buckets, unit rows) to a SKU
+// read from its inventory row, and reports a broken bucket or unit row as
+// an invariant violation. The map holds only SKUs that have such rows
+// (none unless buckets or skiplocked ran).
+func addLayout(s *SKUAudit, deltas map[string]layoutDelta, k sink) {
+	d, ok := deltas[s.SKU]
+	if !ok {
+		return
 	}
-	for i := range skus {
-		s := &skus[i]
-		d, ok := deltas[s.SKU]
-		if !ok {
-			continue
-		}
-		s.Available += d.Available
-		s.Occupied += d.Occupied
-		s.Sold += d.Sold
-		if d.NegativeBuckets > 0 {
-			k.violate("mysql %s: %d bucket or unit rows with a negative count or an unknown state", s.SKU, d.NegativeBuckets)
-		}
+	s.Available += d.Available
+	s.Occupied += d.Occupied
+	s.Sold += d.Sold
+	if d.NegativeBuckets > 0 {
+		k.violate("mysql %s: %d bucket or unit rows with a negative count or an unknown state", s.SKU, d.NegativeBuckets)
 	}
-	return nil
 }

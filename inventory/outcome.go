@@ -25,7 +25,15 @@ const (
 	Timeout         Outcome = "timeout"
 	Canceled        Outcome = "canceled"
 	Failure         Outcome = "error"
+	// Busy is a request the service shed before it reached the store: its
+	// in-flight limit and queue were full (the harness's service model).
+	// It is an answer, not an error: a refusal the buyer gets fast.
+	Busy Outcome = "busy"
 )
+
+// ErrBusy is the service model's fast refusal of a request it has no room
+// for. The request never reached the store, so it had no effect.
+var ErrBusy = errors.New("service busy")
 
 // MySQL server error numbers the layers agree on: a lock wait past
 // innodb_lock_wait_timeout, and a deadlock victim (also how a Galera
@@ -37,7 +45,9 @@ const (
 
 // Failed reports whether the outcome is an error rather than an answer:
 // ok, out of stock and already final are answers a healthy store gives.
-func (o Outcome) Failed() bool { return o != OK && o != OutOfStock && o != AlreadyFinal }
+func (o Outcome) Failed() bool {
+	return o != OK && o != OutOfStock && o != AlreadyFinal && o != Busy
+}
 
 // Classify names an operation's outcome class.
 func Classify(err error) Outcome {
@@ -48,6 +58,8 @@ func Classify(err error) Outcome {
 		return OK
 	case errors.Is(err, ErrOutOfStock):
 		return OutOfStock
+	case errors.Is(err, ErrBusy):
+		return Busy
 	case errors.Is(err, ErrConflict):
 		return Conflict
 	case errors.Is(err, ErrAlreadyFinal):

@@ -14,7 +14,7 @@ import (
 )
 
 // TestClassify: every error a strategy returns lands in one outcome class,
-// wrapped or not, and only ok, out_of_stock and already_final are answers.
+// wrapped or not, and only ok, out_of_stock, already_final and busy are answers.
 func TestClassify(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -25,6 +25,7 @@ func TestClassify(t *testing.T) {
 		{"nil", nil, inventory.OK, false},
 		{"out of stock, wrapped", fmt.Errorf("reserve x: %w", inventory.ErrOutOfStock), inventory.OutOfStock, false},
 		{"already final", inventory.ErrAlreadyFinal, inventory.AlreadyFinal, false},
+		{"shed by the service model", fmt.Errorf("reserve: %w", inventory.ErrBusy), inventory.Busy, false},
 		{"conflict", inventory.ErrConflict, inventory.Conflict, true},
 		{"unknown order", inventory.ErrUnknownOrder, inventory.UnknownOrder, true},
 		{"outcome unknown", fmt.Errorf("%w: commit: broken pipe", inventory.ErrOutcomeUnknown), inventory.OutcomeUnknown, true},

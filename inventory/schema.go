@@ -97,13 +97,31 @@ func stripComments(s string) string {
 	return b.String()
 }
 
-// LoadStock inserts the initial stock rows into the inventory table.
-func LoadStock(ctx context.Context, db *sql.DB, stock []Stock) error {
-	for _, s := range stock {
-		if _, err := db.ExecContext(ctx,
-			"INSERT INTO inventory (sku,total,available,occupied,sold,version) VALUES (?,?,?,?,?,0)",
-			s.SKU, s.Total, s.Available, s.Occupied, s.Sold); err != nil {
-			return fmt.Errorf("load stock %s: %w", s.SKU, err)
+// loadBatch is how many inventory rows one INSERT of LoadStock carries.
+const loadBatch = 5000
+
+// LoadStock inserts the initial stock rows into the inventory table, in
+// multi-row INSERTs of loadBatch rows (a million SKUs is 200 statements).
+// progress, when not nil, is called after each statement with the rows
+// loaded so far. A failure leaves the rows of the statements before it.
+func LoadStock(ctx context.Context, db *sql.DB, stock []Stock, progress ...func(done int)) error {
+	for start := 0; start < len(stock); start += loadBatch {
+		part := stock[start:min(start+loadBatch, len(stock))]
+		var b strings.Builder
+		b.WriteString("INSERT INTO inventory (sku,total,available,occupied,sold,version) VALUES ")
+		args := make([]any, 0, 5*len(part))
+		for i, s := range part {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?,?,?,?,?,0)")
+			args = append(args, s.SKU, s.Total, s.Available, s.Occupied, s.Sold)
+		}
+		if _, err := db.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("load stock %s…%s: %w", part[0].SKU, part[len(part)-1].SKU, err)
+		}
+		for _, p := range progress {
+			p(start + len(part))
 		}
 	}
 	return nil

@@ -22,7 +22,9 @@ CREATE TABLE orders (
 ) ENGINE=InnoDB COMMENT='stockbench';
 
 -- Local message table of the outbox strategy: one row per stock event,
--- applied to inventory by the relay exactly once.
+-- applied to inventory by the relay exactly once and deleted in the same
+-- transaction, so the table holds the relay's backlog only (applied=0 is
+-- what a pending event looks like to the auditor and the reconciler).
 CREATE TABLE outbox (
   id         BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
   order_id   VARCHAR(64) NOT NULL,

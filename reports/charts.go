@@ -126,6 +126,11 @@ func buildPlots(r *results.Results) ([]namedPlot, error) {
 		}
 		return out, nil
 	}
+	fl, err := flashCharts(r)
+	if err != nil {
+		return nil, fmt.Errorf("flash charts: %w", err)
+	}
+	out = append(out, fl...)
 	article := IsArticlePreset(r)
 	if article {
 		// What the preset is for comes first: the article beside this run.
@@ -182,6 +187,13 @@ func buildPlots(r *results.Results) ([]namedPlot, error) {
 		for _, m := range timelineMetrics {
 			if p, err := timelineChart(rs, sc, m); p != nil || err != nil {
 				if err := add(m.name+"-over-time-"+sc, p, err); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for _, m := range driftMetrics {
+			if p, err := driftChart(rs, sc, m); p != nil || err != nil {
+				if err := add("drift-"+m.name+"-"+sc, p, err); err != nil {
 					return nil, err
 				}
 			}

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"github.com/stockbench/stockbench/analysis"
 	"strings"
 	"testing"
 
@@ -10,7 +11,7 @@ import (
 // TestCompare: a file against itself passes; each constructed regression
 // is caught, and only it.
 func TestCompare(t *testing.T) {
-	th := Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}
+	th := analysis.Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}
 	// Fixture runs: 0-5 flash (rowlock, cas, conditional, lua-tcc, outbox,
 	// naive), 6-11 sustained in the same order; naive oversells in both,
 	// outbox in sustained (with drift).
@@ -67,21 +68,21 @@ func TestCompare(t *testing.T) {
 
 // checkCompare runs Compare and CompareTable and checks the problems: none
 // when want is empty, else n (at least 1) that all contain want.
-func checkCompare(t *testing.T, old, cur *results.Results, th Thresholds, want string, n int) {
+func checkCompare(t *testing.T, old, cur *results.Results, th analysis.Thresholds, want string, n int) {
 	t.Helper()
 	if want != "" && n == 0 {
 		n = 1
 	}
 	var problems []string
 	rows := 0
-	for _, v := range Compare(old, cur, th) {
+	for _, v := range analysis.Compare(old, cur, th) {
 		problems = append(problems, v.Problems...)
 		if len(v.Problems) > 0 {
 			rows++
 		}
 	}
 	var sb strings.Builder
-	bad := CompareTable(&sb, Compare(old, cur, th))
+	bad := CompareTable(&sb, analysis.Compare(old, cur, th))
 	if len(problems) != n || bad != rows {
 		t.Fatalf("%d problems (%d rows) %v, want %d containing %q\n%s", len(problems), bad, problems, n, want, sb.String())
 	}
@@ -118,7 +119,7 @@ func withRepeats(r *results.Results, factors ...float64) *results.Results {
 // TestCompareSpread: with repeats, a change past the threshold is a
 // regression only when it is also beyond the min–max of the repeats.
 func TestCompareSpread(t *testing.T) {
-	th := Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}
+	th := analysis.Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}
 	cases := []struct {
 		name     string
 		old, new []float64 // repeat factors of TPS (P99 divided by them)
@@ -154,48 +155,9 @@ func TestCompareSweepLabel(t *testing.T) {
 		r.Runs[i].Param, r.Runs[i].Value = "buyers", "50"
 	}
 	var sb strings.Builder
-	CompareTable(&sb, Compare(r, r, Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}))
+	CompareTable(&sb, analysis.Compare(r, r, analysis.Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}))
 	if !strings.Contains(sb.String(), "sustained buyers=50") {
 		t.Fatalf("no parameter name:\n%s", sb.String())
-	}
-}
-
-func TestParseWeights(t *testing.T) {
-	cases := []struct {
-		in      string
-		want    Weights
-		wantErr bool
-	}{
-		// Two dimensions, the rest weigh 0.
-		{"consistency=0.5,throughput=0.5", Weights{Consistency: 0.5, Throughput: 0.5}, false},
-		// One dimension alone.
-		{"latency=1", Weights{Latency: 1}, false},
-		// All four, spaces allowed.
-		{"consistency=0.4, throughput=0.25, latency=0.2, complexity=0.15", DefaultWeights, false},
-		// A weight above 1 is refused, not renormalised.
-		{"consistency=2", Weights{}, true},
-		// Weights that do not sum to 1 are refused, not renormalised.
-		{"consistency=1,throughput=1", Weights{}, true},
-		{"consistency=0.3,throughput=0.3", Weights{}, true},
-		// An unknown dimension.
-		{"speed=1", Weights{}, true},
-		// All zero.
-		{"consistency=0", Weights{}, true},
-		// A negative weight.
-		{"consistency=-1,latency=2", Weights{}, true},
-		// A dimension named twice.
-		{"latency=0.5,latency=0.5", Weights{}, true},
-	}
-	for _, c := range cases {
-		got, err := ParseWeights(c.in)
-		if (err != nil) != c.wantErr || !c.wantErr && got != c.want {
-			t.Errorf("ParseWeights(%q) = %+v, %v", c.in, got, err)
-		}
-	}
-	// String round-trips, at full precision.
-	w := Weights{Consistency: 1.0 / 3, Throughput: 1.0 / 3, Latency: 1.0 / 3}
-	if got, err := ParseWeights(w.String()); err != nil || got != w {
-		t.Errorf("ParseWeights(%q) = %+v, %v", w.String(), got, err)
 	}
 }
 
@@ -203,7 +165,7 @@ func TestParseWeights(t *testing.T) {
 // oversells never wins on consistency.
 func TestRecommend(t *testing.T) {
 	r := fixtureResults(t)
-	recs := Recommend(r, Weights{Consistency: 1})
+	recs := analysis.Recommend(r, analysis.Weights{Consistency: 1})
 	if len(recs) != 6 {
 		t.Fatalf("%d recommendations", len(recs))
 	}
@@ -219,7 +181,7 @@ func TestRecommend(t *testing.T) {
 	if last.Consistency == 1 {
 		t.Fatalf("with consistency only, the last (%s) should be an inconsistent one", last.Strategy)
 	}
-	byTPS := Recommend(r, Weights{Throughput: 1})
+	byTPS := analysis.Recommend(r, analysis.Weights{Throughput: 1})
 	if byTPS[0].Throughput != 1 {
 		t.Fatalf("with throughput only, the first should have the best TPS: %+v", byTPS[0])
 	}
@@ -231,8 +193,8 @@ func TestRecommend(t *testing.T) {
 // (oversell) are unsafe, and outbox has the second best TPS.
 func TestRecommendSafetyFirst(t *testing.T) {
 	r := fixtureResults(t)
-	for _, w := range []Weights{DefaultWeights, {Throughput: 1}, {Latency: 1}, {Complexity: 1}} {
-		recs := Recommend(r, w)
+	for _, w := range []analysis.Weights{analysis.DefaultWeights, {Throughput: 1}, {Latency: 1}, {Complexity: 1}} {
+		recs := analysis.Recommend(r, w)
 		var order []string
 		for i, rec := range recs {
 			order = append(order, rec.Strategy)

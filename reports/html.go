@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -39,10 +40,12 @@ func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 	rhead, rrows := repeatRows(r)
 	fhead, frows := faultTable(r)
 	fdhead, fdrows := faultRunRows(r)
-	weights := WeightsOf(r)
+	weights := analysis.WeightsOf(r)
+	flHead, flRows := flashRows(r)
 	data := map[string]any{
+		"FlashHead": flHead, "FlashRows": flRows, "FlashExplained": FlashExplained,
 		"R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
-		"Recs": Recommend(r, weights), "Weights": weights.String(),
+		"Recs": analysis.Recommend(r, weights), "Weights": weights.String(),
 		"Head": head, "Rows": rows, "RHead": rhead, "RRows": rrows,
 		"FHead": fhead, "FRows": frows, "FDHead": fdhead, "FDRows": fdrows, "Persistence": persistenceOf(r),
 		"Caveat": OneHostCaveat(r),
@@ -118,7 +121,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{if .R.Interrupted}}<p class="bad">Interrupted: the run was stopped early; the figures cover what was measured.</p>{{end}}
 <p>Backend {{.R.Env.Backend}} · MySQL {{.R.Env.MySQLVersion}} · Redis {{.R.Env.RedisVersion}} · {{.R.Env.Cores}} cores ({{.R.Env.CPUModel}}) · {{.R.Env.StartedAt}}</p>
 <nav class="toc"><b>Contents</b>
-<a href="#comparison">Comparison</a>{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}}{{if .FHead}} · <a href="#faults">Fault matrix</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">results.Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
+<a href="#comparison">Comparison</a>{{if .FlashHead}} · <a href="#flash">Flash sale</a>{{end}}{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}}{{if .FHead}} · <a href="#faults">Fault matrix</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">results.Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
 <br><b>Units</b> TPS: completed reserve+confirm flows / s · latency: ms, pay delay excluded · oversell: % of confirmed units · anomalies: units or acks counted by the auditor · server CPU: % of one core</nav>
 
 <h2 id="comparison">Comparison</h2>
@@ -128,6 +131,13 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{end}}</table></div>
 <p>TPS: completed reserve+confirm flows per second of the measured phase; flows: their count (warm-up excluded). Flow P99: of the whole flow, pay delay excluded. The anomaly columns are the auditor's, from the stores, over the whole run; oversell %: oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max); every repeat is listed below. The colour beside each name is the strategy's in every chart.</p>
 
+{{if .FlashHead}}<h2 id="flash">Flash sale</h2>
+<div class="wide"><table>
+<tr>{{range .FlashHead}}<th>{{.}}</th>{{end}}</tr>
+{{range .FlashRows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td class="name"><span class="sw" style="{{swatch $c}}"></span>{{$c}}</td>{{else}}<td{{if eq $c "did not sell out"}} class="bad"{{else if eq $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}{{end}}</tr>
+{{end}}</table></div>
+<p>{{.FlashExplained}} The millisecond timelines are under Charts.</p>
+{{end}}
 {{if .RHead}}<h2 id="repeats">Repeats</h2>
 <table>
 <tr>{{range .RHead}}<th>{{.}}</th>{{end}}</tr>
@@ -144,10 +154,10 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <ul>{{range $.ArticleDiffs}}<li>{{.}}</li>{{end}}</ul>{{end}}
 
 {{with .Recs}}<h2 id="recommendation">Recommendation for this workload</h2>
-<p>Weights: {{$.Weights}}. Scores are computed from the figures measured in this run only. Safety comes first: a strategy with any anomaly is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within each group.</p>
+<p>Weights: {{$.Weights}}. Scores are computed from the figures measured in this run only. Safety comes first: a strategy with any anomaly is UNSAFE and ranks after every clean one, whatever its score; within each group a strategy whose flash sale did not sell out while it turned buyers away ranks after those that sold out; the weights order strategies only within each group.</p>
 <table>
 <tr><th>rank</th><th>strategy</th><th>safety</th><th>score</th><th>consistency</th><th>throughput</th><th>latency</th><th>complexity</th></tr>
-{{range .}}<tr><td>{{.Rank}}</td><td class="l">{{.Strategy}}</td>{{if .Unsafe}}<td class="l bad">UNSAFE</td>{{else}}<td class="l">ok</td>{{end}}<td>{{f2 .Score}}</td><td>{{f2 .Consistency}}</td><td>{{f2 .Throughput}}</td><td>{{f2 .Latency}}</td><td>{{f2 .Complexity}}</td></tr>
+{{range .}}<tr><td>{{.Rank}}</td><td class="l">{{.Strategy}}</td>{{if .Unsafe}}<td class="l bad">UNSAFE</td>{{else if .Unsold}}<td class="l bad">did not sell out</td>{{else}}<td class="l">ok</td>{{end}}<td>{{f2 .Score}}</td><td>{{f2 .Consistency}}</td><td>{{f2 .Throughput}}</td><td>{{f2 .Latency}}</td><td>{{f2 .Complexity}}</td></tr>
 {{end}}</table>
 <ol>{{range .}}<li>{{.Reason}}</li>{{end}}</ol>{{end}}
 

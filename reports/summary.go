@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
@@ -19,14 +20,7 @@ import (
 // keys of results.json. right marks the numeric columns.
 func comparison(r *results.Results) (head []string, rows [][]string, right []bool) {
 	rs := results.Rows(r)
-	repeats := false
-	for _, row := range rs {
-		repeats = repeats || len(row.Runs) > 1
-	}
-	head = []string{"strategy", "scenario"}
-	if repeats {
-		head = append(head, "runs")
-	}
+	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "flow P99 ms", "flows")
 	for _, c := range audit.HeadlineClasses() {
 		head = append(head, c.Title)
@@ -71,8 +65,11 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 			cpu = fold(runs, results.ServerCPU, f1)
 		}
 		safety := "ok"
-		if row.Unsafe() {
+		switch {
+		case row.Anomalies > 0:
 			safety = "UNSAFE"
+		case row.Incomplete != "":
+			safety = "INCOMPLETE: " + row.Incomplete
 		}
 		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), safety)
 		rows = append(rows, cells)
@@ -129,6 +126,19 @@ func writeAligned(w io.Writer, head []string, rows [][]string, right []bool) {
 	}
 }
 
+// rowHead is the first columns of a table of rows: strategy, scenario and,
+// when any row has repeats, their count (repeats reports whether one has).
+func rowHead(rs []results.Row) (head []string, repeats bool) {
+	for _, row := range rs {
+		repeats = repeats || len(row.Runs) > 1
+	}
+	head = []string{"strategy", "scenario"}
+	if repeats {
+		head = append(head, "runs")
+	}
+	return head, repeats
+}
+
 // fold formats f over the repeats: the value of a single run, or
 // "median (min–max)" when the repeats differ.
 func fold(runs []results.Run, f func(results.Run) float64, format func(float64) string) string {
@@ -148,14 +158,7 @@ const TerminalWidth = 120
 // over repeats.
 func terminal(r *results.Results) (head []string, rows [][]string, right []bool) {
 	rs := results.Rows(r)
-	repeats := false
-	for _, row := range rs {
-		repeats = repeats || len(row.Runs) > 1
-	}
-	head = []string{"strategy", "scenario"}
-	if repeats {
-		head = append(head, "runs")
-	}
+	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "P99 ms", "flows", "oversold", "oversell %", "anomalies", "CPU %", "safety")
 	right = make([]bool, len(head))
 	for i := 2; i < len(head)-1; i++ {
@@ -206,14 +209,18 @@ func Table(w io.Writer, r *results.Results) {
 		}
 		fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), strings.Join(found, ", "))
 	}
+	flashTable(w, r)
 	generatorsNote(w, r)
-	weights := WeightsOf(r)
-	if recs := Recommend(r, weights); len(recs) > 0 {
+	weights := analysis.WeightsOf(r)
+	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
 		var clean, unsafe []string
 		for _, rec := range recs {
-			if rec.Unsafe {
+			switch {
+			case rec.Unsafe:
 				unsafe = append(unsafe, rec.Strategy)
-			} else {
+			case rec.Unsold > 0:
+				clean = append(clean, rec.Strategy+" (did not sell out)")
+			default:
 				clean = append(clean, rec.Strategy)
 			}
 		}
@@ -271,18 +278,21 @@ func Summary(r *results.Results) string {
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase and flows counts them (flows = TPS × measured seconds; the warm-up is excluded); flow P99 is of the whole flow, pay delay excluded. The anomaly columns are the auditor's, counted from the stores after settling over the whole run: oversell % is oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max).\n")
+	b.WriteString(flashMarkdown(r))
 	b.WriteString(repeatsMarkdown(r))
 	b.WriteString(sweepMarkdown(r))
 	b.WriteString(articleMarkdown(r))
 
-	weights := WeightsOf(r)
-	if recs := Recommend(r, weights); len(recs) > 0 {
-		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; the weights order strategies only within the clean group and within the unsafe group.\n\n", weights, audit.UnsafeTitles())
+	weights := analysis.WeightsOf(r)
+	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
+		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; within each group a strategy whose flash sale did not sell out while it turned buyers away (unsold units) ranks after those that sold out; the weights order strategies only within each group.\n\n", weights, audit.UnsafeTitles())
 		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rec := range recs {
 			safety := "ok"
 			if rec.Unsafe {
 				safety = "UNSAFE"
+			} else if rec.Unsold > 0 {
+				safety = "did not sell out"
 			}
 			fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rec.Rank, rec.Strategy, safety, rec.Score,
 				rec.Consistency, rec.Throughput, rec.Latency, rec.Complexity)
@@ -294,6 +304,7 @@ func Summary(r *results.Results) string {
 	}
 
 	b.WriteString(faultMarkdown(r))
+	b.WriteString(driftMarkdown(r))
 
 	if len(r.Aggregates) > 0 {
 		b.WriteString("\n## Spread over repeats (min / median / max)\n\n| strategy | scenario | runs | TPS | P99 (ms) | oversell % | server CPU % |\n|---|---|---:|---|---|---|---|\n")
@@ -388,17 +399,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// WeightsOf reads the recommendation weights recorded in the results'
-// config, or returns the defaults.
-func WeightsOf(r *results.Results) Weights {
-	if s := r.Config.Weights; s != "" {
-		if w, err := ParseWeights(s); err == nil {
-			return w
-		}
-	}
-	return DefaultWeights
 }
 
 // WriteSummary writes summary.md into dir.

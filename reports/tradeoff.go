@@ -199,7 +199,10 @@ func (plainTicks) Ticks(min, max float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(min, max)
 	for i := range ts {
 		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+			// Rounded to 12 digits first: a tick at 0.4 × 3 is
+			// 1.2000000000000002 in floating point.
+			v, _ := strconv.ParseFloat(strconv.FormatFloat(ts[i].Value, 'g', 12, 64), 64)
+			ts[i].Label = strconv.FormatFloat(v, 'f', -1, 64)
 		}
 	}
 	return ts

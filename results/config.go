@@ -35,6 +35,16 @@ type Config struct {
 	BatchWait         string   `json:"batch_wait"`
 	// Buckets is the buckets strategy's rows per SKU.
 	Buckets int `json:"buckets,omitempty"`
+	// Inflight and Queue are the service model (--inflight, --queue):
+	// calls in each strategy instance at once (0: none) and new requests
+	// that may wait.
+	Inflight int `json:"inflight"`
+	Queue    int `json:"queue"`
+	// ClientRetry is how many times a buyer retries a call shed, timed
+	// out or of unknown outcome, with the same order id, after a backoff
+	// drawn from RetryBackoff and doubled each time (--client-retry).
+	ClientRetry  int    `json:"client_retry"`
+	RetryBackoff string `json:"retry_backoff"`
 	// Faults is the fault plan (--fault), one spec each.
 	Faults []string `json:"faults,omitempty"`
 	// Weights are the recommendation weights as given.
@@ -114,6 +124,27 @@ type Harness struct {
 	// Galera certification failures and brute-force aborts (clusters).
 	GaleraCertFailures *int64 `json:"galera_cert_failures,omitempty"`
 	GaleraBFAborts     *int64 `json:"galera_bf_aborts,omitempty"`
+	// PeakRSSMB is this process's peak resident memory over the run
+	// (VmHWM, reset at the run's start when PeakRSSReset; otherwise the
+	// process's peak since it started). Buyers counts journeys begun;
+	// HarnessCPUMSPer1kBuyers is the process's CPU time (user + system,
+	// from getrusage) over the load phase per thousand of them.
+	PeakRSSMB               *float64 `json:"peak_rss_mb,omitempty"`
+	PeakRSSReset            bool     `json:"peak_rss_reset,omitempty"`
+	Buyers                  int64    `json:"buyers,omitempty"`
+	HarnessCPUMSPer1kBuyers *float64 `json:"harness_cpu_ms_per_1k_buyers,omitempty"`
+	// SetupSKUsPerSec is the catalog's SKUs over the setup phase's seconds
+	// (reset, the MySQL rows, the strategy's Setup: its Redis hashes).
+	SetupSKUsPerSec float64 `json:"setup_skus_per_sec,omitempty"`
+	// HarnessHeapBytesPerSKU is the live heap that the catalog, the
+	// ledger and the strategy's setup added, per SKU of the catalog (the
+	// harness's whole memory: PeakRSSMB).
+	HarnessHeapBytesPerSKU float64 `json:"harness_heap_bytes_per_sku,omitempty"`
+	// RedisUsedMemoryBytes is Redis's used_memory (summed over a cluster's
+	// masters) when the load ended; RedisBytesPerSKU is what the
+	// strategy's Setup added to it, per SKU (Redis strategies only).
+	RedisUsedMemoryBytes int64   `json:"redis_used_memory_bytes,omitempty"`
+	RedisBytesPerSKU     float64 `json:"redis_bytes_per_sku,omitempty"`
 }
 
 // harnessKeys are the JSON keys of Harness: what files before format v3
@@ -145,7 +176,8 @@ func harnessFromCounters(counters map[string]float64) (Harness, map[string]float
 }
 
 // MergeHarness folds the generators' harness figures of one merged run:
-// counts and the harness CPU add up; server CPU (each generator sampled
+// counts and the harness CPU add up; Redis's used memory is the
+// largest any generator saw; server CPU (each generator sampled
 // the same servers) and the per-op pool wait are means over the generators
 // that have them, and so is the background loop's time.
 func MergeHarness(hs []Harness) Harness {
@@ -169,6 +201,10 @@ func MergeHarness(hs []Harness) Harness {
 		m.RedisPoolWaitMS += h.RedisPoolWaitMS
 		m.RedisPoolTimeouts += h.RedisPoolTimeouts
 		m.PoolWaitMSPerOp += h.PoolWaitMSPerOp / float64(len(hs))
+		m.SetupSKUsPerSec += h.SetupSKUsPerSec / float64(len(hs))
+		m.HarnessHeapBytesPerSKU += h.HarnessHeapBytesPerSKU / float64(len(hs))
+		m.RedisUsedMemoryBytes = max(m.RedisUsedMemoryBytes, h.RedisUsedMemoryBytes)
+		m.RedisBytesPerSKU += h.RedisBytesPerSKU / float64(len(hs))
 		if h.GaleraCertFailures != nil && h.GaleraBFAborts != nil {
 			cert, bf = append(cert, *h.GaleraCertFailures), append(bf, *h.GaleraBFAborts)
 		}

@@ -144,7 +144,7 @@ func MergeRuns(runs []Run) (Run, error) {
 		return Run{}, fmt.Errorf("no runs")
 	}
 	m := runs[0]
-	m.Shard, m.ShardAcks, m.Faults, m.FaultImpact = nil, nil, nil, nil
+	m.Shard, m.ShardAcks, m.Faults, m.FaultImpact, m.Drift = nil, nil, nil, nil, nil
 	m.Counts, m.Journeys, m.Restocked = map[string]map[string]int64{}, map[string]int64{}, nil
 	m.Errors, m.Series, m.Shards = nil, nil, nil
 	m.Flows = 0

@@ -133,6 +133,10 @@ type Run struct {
 	Value string `json:"value,omitempty"`
 	// Series is the per-second time series of the measured phase.
 	Series []SeriesPoint `json:"series,omitempty"`
+	// Drift is how throughput, latency, memory, table sizes and relay lag
+	// moved over a timed run (absent for flash and race, and for merged
+	// generators).
+	Drift *Drift `json:"drift,omitempty"`
 	// Interrupted is true when Ctrl-C cut this run short: DurationSec is
 	// then what was measured of its window.
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -155,6 +159,13 @@ type Run struct {
 	Audit          audit.Audit      `json:"audit"`
 	AuditEndOfLoad *audit.Audit     `json:"audit_end_of_load,omitempty"`
 	SettleRepaired map[string]int64 `json:"settle_repaired,omitempty"`
+	// Phases are the run's named phases (setup, load, settle, audit) in
+	// the order they ran, with how long each took and the work it did.
+	Phases []Phase `json:"phases,omitempty"`
+	// Incomplete names the phase that did not finish (settle or audit, cut
+	// by its deadline or an error): the load figures stand, the audit
+	// does not (it is absent or partial). Empty when every phase finished.
+	Incomplete string `json:"incomplete,omitempty"`
 	// CoreLines counts the strategy package's non-test, non-blank,
 	// non-comment lines.
 	CoreLines int `json:"core_lines"`
@@ -182,6 +193,26 @@ type Run struct {
 	// the merge grades the stores against. Only in a shard's own file.
 	Restocked map[string]int64 `json:"restocked,omitempty"`
 	ShardAcks []inventory.Ack  `json:"shard_acks,omitempty"`
+	// Flash is the sale's own figures (fixed scenarios); Service the
+	// service model's settings and sheds.
+	Flash   *Flash   `json:"flash,omitempty"`
+	Service *Service `json:"service,omitempty"`
+}
+
+// Phase is one named phase of a run: setup (reset, load the catalog, the
+// strategy's Setup), load (warm-up and measured phase), settle, audit
+// (both audits).
+type Phase struct {
+	Name string  `json:"name"`
+	Sec  float64 `json:"sec"`
+	// Done of Total units of work (Unit: "SKUs" for setup and audit),
+	// and the rate reached; absent for a phase that does not count its work.
+	Done   int64   `json:"done,omitempty"`
+	Total  int64   `json:"total,omitempty"`
+	Unit   string  `json:"unit,omitempty"`
+	PerSec float64 `json:"per_sec,omitempty"`
+	// Incomplete: the phase was cut (deadline or error) before it finished.
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // ShardInfo names one generator of a run and what it measured.

@@ -21,10 +21,15 @@ type Row struct {
 	// Anomalies counts every UNSAFE anomaly class (audit.Classes) over
 	// the repeats; above zero the row is unsafe.
 	Anomalies int64
+	// Incomplete names the phase a repeat did not finish (settle or an
+	// audit): its audit is missing or partial, so the row is not known
+	// to be safe.
+	Incomplete string
 }
 
-// Unsafe reports whether any repeat of the row broke a rule.
-func (r Row) Unsafe() bool { return r.Anomalies > 0 }
+// Unsafe reports whether any repeat of the row broke a rule, or was not
+// fully audited (Incomplete): a row is safe only when proven so.
+func (r Row) Unsafe() bool { return r.Anomalies > 0 || r.Incomplete != "" }
 
 // Rows groups the runs by scenario, sweep value and strategy, in the order
 // they first appear.
@@ -56,6 +61,9 @@ func Rows(r *Results) []Row {
 		}
 		for _, run := range runs {
 			row.Anomalies += run.Audit.Count()
+			if run.Incomplete != "" && row.Incomplete == "" {
+				row.Incomplete = run.Incomplete
+			}
 		}
 		out = append(out, row)
 	}

@@ -3,6 +3,9 @@ package runner
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +29,26 @@ type driver struct {
 	onStart func(from time.Time)
 	// from is the wall-clock start of the measured phase.
 	from time.Time
-	// open loop
+	// gate is the service model in front of the strategy (nil: none).
+	gate *gate
+	// open loop and scheduled arrivals
 	late, dropped atomic.Int64
+	// started counts journeys begun (buyers, for the harness's cost).
+	begun atomic.Int64
+	// retries counts the client's retries (ClientRetry).
+	retries atomic.Int64
+}
+
+// buyer is a journey's place in a fixed scenario: its arrival order, whether
+// it is one of the first Stock arrivals, and the gate place its first call
+// already took (the dispatcher sheds before starting a goroutine).
+type buyer struct {
+	early bool
+	t     ticket
+	// tries and first: attempts of the first call already made (shed at
+	// dispatch) and when the first was due.
+	tries int
+	first time.Time
 }
 
 // harness records the driver's own figures: restocks issued, open-loop
@@ -63,9 +84,19 @@ const lateThreshold = 10 * time.Millisecond
 // intended set (open loop), the first operation's latency runs from the
 // intended start, so queueing behind a stalled server shows in the tail. A
 // journey whose next think time would end past the window stops there.
-func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder, intended time.Time) {
+func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder, intended time.Time, b buyer) {
 	var reserveLat time.Duration
 	reserved, flowDone, first := false, false, true
+	var seen outcomes
+	defer func() {
+		d.gate.drop(b.t) // a first call never made (the run was stopped)
+		if rec.sale != nil {
+			e := seen.end(reserved, flowDone, j.Kind)
+			rec.mu.Lock()
+			rec.sale.end(e, b.early && j.Kind == "buy")
+			rec.mu.Unlock()
+		}
+	}()
 	for _, ph := range j.Phases {
 		if ph.IfReserved && !reserved {
 			continue
@@ -83,24 +114,30 @@ func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder
 		}
 		results := make([]opResult, len(ph.Ops))
 		if len(ph.Ops) == 1 {
-			results[0] = d.op(ctx, j, ph.Ops[0])
+			at := time.Time{}
+			if first {
+				at = intended
+			}
+			results[0] = d.call(ctx, j, rec, ph.Ops[0], b.t, at, b.tries, b.first)
 		} else {
 			var wg sync.WaitGroup
 			for i, op := range ph.Ops {
 				wg.Add(1)
-				go func() { defer wg.Done(); results[i] = d.op(ctx, j, op) }()
+				go func() {
+					defer wg.Done()
+					at := time.Time{}
+					if first {
+						at = intended
+					}
+					results[i] = d.call(ctx, j, rec, op, ticket{}, at, 0, time.Time{})
+				}()
 			}
 			wg.Wait()
 		}
-		if first && !intended.IsZero() {
-			for i := range results {
-				results[i].lat += results[i].start.Sub(intended)
-				results[i].start = intended
-			}
-		}
+		b.t = ticket{}
 		first = false
 		for _, r := range results {
-			d.record(ctx, j, rec, r)
+			seen.add(r)
 			if r.err != nil {
 				continue
 			}
@@ -118,16 +155,56 @@ func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder
 	}
 }
 
-// record counts one operation's outcome and keeps its ack.
-func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder, r opResult) {
-	if r.err == nil {
-		switch r.op {
-		case scenarios.Confirm:
-			rec.ack(inventory.Ack{OrderID: j.OrderID, State: inventory.StateConfirmed})
-		case scenarios.Cancel:
-			rec.ack(inventory.Ack{OrderID: j.OrderID, State: inventory.StateCancelled})
+// call makes one call of a journey with the client's retries: an attempt
+// shed as busy, timed out or with an unknown outcome is made again with the
+// same order id (the idempotency key) after a backoff, up to ClientRetry
+// times in all (tries were already made, the first of them at first). Every
+// attempt is recorded; the answer returned is the last one, its start the
+// first attempt's and its latency the buyer's whole wait, backoffs
+// included. t is the gate place already taken for the first attempt; with
+// intended set, the first attempt's latency runs from it (open loop).
+func (d *driver) call(ctx context.Context, j scenarios.Journey, rec *recorder, op scenarios.Op, t ticket, intended time.Time, tries int, first time.Time) opResult {
+	for {
+		r := d.op(ctx, j, op, t)
+		t = ticket{}
+		if !intended.IsZero() {
+			r.lat += r.start.Sub(intended)
+			r.start, intended = intended, time.Time{}
 		}
+		d.record(ctx, j, rec, r)
+		if first.IsZero() {
+			first = r.start
+		}
+		tries++
+		if !retryable(r.err) || tries > d.o.ClientRetry || ctx.Err() != nil || !clock.Sleep(ctx, d.backoff(tries)) {
+			r.lat = r.start.Add(r.lat).Sub(first)
+			r.start = first
+			return r
+		}
+		d.retries.Add(1)
 	}
+}
+
+// retryable says whether a client retries a call that ended with err: the
+// service was busy, or the call timed out or its outcome is unknown (it may
+// have happened: the retry carries the same order id).
+func retryable(err error) bool {
+	switch inventory.Classify(err) {
+	case inventory.Busy, inventory.Timeout, inventory.OutcomeUnknown:
+		return true
+	}
+	return false
+}
+
+// backoff is the wait before retry n (from 1): a draw from RetryBackoff,
+// doubled at each retry (full jitter inside the range).
+func (d *driver) backoff(n int) time.Duration {
+	b := d.o.RetryBackoff
+	return b.Draw(rand.New(rand.NewPCG(rand.Uint64(), 0))) << min(n-1, 10)
+}
+
+// record counts one operation's outcome (its ack is kept by the ledger).
+func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder, r opResult) {
 	if r.op == scenarios.Reserve && errors.Is(r.err, inventory.ErrOutOfStock) && d.restock != nil {
 		d.restock.trigger(ctx, j.SKU)
 	}
@@ -136,12 +213,25 @@ func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder,
 	}
 }
 
-func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op) opResult {
+// op makes one call through the service model: t is the gate place the
+// dispatcher already took for it (the zero ticket: take one now). The
+// latency includes the wait in the service's queue.
+func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op, t ticket) opResult {
 	ctx, cancel := context.WithTimeout(ctx, d.o.OpTimeout)
 	defer cancel()
 	ref := inventory.OrderRef{OrderID: j.OrderID, SKU: j.SKU}
 	t0 := time.Now()
 	var err error
+	if !t.taken {
+		t, err = d.gate.try(op != scenarios.Reserve)
+	}
+	if err == nil {
+		err = d.gate.wait(ctx, t)
+	}
+	if err != nil {
+		return opResult{op: op, err: err, start: t0, lat: time.Since(t0)}
+	}
+	defer d.gate.leave()
 	switch op {
 	case scenarios.Reserve:
 		err = d.s.Reserve(ctx, inventory.Reservation{OrderID: j.OrderID, SKU: j.SKU, Qty: j.Qty, Deadline: t0.Add(j.TTL)})
@@ -156,30 +246,30 @@ func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op) o
 // closedLoop runs Buyers workers, each starting its next journey as soon as
 // the last ends, for Warmup + Duration; only the Duration after the warm-up
 // is measured.
-func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, time.Duration) {
+func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) (stripes, time.Duration) {
 	t0 := time.Now()
 	from := t0.Add(d.o.Warmup)
 	to := from.Add(d.o.Duration)
 	d.started(from)
-	var recs []*recorder
+	recs := newStripes(stripeCount(d.o.Buyers, runtime.GOMAXPROCS(0)), from, to)
 	var wg sync.WaitGroup
 	for w := range d.o.Buyers {
 		if !d.o.mine(w) {
 			// Another generator's worker: same seed, same stream there.
 			continue
 		}
-		rec := newRecorder(from, to)
-		recs = append(recs, rec)
+		rec := recs.at(w)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			src := d.sc.Source(d.o.Params, w)
 			for ctx.Err() == nil && time.Now().Before(to) {
 				j := src.Next(d.o.TTL)
+				d.begun.Add(1)
 				if time.Now().After(from) {
 					rec.journey(j.Kind)
 				}
-				d.journey(ctx, j, rec, time.Time{})
+				d.journey(ctx, j, rec, time.Time{}, buyer{})
 			}
 		}()
 	}
@@ -189,12 +279,12 @@ func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, 
 	return recs, measured(from, to)
 }
 
-// openLoop starts journeys at Rate per second on a fixed schedule, whatever
-// the servers do; Buyers workers serve them. An arrival that finds every
+// openLoop starts journeys at Rate per second on a fixed schedule (or on
+// the arrival profile's curve when it is one), whatever the servers do; Buyers workers serve them. An arrival that finds every
 // worker busy and the queue full is dropped and counted; one that starts
 // more than lateThreshold after its intended time is counted late, and its
 // latency includes the wait.
-func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, time.Duration) {
+func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) (stripes, time.Duration) {
 	t0 := time.Now()
 	from := t0.Add(d.o.Warmup)
 	to := from.Add(d.o.Duration)
@@ -215,30 +305,41 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) ([]*recorder, ti
 		}
 	}
 	queue := make(chan arrival, max(1, workers))
-	recs := make([]*recorder, workers)
+	recs := newStripes(stripeCount(workers, runtime.GOMAXPROCS(0)), from, to)
 	var wg sync.WaitGroup
-	for w := range recs {
-		recs[w] = newRecorder(from, to)
+	for w := range workers {
+		rec := recs.at(w)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for a := range queue {
-				if time.Since(a.intended) > lateThreshold && recs[w].in(a.intended) {
+				d.begun.Add(1)
+				if time.Since(a.intended) > lateThreshold && rec.in(a.intended) {
 					d.late.Add(1)
 				}
-				if recs[w].in(a.intended) {
-					recs[w].journey(a.j.Kind)
+				if rec.in(a.intended) {
+					rec.journey(a.j.Kind)
 				}
-				d.journey(ctx, a.j, recs[w], a.intended)
+				d.journey(ctx, a.j, rec, a.intended, buyer{})
 			}
 		}()
 	}
 	stopCPU := cpu.window(from, to)
 	src := d.sc.Source(d.o.Params, 0)
-	interval := time.Duration(float64(time.Second) / d.o.Rate)
+	next := func(i int) (time.Time, bool) {
+		return t0.Add(time.Duration(float64(i) * float64(time.Second) / d.o.Rate)), true
+	}
+	if prof := d.sc.Arrivals(d.o.Params); prof.Rated() {
+		// The arrival profile's curve, from the start of the warm-up.
+		sched := scenarios.NewSchedule(prof, math.MaxInt, d.o.Seed)
+		next = func(int) (time.Time, bool) {
+			off, ok := sched.Next()
+			return t0.Add(off), ok
+		}
+	}
 	for i := 0; ; i++ {
-		at := t0.Add(time.Duration(i) * interval)
-		if !at.Before(to) {
+		at, ok := next(i)
+		if !ok || !at.Before(to) {
 			break
 		}
 		j := src.Next(d.o.TTL)

@@ -18,11 +18,30 @@ import (
 // flow; a nil *live ignores everything.
 type live struct {
 	flows, errors atomic.Int64
-	mu            sync.Mutex
-	hist          *hdrhistogram.Histogram // flow latency of the current second, µs
+	// buyers counts journeys begun (the driver's count, shared).
+	buyers *atomic.Int64
+	// lastCPU, lastAt are the harness CPU reading of the previous line.
+	lastCPU time.Duration
+	lastAt  time.Time
+	mu      sync.Mutex
+	hist    *hdrhistogram.Histogram // flow latency of the current second, µs
 }
 
-func newLive() *live { return &live{hist: newHist()} }
+func newLive(buyers *atomic.Int64) *live {
+	return &live{hist: newHist(), buyers: buyers, lastCPU: selfCPU(), lastAt: time.Now()}
+}
+
+// cpuPct is the harness's CPU (% of one core) since the last line; only
+// the reporting goroutine calls it.
+func (l *live) cpuPct(now time.Time) float64 {
+	c := selfCPU()
+	pct := 0.0
+	if dt := now.Sub(l.lastAt); dt > 0 {
+		pct = 100 * float64(c-l.lastCPU) / float64(dt)
+	}
+	l.lastCPU, l.lastAt = c, now
+	return pct
+}
 
 func (l *live) flow(lat time.Duration) {
 	if l == nil {
@@ -41,7 +60,10 @@ func (l *live) errorSeen() {
 }
 
 // report redraws one status line on w every second: elapsed, flows/s, flow
-// P99 of the last second, errors, and the stock left available in MySQL.
+// P99 of the last second, errors, the stock left available in MySQL
+// (when conns.DB is set: the caller leaves it nil for a large catalog,
+// where summing it every second would load the server under test), the
+// buyers begun, and the harness's own resident memory and CPU.
 // The returned func stops it and ends the line.
 func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.Duration) (stop func()) {
 	done := make(chan struct{})
@@ -59,18 +81,24 @@ func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.
 				return
 			case <-tick.C:
 			}
+			now := time.Now()
 			flows := l.flows.Load()
 			l.mu.Lock()
 			p99 := float64(l.hist.ValueAtQuantile(99)) / 1000
 			l.hist.Reset()
 			l.mu.Unlock()
-			stock, _ := inventory.AvailableMySQL(context.Background(), conns.DB)
+			stock := "" // a full scan of the inventory: only on a small catalog
+			if conns.DB != nil {
+				n, _ := inventory.AvailableMySQL(context.Background(), conns.DB)
+				stock = fmt.Sprintf("  stock %8d", n)
+			}
 			el := time.Since(t0).Truncate(time.Second)
 			of := ""
 			if total > 0 {
 				of = "/" + total.String()
 			}
-			fmt.Fprintf(w, "\r%-12s %6s%s  flows/s %7d  p99 %8.2f ms  errors %6d  stock %8d ", name, el, of, flows-last, p99, l.errors.Load(), stock)
+			fmt.Fprintf(w, "\r%-12s %-7s %6s%s  flows/s %7d  p99 %8.2f ms  errors %6d%s  buyers %8d  harness %5.0f MB %4.0f%% CPU ",
+				name, PhaseLoad, el, of, flows-last, p99, l.errors.Load(), stock, l.buyers.Load(), rssMB(), l.cpuPct(now))
 			last = flows
 		}
 	}()

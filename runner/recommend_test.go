@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockbench/stockbench/reports"
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
@@ -29,7 +29,7 @@ func TestRaceRecommendation(t *testing.T) {
 		}
 		res.Runs = append(res.Runs, run)
 	}
-	recs := reports.Recommend(res, reports.DefaultWeights)
+	recs := analysis.Recommend(res, analysis.DefaultWeights)
 	if len(recs) != len(registry.All) {
 		t.Fatalf("%d recommendations for %d strategies", len(recs), len(registry.All))
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -19,17 +20,18 @@ const (
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, 3) }
 
-// recorder holds one worker's measurements; it is not shared, so it needs no
-// lock. Recorders are merged when the run ends. Only operations that start
+// recorder holds the measurements of the workers or buyers striped onto it
+// (see stripes); its methods lock it, so a bounded set of recorders serves
+// any number of buyers. Recorders are merged when the run ends. Only operations that start
 // inside the measured window [from, to) are timed and counted (warm-up and
-// the drain after the end are not); acks are kept for every operation,
-// because the audit covers the whole run.
+// the drain after the end are not). The acks the audit checks are kept by
+// the ledger (on disk), not here.
 type recorder struct {
+	mu       sync.Mutex
 	from, to time.Time // zero to: no upper bound
 	hist     map[string]*hdrhistogram.Histogram
 	counts   map[string]map[string]int64
 	journeys map[string]int64
-	acks     []inventory.Ack
 	errs     []string
 	flows    int64
 	attempts int64
@@ -39,6 +41,8 @@ type recorder struct {
 	// failure): an operation a fault caught in flight fails inside the
 	// fault's window even if it started before.
 	failedAt []map[string]int64
+	// sale, when set (fixed scenarios), keeps the sale's own figures.
+	sale *sale
 }
 
 // bucket is one second of the time series.
@@ -76,8 +80,13 @@ func (r *recorder) bucketAt(t time.Time) *bucket {
 // ran: in open loop an arrival that queued through the warm-up and
 // completed in the measured phase carries its whole wait in its latency.
 func (r *recorder) flow(confirmAt time.Time, lat time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if !r.in(confirmAt) {
 		return
+	}
+	if r.sale != nil {
+		r.sale.flow(r.from, confirmAt)
 	}
 	r.flows++
 	r.latency("flow", lat)
@@ -101,11 +110,16 @@ func (r *recorder) latency(name string, d time.Duration) {
 // not an answer of a healthy store (inventory.Outcome.Failed). The texts of
 // a few distinct unclassified errors are kept for diagnosis.
 func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Duration, err error) (failed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if !r.in(start) {
 		return false
 	}
 	cls := inventory.Classify(err)
 	r.latency(name, lat)
+	if r.sale != nil {
+		r.sale.op(r, name, cls, start.Add(lat), lat)
+	}
 	m := r.counts[name]
 	if m == nil {
 		m = map[string]int64{}
@@ -139,16 +153,24 @@ func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Durat
 	return cls.Failed()
 }
 
-// ack keeps an acknowledgement for the audit (whenever it happened: the
-// audit covers the whole run).
-func (r *recorder) ack(a inventory.Ack) { r.acks = append(r.acks, a) }
-
 // journey counts a journey of kind started in the measured part of the run.
-func (r *recorder) journey(kind string) { r.journeys[kind]++ }
+func (r *recorder) journey(kind string) {
+	r.mu.Lock()
+	r.journeys[kind]++
+	r.mu.Unlock()
+}
 
 const maxErrorTexts = 10
 
 func (r *recorder) merge(o *recorder) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.sale != nil {
+		if r.sale == nil {
+			r.sale = &sale{stock: o.sale.stock}
+		}
+		r.sale.merge(o.sale)
+	}
 	for name, h := range o.hist {
 		if r.hist[name] == nil {
 			r.hist[name] = newHist()
@@ -166,7 +188,6 @@ func (r *recorder) merge(o *recorder) {
 	for k, n := range o.journeys {
 		r.journeys[k] += n
 	}
-	r.acks = append(r.acks, o.acks...)
 	for _, e := range o.errs {
 		if len(r.errs) < maxErrorTexts && !slices.Contains(r.errs, e) {
 			r.errs = append(r.errs, e)
@@ -219,3 +240,21 @@ func (r *recorder) seriesPoints() []results.SeriesPoint {
 }
 
 func percentiles(h *hdrhistogram.Histogram) results.Percentiles { return results.PercentilesOf(h) }
+
+// stripes is a bounded set of recorders: buyer or worker i records into
+// stripe i mod len. Memory is that of the stripes, whatever the buyers.
+type stripes []*recorder
+
+// stripeCount is how many recorders a run keeps: a few per core, enough
+// that buyers rarely wait for a stripe's lock, never one per buyer.
+func stripeCount(workers, procs int) int { return max(1, min(workers, 4*procs)) }
+
+func newStripes(n int, from, to time.Time) stripes {
+	s := make(stripes, n)
+	for i := range s {
+		s[i] = newRecorder(from, to)
+	}
+	return s
+}
+
+func (s stripes) at(i int) *recorder { return s[i%len(s)] }

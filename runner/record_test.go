@@ -60,7 +60,7 @@ func TestRecorderOp(t *testing.T) {
 }
 
 // TestRecorderMerge: merging workers' recorders sums counts, flows,
-// attempts, journeys and series second by second, keeps every ack, and
+// attempts, journeys and series second by second, and
 // keeps each distinct error text once.
 func TestRecorderMerge(t *testing.T) {
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -69,13 +69,11 @@ func TestRecorderMerge(t *testing.T) {
 	a.flow(from.Add(time.Second), 2*time.Millisecond)
 	a.op("confirm", false, from, time.Millisecond, errors.New("boom"))
 	a.journey("buy")
-	a.ack(inventory.Ack{OrderID: "1", State: inventory.StateConfirmed})
 	b.op("reserve", true, from.Add(3*time.Second), time.Millisecond, inventory.ErrOutOfStock)
 	b.op("confirm", false, from, time.Millisecond, errors.New("boom"))
 	b.flow(from.Add(3*time.Second), 4*time.Millisecond)
 	b.journey("buy")
 	b.journey("abandon")
-	b.ack(inventory.Ack{OrderID: "2", State: inventory.StateCancelled})
 
 	total := newRecorder(time.Time{}, time.Time{})
 	total.merge(a)
@@ -85,8 +83,8 @@ func TestRecorderMerge(t *testing.T) {
 		t.Fatalf("counts %v", total.counts)
 	case total.flows != 2 || total.hist["flow"].TotalCount() != 2 || total.attempts != 2:
 		t.Fatalf("flows %d (hist %d), attempts %d", total.flows, total.hist["flow"].TotalCount(), total.attempts)
-	case total.journeys["buy"] != 2 || total.journeys["abandon"] != 1 || len(total.acks) != 2:
-		t.Fatalf("journeys %v, acks %v", total.journeys, total.acks)
+	case total.journeys["buy"] != 2 || total.journeys["abandon"] != 1:
+		t.Fatalf("journeys %v", total.journeys)
 	case len(total.errs) != 1:
 		t.Fatalf("error texts %q, want boom once", total.errs)
 	case len(total.series) != 4 || total.series[0].attempts != 1 || total.series[0].errors != 2 ||

@@ -4,6 +4,7 @@
 package runner
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/calibrate"
 	"github.com/stockbench/stockbench/faults"
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
@@ -40,10 +42,25 @@ type Options struct {
 	// Pool bounds each of the run's connection pools (MySQL and Redis);
 	// buyers beyond it wait for a connection. 0 means servers.DefaultPool.
 	Pool int
-	// OpTimeout bounds each operation.
+	// OpTimeout bounds each operation (its wait in the service's queue
+	// included).
 	OpTimeout time.Duration
-	// SettleTimeout bounds settling and auditing after the measured phase.
-	SettleTimeout time.Duration
+	// Inflight and Queue are the service model in front of each strategy
+	// instance: at most Inflight calls in the strategy at once, at most
+	// Queue new requests (reserves) waiting, the rest shed as busy.
+	// Inflight 0 means the pool size, negative no service model; Queue 0
+	// means DefaultQueue, negative no queue.
+	Inflight, Queue int
+	// ClientRetry is how many times a buyer retries a call that was shed,
+	// timed out or had an unknown outcome, with the same order id, after a
+	// backoff drawn from RetryBackoff and doubled at each retry. 0: never.
+	ClientRetry  int
+	RetryBackoff scenarios.Range
+	// SettleTimeout bounds the strategy's Settle after the measured phase,
+	// and AuditTimeout each audit; 0 scales each with the catalog (and the
+	// acks, for the audit): see deadlines. A phase that overruns does not
+	// lose the run: it is written with Run.Incomplete naming the phase.
+	SettleTimeout, AuditTimeout time.Duration
 	// Strategy carries the strategy knobs; DB and Redis are filled in.
 	Strategy strategies.Config
 	// Weights are the recommendation weights, recorded in the config.
@@ -113,7 +130,8 @@ func (o Options) Resolved() results.Config {
 		OutboxPeriod: c.OutboxPeriod.String(), ReconcilePeriod: c.ReconcilePeriod.String(),
 		SweepPeriod: c.SweepPeriod.String(), CalibrateDuration: o.CalibrateDuration.String(),
 		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(), Buckets: c.Buckets,
-		Faults: o.Faults.Strings(), Weights: o.Weights,
+		Faults: o.Faults.Strings(), Weights: o.Weights, Inflight: o.inflight(), Queue: o.queue(),
+		ClientRetry: o.ClientRetry, RetryBackoff: o.RetryBackoff.String(),
 	}
 	for _, name := range o.Scenarios {
 		if sc, err := scenarios.Lookup(name); err == nil {
@@ -129,6 +147,31 @@ func deref(p *float64) float64 {
 		return 0
 	}
 	return *p
+}
+
+// DefaultQueue is the service model's queue of new requests unless set.
+const DefaultQueue = 256
+
+// queue is the service model's queue bound.
+func (o Options) queue() int {
+	switch {
+	case o.Queue < 0:
+		return 0
+	case o.Queue == 0:
+		return DefaultQueue
+	}
+	return o.Queue
+}
+
+// inflight is the service model's limit (0: none).
+func (o Options) inflight() int {
+	switch {
+	case o.Inflight < 0:
+		return 0
+	case o.Inflight == 0:
+		return o.pool()
+	}
+	return o.Inflight
 }
 
 // pool is the size of each connection pool.
@@ -266,6 +309,9 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 					}
 					o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold", e.Name, run.TPS,
 						run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits)
+					if run.Incomplete != "" {
+						o.logf("  %s: the %s phase did not finish: %s", e.Name, run.Incomplete, run.Errors[len(run.Errors)-1])
+					}
 				}
 			}
 		}
@@ -326,8 +372,29 @@ func RunWithFaults(ctx context.Context, st Stores, e registry.Entry, scenario st
 	return runStrategy(ctx, st, e, scenario, o, nil)
 }
 
+// deadlines are the settle and audit deadlines of a run over skus SKUs
+// that gave acks acknowledgements and left pending items for its Settle
+// (strategies.Pending): the options' when set, else scaled with the work
+// (settle: 2 min + 1 min per 100,000 SKUs + settlePerPending per pending
+// item; each audit: 1 min + 1 min per 100,000 SKUs + auditPerAck per ack).
+func (o Options) deadlines(skus int, acks, pending int64) (settle, audit time.Duration) {
+	settle, audit = o.SettleTimeout, o.AuditTimeout
+	if settle <= 0 {
+		settle = 2*time.Minute + time.Duration(skus/100_000)*time.Minute + time.Duration(max(0, pending))*settlePerPending
+	}
+	if audit <= 0 {
+		audit = time.Minute + time.Duration(skus/100_000)*time.Minute + time.Duration(max(0, acks))*auditPerAck
+	}
+	return settle, audit
+}
+
+// liveStockMax is the largest catalog whose available stock the progress
+// line sums every second.
+const liveStockMax = 10_000
+
 func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options, cpu *cpuSampler) (results.Run, error) {
 	run := results.Run{Strategy: e.Name, Scenario: scenario, Seed: o.Seed}
+	ps := &phases{w: o.Progress, name: e.Name}
 	sc, err := scenarios.Lookup(scenario)
 	if err != nil {
 		return run, err
@@ -350,11 +417,23 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		defer pc.Close()
 		proxy, sconns = p, pc
 	}
+	heap0 := liveHeap()
 	stock := catalog(sc, o.Params)
+	// Setup's work: the MySQL rows, then the Redis hashes of a Redis strategy.
+	work := int64(len(stock))
+	if e.UsesRedis {
+		work *= 2
+	}
+	setup := ps.start(PhaseSetup, "rows", work)
 	if !o.NoReset {
-		if err := prepare(ctx, conns, stock); err != nil {
+		if err := prepare(ctx, conns, stock, func(n int) { setup.set(int64(n), 0) }); err != nil {
+			setup.end(true)
 			return run, err
 		}
+	}
+	var redis0 int64
+	if e.UsesRedis {
+		redis0, _ = redisUsedMemory(ctx, conns.Redis)
 	}
 	cfg := o.Strategy
 	cfg.DB, cfg.Redis = sconns.DB, sconns.Redis
@@ -375,9 +454,18 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	if err != nil {
 		return run, err
 	}
-	if err := s.Setup(ctx, stock); err != nil {
+	if err := s.Setup(strategies.WithProgress(ctx, func(n int) { setup.add(int64(n)) }), stock); err != nil {
+		setup.end(true)
 		_ = s.Close()
 		return run, err
+	}
+	if sp := setup.end(false); sp.Sec > 0 {
+		run.Harness.SetupSKUsPerSec = float64(len(stock)) / sp.Sec
+	}
+	if e.UsesRedis && len(stock) > 0 {
+		if redis1, err := redisUsedMemory(ctx, conns.Redis); err == nil && redis0 > 0 {
+			run.Harness.RedisBytesPerSKU = float64(redis1-redis0) / float64(len(stock))
+		}
 	}
 
 	// The service holds the strategy instance and its background loop; an
@@ -389,7 +477,16 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		strat = svc
 	}
 
-	book := newLedger(strat, stock)
+	acks, err := newAckLog()
+	if err != nil {
+		return run, err
+	}
+	defer acks.Close()
+	book := newLedger(strat, stock, acks, ledgerKeep(o))
+	if len(stock) > 0 {
+		// What the catalog, the ledger and the strategy's setup hold.
+		run.Harness.HarnessHeapBytesPerSKU = float64(int64(liveHeap())-int64(heap0)) / float64(len(stock))
+	}
 	if len(o.Faults) > 0 {
 		book.totalOf = func(ctx context.Context, sku string) (total int64, err error) {
 			// A locking read waits for a restock still holding the row (its
@@ -398,7 +495,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			return total, err
 		}
 	}
-	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o)}
+	d := &driver{s: book, o: o, sc: sc, restock: newRestocker(book, sc, o), gate: newGate(o.inflight(), o.queue())}
 	var injected struct {
 		events []faults.Event
 		err    error
@@ -426,23 +523,49 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		}
 	}
 	if o.Progress != nil {
-		d.live = newLive()
-		stopProgress := d.live.report(o.Progress, e.Name, conns, o.Warmup+o.Duration)
+		d.live = newLive(&d.begun)
+		lc := conns
+		if len(stock) > liveStockMax {
+			lc = servers.Conns{}
+		}
+		stopProgress := d.live.report(o.Progress, e.Name, lc, o.Warmup+o.Duration)
 		defer stopProgress()
 	}
-	var recs []*recorder
+	var recs stripes
 	var window time.Duration
+	load := (&phases{name: e.Name}).start(PhaseLoad, "", 0) // the live line draws it
 	poolFrom, galeraFrom := markPools(sconns), markGalera(ctx, conns)
+	var drift *driftSampler
+	if sc.Timed() && !o.sharded() {
+		pid := st.Endpoints.MySQLPID
+		if pid == 0 {
+			pid = o.ServerPIDs[servers.TargetMySQL]
+		}
+		_, relay := countersOf(strat)["outbox_relayed"]
+		drift = startDrift(conns, pid, relay, driftEvery(o.Duration))
+	}
+	peakReset := resetPeakRSS()
+	cpuFrom := selfCPU()
 	switch {
 	case !sc.Timed():
-		recs, window = d.fixed(ctx, sc.Journeys(o.Params), cpu)
-	case o.Rate > 0:
+		recs, window = d.fixed(ctx, sc, cpu)
+	case o.Rate > 0 || sc.Arrivals(o.Params).Rated():
 		recs, window = d.openLoop(ctx, cpu)
 	default:
 		recs, window = d.closedLoop(ctx, cpu)
 	}
 	cpuPct := cpu.end()
+	ps.list = append(ps.list, load.end(false))
+	var driftEveryPeriod time.Duration
+	var driftPoints []results.DriftPoint
+	if drift != nil {
+		driftEveryPeriod, driftPoints = drift.end(d.from)
+	}
+	harnessCPU := selfCPU() - cpuFrom
 	poolTo, galeraTo := markPools(sconns), markGalera(context.Background(), conns)
+	if e.UsesRedis {
+		run.Harness.RedisUsedMemoryBytes, _ = redisUsedMemory(context.Background(), conns.Redis)
+	}
 	if injected.done != nil {
 		// Load is over: whatever fault is still on is undone now (a restart
 		// is seen through), so settle and audit find the servers up.
@@ -456,23 +579,57 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	bgRan := svc.stopBackground()
 
 	// Audit at the end of load, settle, audit again — even after Ctrl-C:
-	// what was measured is reported.
-	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
-	defer cancel()
+	// what was measured is reported. A phase that overruns its deadline
+	// (or fails) ends the chain: the run keeps its load figures and names
+	// the phase in Incomplete.
 	auditor := audit.Auditor{DB: conns.DB}
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}
-	var acks []inventory.Ack
-	auditor.Ledger, acks = book.snapshot()
+	auditor.Ledger = book.snapshot()
+	settleTO, auditTO := o.deadlines(len(stock), acks.len(), pendingOf(strat))
+	var phaseErr error
+	settle := func() bool {
+		ph := ps.start(PhaseSettle, "", 0)
+		sctx, cancel := context.WithTimeout(context.Background(), settleTO)
+		defer cancel()
+		if err := strat.Settle(sctx); err != nil {
+			ph.end(true)
+			run.Incomplete, phaseErr = PhaseSettle, fmt.Errorf("settle (deadline %s): %w", settleTO, err)
+			return false
+		}
+		ph.end(false)
+		return true
+	}
+	auditNow := func(name string, check func(ctx context.Context, a *audit.Audit) error) (audit.Audit, bool) {
+		ph := ps.start(name, "SKUs+acks", 0)
+		a := auditor
+		a.Progress = func(done, total int64) { ph.set(done, total) }
+		actx, cancel := context.WithTimeout(context.Background(), auditTO)
+		defer cancel()
+		res, err := a.AuditFrom(actx, acks)
+		if err == nil && check != nil {
+			err = check(actx, &res)
+		}
+		if err != nil {
+			ph.end(true)
+			run.Incomplete, phaseErr = name, fmt.Errorf("%s (deadline %s): %w", name, auditTO, err)
+			return res, false
+		}
+		ph.end(false)
+		return res, true
+	}
 	var settleFrom time.Time
 	if o.sharded() {
 		// The parent audits once, after every generator settled.
 		settleFrom = time.Now()
-		if err := strat.Settle(sctx); err != nil {
-			return run, fmt.Errorf("settle: %w", err)
+		settle()
+		actx, cancel := context.WithTimeout(context.Background(), auditTO)
+		run.ShardAcks, err = acks.all(actx)
+		cancel()
+		if err != nil {
+			return run, err
 		}
-		run.ShardAcks = acks
 		for _, st := range stock {
 			auditor.Ledger[st.SKU] -= st.Total
 		}
@@ -493,26 +650,29 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		total.merge(r)
 	}
 	if !o.sharded() {
-		endOfLoad, err := auditor.Audit(sctx, acks)
-		if err != nil {
-			return run, err
-		}
-		auditor.StaleBefore = time.Now()
-		if err := strat.Settle(sctx); err != nil {
-			return run, fmt.Errorf("settle: %w", err)
-		}
-		settled, err := auditor.Audit(sctx, acks)
-		if err != nil {
-			return run, err
-		}
-		// What settle repaired compares like with like: the node-agreement check
-		// below runs only after settle, so it stays out of the difference.
-		run.AuditEndOfLoad, run.SettleRepaired = &endOfLoad, audit.Repaired(endOfLoad, settled)
-		if err := checkNodes(sctx, conns, &settled); err != nil {
-			return run, err
-		}
-		run.Audit = settled
+		func() {
+			endOfLoad, ok := auditNow(PhaseAuditEndOfLoad, nil)
+			if !ok {
+				return
+			}
+			run.AuditEndOfLoad = &endOfLoad
+			auditor.StaleBefore = time.Now()
+			if !settle() {
+				return
+			}
+			// What settle repaired compares like with like: the node-agreement
+			// check runs only after settle, so it stays out of the difference.
+			var repaired map[string]int64
+			settled, ok := auditNow(PhaseAudit, func(ctx context.Context, a *audit.Audit) error {
+				repaired = audit.Repaired(endOfLoad, *a)
+				return checkNodes(ctx, conns, a)
+			})
+			if ok {
+				run.Audit, run.SettleRepaired = settled, repaired
+			}
+		}()
 	}
+	run.Phases = ps.list
 
 	run.DurationSec = window.Seconds()
 	run.Flows = total.flows
@@ -535,7 +695,13 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		run.MeasuredFrom = d.from.UTC().Format(time.RFC3339Nano)
 	}
 	run.Counts, run.Journeys, run.Errors = total.counts, total.journeys, total.errs
+	if phaseErr != nil {
+		run.Errors = append(run.Errors, phaseErr.Error())
+	}
 	run.Series = total.seriesPoints()
+	if drift != nil {
+		run.Drift = driftOf(driftEveryPeriod, driftPoints, total.series, window)
+	}
 	if c, ok := strat.(strategies.Counters); ok {
 		run.Counters = c.Counters()
 	}
@@ -556,9 +722,23 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		h.HarnessCPUMSPer1kFlows = &v
 	}
 	d.harness(h)
+	harnessFigures(h, peakReset, harnessCPU, d.begun.Load())
 	h.AppCrashes = svc.crashes.Load()
 	poolFigures(h, poolFrom, poolTo, ops)
 	h.GaleraCertFailures, h.GaleraBFAborts = galeraFigures(galeraFrom, galeraTo)
+	if total.sale != nil {
+		run.Flash = total.sale.figures(d.from, d.late.Load())
+		if !o.sharded() {
+			run.Audit.UnsoldUnits = run.Flash.UnsoldUnits
+		}
+	}
+	if d.gate != nil || o.ClientRetry > 0 {
+		run.Service = &results.Service{ClientRetries: d.retries.Load()}
+		if d.gate != nil {
+			run.Service.Inflight, run.Service.Queue = d.gate.limit, d.gate.queue
+			run.Service.Shed, run.Service.PeakQueue = d.gate.stats()
+		}
+	}
 	run.CoreLines = e.CoreLines()
 	if len(run.Faults) > 0 {
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, run)
@@ -566,36 +746,129 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	return run, nil
 }
 
-// fixed plays the flash and race scenarios: one goroutine per journey, all
-// released by a start barrier; the window runs until the last buyer ends.
-func (d *driver) fixed(ctx context.Context, journeys []scenarios.Journey, cpu *cpuSampler) ([]*recorder, time.Duration) {
-	var mine []scenarios.Journey
-	for i, j := range journeys {
-		if d.o.mine(i) {
-			mine = append(mine, j)
-		}
+// countersOf is the strategy's own counters (nil when it keeps none).
+func countersOf(s strategies.Strategy) map[string]float64 {
+	if c, ok := s.(strategies.Counters); ok {
+		return c.Counters()
 	}
-	journeys = mine
-	recs := make([]*recorder, len(journeys))
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, j := range journeys {
-		recs[i] = newRecorder(time.Time{}, time.Time{})
-		recs[i].journey(j.Kind)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			d.journey(ctx, j, recs[i], time.Time{})
-		}()
-	}
+	return nil
+}
+
+// fixed plays the flash and race scenarios: buyers arrive on the arrival
+// profile's schedule, generated lazily; a dispatcher starts each at its
+// time, taking its first call's place in the service model first, so a
+// buyer shed as busy costs no goroutine: the dispatcher keeps it (its
+// journey and when to come back) in a heap until its retry is due, or it
+// leaves. The window runs until the last buyer ends. Memory is bounded by
+// the stripes, the buyers in the service, paying or waiting to retry, and
+// the timeline — not by the buyers.
+func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampler) (stripes, time.Duration) {
+	gen := sc.Fixed(d.o.Params)
+	sched := scenarios.NewSchedule(sc.Arrivals(d.o.Params), d.o.Buyers, d.o.Seed)
+	recs := newStripes(stripeCount(d.o.Buyers, runtime.GOMAXPROCS(0)), time.Time{}, time.Time{})
 	t0 := time.Now()
 	for _, r := range recs {
 		r.from = t0
+		r.sale = newSale(d.o.Stock)
 	}
 	d.started(t0)
 	cpu.begin()
-	close(start)
+	var wg sync.WaitGroup
+	var later retryHeap
+	i := 0
+	next, more := sched.Next()
+	for ctx.Err() == nil {
+		var a arrival
+		switch {
+		// New arrivals wait while the room for buyers waiting to retry is
+		// full (they start late, and are counted so).
+		case more && (later.Len() == 0 || !t0.Add(next).After(later[0].due)) && later.Len() < maxWaitingRetries:
+			a = arrival{j: gen.Next(), i: i, due: t0.Add(next)}
+			i++
+			next, more = sched.Next()
+			if !d.o.mine(a.i) {
+				continue
+			}
+		case later.Len() > 0:
+			a = heap.Pop(&later).(arrival)
+		default:
+			more = false
+		}
+		if a.due.IsZero() {
+			break
+		}
+		if wait := time.Until(a.due); wait > 0 && !clock.Sleep(ctx, wait) {
+			break
+		}
+		rec := recs.at(a.i)
+		b := buyer{early: int64(a.i) < d.o.Stock, tries: a.tries, first: a.first}
+		if a.tries == 0 {
+			d.begun.Add(1)
+			if time.Since(a.due) > lateThreshold {
+				d.late.Add(1)
+			}
+			rec.journey(a.j.Kind)
+		}
+		if first := a.j.Phases[0]; first.Think == 0 && len(first.Ops) == 1 {
+			t, err := d.gate.try(first.Ops[0] != scenarios.Reserve)
+			if err != nil {
+				// Shed before it started: the buyer comes back after a
+				// backoff, or leaves having heard "busy".
+				r := opResult{op: first.Ops[0], err: err, start: a.due, lat: time.Since(a.due)}
+				d.record(ctx, a.j, rec, r)
+				if a.first.IsZero() {
+					a.first = a.due
+				}
+				if a.tries++; a.tries <= d.o.ClientRetry {
+					d.retries.Add(1)
+					a.due = time.Now().Add(d.backoff(a.tries))
+					heap.Push(&later, a)
+					continue
+				}
+				var seen outcomes
+				seen.add(r)
+				rec.mu.Lock()
+				rec.sale.end(seen.end(false, false, a.j.Kind), b.early && a.j.Kind == "buy")
+				rec.mu.Unlock()
+				continue
+			}
+			b.t = t
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.journey(ctx, a.j, rec, a.due, b)
+		}()
+	}
 	wg.Wait()
 	return recs, time.Since(t0)
+}
+
+// arrival is a buyer the dispatcher starts at due: its journey, its index
+// in arrival order, and for a retry the attempts already made and when the
+// first was due.
+type arrival struct {
+	j          scenarios.Journey
+	i, tries   int
+	due, first time.Time
+}
+
+// maxWaitingRetries bounds the buyers the dispatcher keeps waiting to
+// retry (about 250 bytes each, journey included): while it is full, new
+// arrivals wait for retries to come due. It fills only when the harness
+// falls far behind its schedule, which the late starts show.
+const maxWaitingRetries = 1 << 17
+
+// retryHeap orders buyers waiting to retry by when they are due.
+type retryHeap []arrival
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *retryHeap) Push(x any)        { *h = append(*h, x.(arrival)) }
+func (h *retryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

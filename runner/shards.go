@@ -38,14 +38,15 @@ type Generator struct {
 type Spawn func(ctx context.Context, g Generator) (*results.Results, error)
 
 // prepare resets the schema and Redis and loads the catalog.
-func prepare(ctx context.Context, conns servers.Conns, stock []inventory.Stock) error {
+// progress, when given, is told the rows loaded so far.
+func prepare(ctx context.Context, conns servers.Conns, stock []inventory.Stock, progress ...func(done int)) error {
 	if err := inventory.ResetMySQL(ctx, conns.DB); err != nil {
 		return err
 	}
 	if err := inventory.ResetRedis(ctx, conns.Redis); err != nil {
 		return err
 	}
-	return inventory.LoadStock(ctx, conns.DB, stock)
+	return inventory.LoadStock(ctx, conns.DB, stock, progress...)
 }
 
 // prepareShards is what the parent of several generators does before it
@@ -198,9 +199,13 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	if err != nil {
 		return run, err
 	}
-	// One audit of the stores, after every generator settled.
-	sctx, cancel := context.WithTimeout(context.Background(), o.SettleTimeout)
-	defer cancel()
+	// A generator whose settle did not finish makes the merged run
+	// incomplete; the audit still runs (it grades what the stores hold).
+	for _, r := range runs {
+		if r.Incomplete != "" && merged.Incomplete == "" {
+			merged.Incomplete = r.Incomplete
+		}
+	}
 	// Stale: past its deadline before the last generator began to settle,
 	// as a single run's audit counts from the start of its settle. Every
 	// load had ended by then, and that generator's settle passes over every
@@ -230,14 +235,25 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	for _, r := range runs {
 		acks = append(acks, r.ShardAcks...)
 	}
+	// One audit of the stores, after every generator settled; one that
+	// overruns its deadline leaves the merged load figures standing.
+	_, auditTO := o.deadlines(len(stock), int64(len(acks)), 0)
+	sctx, cancel := context.WithTimeout(context.Background(), auditTO)
+	defer cancel()
+	ph := (&phases{w: o.Progress, name: e.Name}).start(PhaseAudit, "SKUs+acks", 0)
+	auditor.Progress = func(done, total int64) { ph.set(done, total) }
 	settled, err := auditor.Audit(sctx, acks)
+	if err == nil {
+		err = checkNodes(sctx, conns, &settled)
+	}
+	merged.Phases = append(merged.Phases, ph.end(err != nil))
 	if err != nil {
-		return run, err
+		merged.Incomplete = PhaseAudit
+		merged.Errors = append(merged.Errors, fmt.Sprintf("%s (deadline %s): %v", PhaseAudit, auditTO, err))
+	} else {
+		merged.Audit = settled
 	}
-	if err := checkNodes(sctx, conns, &settled); err != nil {
-		return run, err
-	}
-	merged.Audit, merged.Restocked = settled, nil
+	merged.Restocked = nil
 	merged.AuditEndOfLoad, merged.SettleRepaired = nil, nil
 	merged.Seed, merged.CoreLines = o.Seed, e.CoreLines()
 	return merged, nil

@@ -18,8 +18,9 @@ type Params struct {
 	// arrivals per second (Buyers then bounds the concurrency).
 	Rate     float64
 	PayDelay Range
-	// Arrival spreads the flash buyers' arrival after the start barrier.
-	Arrival Range
+	// Arrival is when the buyers of a fixed scenario arrive (the race
+	// scenario's arrive all at once whatever it says).
+	Arrival Profile
 	// SustainedPayDelay is the think time of the sustained scenario.
 	SustainedPayDelay Range
 	Abandon           float64
@@ -47,8 +48,10 @@ type Scenario interface {
 	// Timed says the scenario is a stream (Source) rather than a fixed list
 	// (Journeys): it runs for a duration, may run open loop and restocks.
 	Timed() bool
-	// Journeys are the fixed journeys (nil for a timed scenario).
-	Journeys(p Params) []Journey
+	// Fixed generates the fixed journeys, lazily (nil for a timed
+	// scenario); Arrivals says when they start.
+	Fixed(p Params) Generator
+	Arrivals(p Params) Profile
 	// Source is worker w's endless journey stream (nil for a fixed one).
 	Source(p Params, worker int) *Source
 	// Flags are the CLI flags that only this scenario reads and that are
@@ -155,9 +158,10 @@ func (flash) Catalog(Params) []string    { return []string{FlashSKU} }
 func (flash) Timed() bool                { return false }
 func (flash) Source(Params, int) *Source { return nil }
 func (flash) Flags() []string            { return nil }
-func (flash) Journeys(p Params) []Journey {
-	return Flash(FlashParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, Arrival: p.Arrival, Abandon: p.Abandon, TTL: p.TTL, Seed: p.Seed})
+func (flash) Fixed(p Params) Generator {
+	return NewFlash(FlashParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, Abandon: p.Abandon, TTL: p.TTL, Seed: p.Seed})
 }
+func (flash) Arrivals(p Params) Profile { return p.Arrival }
 func (flash) Config(p Params, k *Knobs) {
 	k.Abandon, k.PayDelay, k.Arrival = &p.Abandon, p.PayDelay.String(), p.Arrival.String()
 }
@@ -169,9 +173,10 @@ func (race) Catalog(Params) []string    { return []string{FlashSKU} }
 func (race) Timed() bool                { return false }
 func (race) Source(Params, int) *Source { return nil }
 func (race) Flags() []string            { return nil }
-func (race) Journeys(p Params) []Journey {
-	return Race(RaceParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, TTL: p.TTL, ShortTTL: p.ShortTTL, Seed: p.Seed})
+func (race) Fixed(p Params) Generator {
+	return NewRace(RaceParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, TTL: p.TTL, ShortTTL: p.ShortTTL, Seed: p.Seed})
 }
+func (race) Arrivals(Params) Profile { return AllAtOnce }
 func (race) Config(p Params, k *Knobs) {
 	k.ShortTTL, k.PayDelay = p.ShortTTL.String(), p.PayDelay.String()
 }
@@ -180,7 +185,8 @@ type sustained struct{}
 
 func (sustained) Name() string              { return "sustained" }
 func (sustained) Timed() bool               { return true }
-func (sustained) Journeys(Params) []Journey { return nil }
+func (sustained) Fixed(Params) Generator    { return nil }
+func (sustained) Arrivals(p Params) Profile { return p.Arrival }
 func (sustained) Flags() []string {
 	return []string{"duration", "warmup", "skus", "skew", "mix", "no-restock", "rate"}
 }

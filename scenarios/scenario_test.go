@@ -31,9 +31,9 @@ func TestRegistry(t *testing.T) {
 			if got := sc.Catalog(p); !slices.Equal(got, c.catalog) {
 				t.Fatalf("catalog %v, want %v", got, c.catalog)
 			}
-			js, src := sc.Journeys(p), sc.Source(p, 0)
-			if c.timed && (js != nil || src == nil) || !c.timed && (len(js) != p.Buyers || src != nil) {
-				t.Fatalf("journeys %d, source %v", len(js), src != nil)
+			gen, src := sc.Fixed(p), sc.Source(p, 0)
+			if c.timed && (gen != nil || src == nil) || !c.timed && (gen == nil || src != nil) {
+				t.Fatalf("generator %v, source %v", gen != nil, src != nil)
 			}
 			if c.owns != "" && FlagOwner(c.owns) != c.name {
 				t.Fatalf("--%s owned by %q", c.owns, FlagOwner(c.owns))

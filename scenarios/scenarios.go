@@ -96,15 +96,13 @@ func (r Range) Draw(rng *rand.Rand) time.Duration {
 	return r.Min + time.Duration(rng.Int64N(int64(r.Max-r.Min)+1))
 }
 
-// FlashParams are the classic flash sale: Buyers buyers released together
-// (or arriving over Arrival) on Stock units of one SKU; each reserves one unit, waits a pay delay and
-// confirms, except a fraction Abandon that never pays.
+// FlashParams are the classic flash sale: Buyers buyers on Stock units of
+// one SKU; each reserves one unit, waits a pay delay and confirms, except a
+// fraction Abandon that never pays. When they arrive is the arrival
+// profile's business (Profile, Schedule), not the journeys'.
 type FlashParams struct {
-	Stock  int64
-	Buyers int
-	// Arrival spreads the buyers' arrival after the start: each waits a
-	// uniform draw from it before reserving (zero: all at once).
-	Arrival  Range
+	Stock    int64
+	Buyers   int
 	PayDelay Range
 	Abandon  float64
 	TTL      time.Duration
@@ -116,24 +114,47 @@ const FlashSKU = "FLASH-1"
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
 
-// Flash builds the journeys of a flash sale.
-func Flash(p FlashParams) []Journey {
-	rng := newRand(p.Seed)
-	out := make([]Journey, p.Buyers)
+// Generator hands out a fixed scenario's journeys one at a time, in buyer
+// order, so a million buyers are never held at once. Not safe for
+// concurrent use.
+type Generator interface {
+	// Next returns buyer i's journey, i counting from 0 on each call.
+	Next() Journey
+}
+
+// FlashGen generates flash journeys lazily.
+type FlashGen struct {
+	p   FlashParams
+	rng *rand.Rand
+	i   int
+}
+
+// NewFlash is the generator of p's journeys.
+func NewFlash(p FlashParams) *FlashGen { return &FlashGen{p: p, rng: newRand(p.Seed)} }
+
+// Next returns the next buyer's journey.
+func (g *FlashGen) Next() Journey {
+	p := g.p
+	j := Journey{OrderID: fmt.Sprintf("flash-%d-%05d", p.Seed, g.i), SKU: FlashSKU, Qty: 1, TTL: p.TTL,
+		Kind: "buy", Phases: []Phase{{Ops: []Op{Reserve}}}}
+	g.i++
+	pay := p.PayDelay.Draw(g.rng)
+	if g.rng.Float64() < p.Abandon {
+		j.Kind = "abandon"
+	} else {
+		j.Phases = append(j.Phases, Phase{Think: pay, Ops: []Op{Confirm}, IfReserved: true})
+	}
+	return j
+}
+
+// Flash builds the journeys of a flash sale (all of them: for tests and
+// small runs; the runner uses NewFlash).
+func Flash(p FlashParams) []Journey { return drain(NewFlash(p), p.Buyers) }
+
+func drain(g Generator, n int) []Journey {
+	out := make([]Journey, n)
 	for i := range out {
-		j := Journey{OrderID: fmt.Sprintf("flash-%d-%05d", p.Seed, i), SKU: FlashSKU, Qty: 1, TTL: p.TTL,
-			Kind: "buy", Phases: []Phase{{Ops: []Op{Reserve}}}}
-		pay := p.PayDelay.Draw(rng)
-		if p.Arrival.Max > 0 {
-			// Drawn only when set, so seeds without a spread keep their journeys.
-			j.Phases[0].Think = p.Arrival.Draw(rng)
-		}
-		if rng.Float64() < p.Abandon {
-			j.Kind = "abandon"
-		} else {
-			j.Phases = append(j.Phases, Phase{Think: pay, Ops: []Op{Confirm}, IfReserved: true})
-		}
-		out[i] = j
+		out[i] = g.Next()
 	}
 	return out
 }
@@ -166,39 +187,50 @@ var RaceKinds = []struct {
 	{"buy", 0.10},
 }
 
-// Race builds the journeys of the race scenario.
-func Race(p RaceParams) []Journey {
-	rng := newRand(p.Seed)
-	out := make([]Journey, p.Buyers)
-	for i := range out {
-		x, kind := rng.Float64(), RaceKinds[len(RaceKinds)-1].Kind
-		for _, k := range RaceKinds {
-			if x < k.Share {
-				kind = k.Kind
-				break
-			}
-			x -= k.Share
+// RaceGen generates race journeys lazily.
+type RaceGen struct {
+	p   RaceParams
+	rng *rand.Rand
+	i   int
+}
+
+// NewRace is the generator of p's journeys.
+func NewRace(p RaceParams) *RaceGen { return &RaceGen{p: p, rng: newRand(p.Seed)} }
+
+// Race builds the journeys of the race scenario (all of them).
+func Race(p RaceParams) []Journey { return drain(NewRace(p), p.Buyers) }
+
+// Next returns the next buyer's journey.
+func (g *RaceGen) Next() Journey {
+	p, rng := g.p, g.rng
+	i := g.i
+	g.i++
+	x, kind := rng.Float64(), RaceKinds[len(RaceKinds)-1].Kind
+	for _, k := range RaceKinds {
+		if x < k.Share {
+			kind = k.Kind
+			break
 		}
-		pay := p.PayDelay.Draw(rng)
-		j := Journey{OrderID: fmt.Sprintf("race-%d-%05d", p.Seed, i), SKU: FlashSKU, Qty: 1, TTL: p.TTL, Kind: kind}
-		reserve := Phase{Ops: []Op{Reserve}}
-		switch kind {
-		case "confirm-cancel-race":
-			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm, Cancel}, IfReserved: true}}
-		case "duplicate-confirm":
-			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm, Confirm}, IfReserved: true}, {Ops: []Op{Confirm}, IfReserved: true}}
-		case "duplicate-cancel":
-			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Cancel, Cancel}, IfReserved: true}, {Ops: []Op{Cancel}, IfReserved: true}}
-		case "cancel-before-reserve":
-			// The late reserve must be refused and the payment with it.
-			j.Phases = []Phase{{Ops: []Op{Cancel}}, {Think: pay / 4, Ops: []Op{Reserve}}, {Ops: []Op{Confirm}}}
-		case "pay-after-expiry":
-			j.TTL = p.ShortTTL
-			j.Phases = []Phase{reserve, {Think: p.ShortTTL + p.ShortTTL*3/2, Ops: []Op{Confirm}, IfReserved: true}}
-		default:
-			j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm}, IfReserved: true}}
-		}
-		out[i] = j
+		x -= k.Share
 	}
-	return out
+	pay := p.PayDelay.Draw(rng)
+	j := Journey{OrderID: fmt.Sprintf("race-%d-%05d", p.Seed, i), SKU: FlashSKU, Qty: 1, TTL: p.TTL, Kind: kind}
+	reserve := Phase{Ops: []Op{Reserve}}
+	switch kind {
+	case "confirm-cancel-race":
+		j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm, Cancel}, IfReserved: true}}
+	case "duplicate-confirm":
+		j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm, Confirm}, IfReserved: true}, {Ops: []Op{Confirm}, IfReserved: true}}
+	case "duplicate-cancel":
+		j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Cancel, Cancel}, IfReserved: true}, {Ops: []Op{Cancel}, IfReserved: true}}
+	case "cancel-before-reserve":
+		// The late reserve must be refused and the payment with it.
+		j.Phases = []Phase{{Ops: []Op{Cancel}}, {Think: pay / 4, Ops: []Op{Reserve}}, {Ops: []Op{Confirm}}}
+	case "pay-after-expiry":
+		j.TTL = p.ShortTTL
+		j.Phases = []Phase{reserve, {Think: p.ShortTTL + p.ShortTTL*3/2, Ops: []Op{Confirm}, IfReserved: true}}
+	default:
+		j.Phases = []Phase{reserve, {Think: pay, Ops: []Op{Confirm}, IfReserved: true}}
+	}
+	return j
 }

@@ -167,9 +167,17 @@ var cases = []struct {
 	forNaive bool
 	run      func(t *testing.T, e registry.Entry)
 }{
-	{"out of stock", true, func(t *testing.T, e registry.Entry) {
+	{"out of stock", false, func(t *testing.T, e registry.Entry) {
 		f := newFixture(t, e, 1, strategies.Config{})
 		wantErr(t, "first reserve", f.reserve("o1"), nil)
+		wantErr(t, "second reserve", f.reserve("o2"), inventory.ErrOutOfStock)
+	}},
+	// naive holds nothing at reserve (the article's scheme): it refuses
+	// only once the stock is taken.
+	{"out of stock once sold", true, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 1, strategies.Config{})
+		wantErr(t, "first reserve", f.reserve("o1"), nil)
+		wantErr(t, "confirm", f.confirm("o1"), nil)
 		wantErr(t, "second reserve", f.reserve("o2"), inventory.ErrOutOfStock)
 	}},
 	{"reserve then confirm", true, func(t *testing.T, e registry.Entry) {

@@ -47,3 +47,21 @@ type Strategy interface {
 type Counters interface {
 	Counters() map[string]float64
 }
+
+type progressKey struct{}
+
+// WithProgress returns a context carrying fn, which a Setup given it calls
+// with the number of SKUs it has just loaded (n more each call), so a long
+// load can be shown as it goes. fn must be safe for concurrent use.
+func WithProgress(ctx context.Context, fn func(n int)) context.Context {
+	return context.WithValue(ctx, progressKey{}, fn)
+}
+
+// ProgressOf returns the progress function ctx carries, or one that does
+// nothing.
+func ProgressOf(ctx context.Context) func(n int) {
+	if fn, ok := ctx.Value(progressKey{}).(func(n int)); ok {
+		return fn
+	}
+	return func(int) {}
+}

@@ -31,6 +31,12 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	}
 	dsns, addr, rurl, causal, ledger, acksFile := af.dsns, af.addr, af.rurl, af.causal, af.ledger, af.acksFile
 	redisRes, asJSON, grace := af.redisRes, af.asJSON, af.grace
+	switch {
+	case af.every < 0 || af.passes < 0:
+		return fail(exitUsage, errors.New("--every and --passes must not be negative"))
+	case af.passes > 0 && af.every == 0:
+		return fail(exitUsage, errors.New("--passes needs --every"))
+	}
 	if len(dsns) == 0 {
 		env := servers.OptionsFromEnv(servers.Options{})
 		if dsns = env.MySQLDSNs; len(dsns) == 0 && env.MySQLDSN != "" {
@@ -121,16 +127,26 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 			return fail(exitUsage, fmt.Errorf("redis %s does not answer: %w", addr, err))
 		}
 	}
-	res, err := a.Audit(ctx, acks)
-	if err != nil {
-		return fail(exitFailed, err)
+	pass := func(ctx context.Context) (audit.Audit, error) {
+		res, err := a.Audit(ctx, acks)
+		if err != nil {
+			return res, err
+		}
+		// A replicated cluster's nodes must all hold what the first holds.
+		diffs, err := conns.NodeDisagreement(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.AddViolations(diffs)
+		return res, nil
 	}
-	// A replicated cluster's nodes must all hold what the first holds.
-	diffs, err := conns.NodeDisagreement(ctx)
-	if err != nil {
-		return fail(exitFailed, err)
+	if af.every > 0 {
+		return periodic(ctx, pass, af, stdout)
 	}
-	res.AddViolations(diffs)
+	res, err := pass(ctx)
+	if err != nil {
+		return fail(exitIncomplete, err)
+	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -140,8 +156,139 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	} else {
 		printAudit(stdout, ep.MySQLDescription(), addr, res)
 	}
+	if af.alert.set {
+		if reason := af.alert.check(res); reason != "" {
+			fmt.Fprintln(stdout, "ALERT: "+reason)
+			return exitFailed
+		}
+		return exitOK
+	}
 	if res.Anomalies > 0 {
 		return exitFailed
+	}
+	return exitOK
+}
+
+// alertOver is --alert-over: deviation thresholds per SKU and in total.
+type alertOver struct {
+	set        bool
+	sku, total int64
+}
+
+// parseAlertOver reads N (per SKU and in total) or sku=N,total=M (either
+// may be left out: no threshold of that kind).
+func parseAlertOver(v string) (alertOver, error) {
+	a := alertOver{set: true, sku: -1, total: -1}
+	bad := fmt.Errorf("--alert-over %q: want N, or sku=N,total=M (units of deviation, not negative)", v)
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return a, bad
+		}
+		a.sku, a.total = n, n
+		return a, nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		n, err := strconv.ParseInt(val, 10, 64)
+		if !ok || err != nil || n < 0 {
+			return a, bad
+		}
+		switch k {
+		case "sku":
+			a.sku = n
+		case "total":
+			a.total = n
+		default:
+			return a, bad
+		}
+	}
+	return a, nil
+}
+
+// check says why res alerts ("" when it does not): a SKU's deviation or
+// the total deviation past its threshold, or any oversold unit (never an
+// in-flight state: units confirmed beyond the stock put in). The other
+// anomaly classes are reported but do not alert under --alert-over: on
+// live stores an eventually consistent strategy shows some of them in
+// flight.
+func (a alertOver) check(res audit.Audit) string {
+	var why []string
+	if a.sku >= 0 && res.MaxSKUDeviation > a.sku {
+		why = append(why, fmt.Sprintf("SKU %s deviates by %d units (over %d)", res.MaxDeviationSKU, res.MaxSKUDeviation, a.sku))
+	}
+	if a.total >= 0 && res.DeviationUnits > a.total {
+		why = append(why, fmt.Sprintf("total deviation %d units (over %d)", res.DeviationUnits, a.total))
+	}
+	if res.OversoldUnits > 0 {
+		why = append(why, fmt.Sprintf("%d oversold units", res.OversoldUnits))
+	}
+	return strings.Join(why, "; ")
+}
+
+// passLine is one pass of a periodic audit, as one JSON line.
+type passLine struct {
+	Time            string  `json:"time"`
+	Pass            int     `json:"pass"`
+	Sec             float64 `json:"sec"`
+	SKUs            int64   `json:"skus"`
+	DeviationUnits  int64   `json:"deviation_units"`
+	MaxSKUDeviation int64   `json:"max_sku_deviation"`
+	MaxDeviationSKU string  `json:"max_deviation_sku,omitempty"`
+	OversoldUnits   int64   `json:"oversold_units"`
+	DriftUnits      int64   `json:"drift_units"`
+	Anomalies       int64   `json:"anomalies"`
+	Alert           bool    `json:"alert"`
+	Reason          string  `json:"reason,omitempty"`
+	Error           string  `json:"error,omitempty"`
+}
+
+// periodic runs pass every af.every (af.passes times, or until ctx ends)
+// and prints one JSON line per pass. A pass alerts when af.alert says so
+// (without --alert-over: on any anomaly). Exit: 1 if a pass alerted, else
+// 3 if a pass could not complete, else 0.
+func periodic(ctx context.Context, pass func(context.Context) (audit.Audit, error), af auditFlags, stdout io.Writer) int {
+	enc := json.NewEncoder(stdout)
+	alerted, failed := false, false
+	tick := time.NewTicker(af.every)
+	defer tick.Stop()
+	for n := 1; af.passes == 0 || n <= af.passes; n++ {
+		if n > 1 {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		t0 := time.Now()
+		res, err := pass(ctx)
+		line := passLine{Time: t0.UTC().Format(time.RFC3339Nano), Pass: n, Sec: time.Since(t0).Seconds()}
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			line.Error, failed = err.Error(), true
+		} else {
+			line.SKUs, line.DeviationUnits, line.MaxSKUDeviation, line.MaxDeviationSKU = res.SKUsAudited, res.DeviationUnits, res.MaxSKUDeviation, res.MaxDeviationSKU
+			line.OversoldUnits, line.DriftUnits, line.Anomalies = res.OversoldUnits, res.DriftUnits, res.Anomalies
+			if af.alert.set {
+				line.Reason = af.alert.check(res)
+			} else if res.Anomalies > 0 {
+				line.Reason = fmt.Sprintf("%d anomalies", res.Anomalies)
+			}
+			line.Alert = line.Reason != ""
+			alerted = alerted || line.Alert
+		}
+		if err := enc.Encode(line); err != nil {
+			return exitIncomplete
+		}
+	}
+	switch {
+	case alerted:
+		return exitFailed
+	case failed:
+		return exitIncomplete
 	}
 	return exitOK
 }
@@ -152,6 +299,9 @@ type auditFlags struct {
 	addr, rurl, causal, ledger, acksFile string
 	redisRes, asJSON                     bool
 	grace                                time.Duration
+	every                                time.Duration
+	passes                               int
+	alert                                alertOver
 }
 
 func (a *auditFlags) register(fs *flag.FlagSet) {
@@ -167,6 +317,13 @@ func (a *auditFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.acksFile, "acks", "", "JSON file of acknowledgements clients got: [{\"order_id\":…,\"sku\":…,\"state\":\"reserved|confirmed|cancelled|refused\"}]")
 	fs.DurationVar(&a.grace, "stale-grace", time.Minute, "a live Redis reservation this long past its deadline is stale (negative: no check)")
 	fs.BoolVar(&a.asJSON, "json", false, "print the audit as JSON")
+	fs.DurationVar(&a.every, "every", 0, "run periodically, one pass every D, printing one JSON line per pass (0: once)")
+	fs.IntVar(&a.passes, "passes", 0, "with --every: stop after N passes (0: until interrupted)")
+	fs.Func("alert-over", "alert only when Redis deviates from the MySQL rows by more than N units in a SKU or in total (N, or sku=N,total=M), or a unit is oversold: an eventually consistent strategy's in-flight drift stays under it", func(v string) error {
+		a2, err := parseAlertOver(v)
+		a.alert = a2
+		return err
+	})
 }
 
 // parseLedger reads SKU=N,….
@@ -190,7 +347,7 @@ func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
 	if redisAddr != "" {
 		where += ", redis " + redisAddr
 	}
-	fmt.Fprintf(w, "audit of %s: %d SKUs, %d confirmed units\n", where, len(a.SKUs), a.ConfirmedUnits)
+	fmt.Fprintf(w, "audit of %s: %d SKUs, %d confirmed units\n", where, a.SKUsAudited, a.ConfirmedUnits)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  anomalies\t%d\n", a.Anomalies)
 	for _, c := range audit.Classes {
@@ -198,7 +355,18 @@ func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
 	}
 	fmt.Fprintf(tw, "  missing_redis_stock\t%d\n", a.MissingRedisStock)
 	tw.Flush()
+	if a.SKUsAudited > int64(len(a.SKUs)) {
+		// A large catalog: the audit kept the anomalous SKUs only.
+		if a.SKUsWithAnomaly > 0 {
+			fmt.Fprintf(w, "%d SKUs with an anomaly; the first %d of them:\n", a.SKUsWithAnomaly, len(a.SKUs))
+		} else {
+			fmt.Fprintln(w, "no SKU with an anomaly")
+		}
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(a.SKUs) == 0 {
+		tw = tabwriter.NewWriter(io.Discard, 0, 0, 2, ' ', 0)
+	}
 	fmt.Fprintln(tw, "sku\tledger\ttotal\tavailable\toccupied\tsold\tconfirmed\treserved\tredis a/o/s\tdrift\t")
 	for _, s := range a.SKUs {
 		r := "-"

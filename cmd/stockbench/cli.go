@@ -20,9 +20,13 @@ import (
 
 // Exit codes.
 const (
-	exitOK          = 0
-	exitFailed      = 1 // the run itself failed
-	exitUsage       = 2 // bad input or unreachable servers: nothing ran
+	exitOK     = 0
+	exitFailed = 1 // the run itself failed
+	exitUsage  = 2 // bad input or unreachable servers: nothing ran
+	// exitIncomplete: a phase did not finish — a run's settle or audit
+	// (its load figures are written), or an audit that could not read
+	// the stores: no verdict.
+	exitIncomplete  = 3
 	exitInterrupted = 130
 )
 

@@ -181,6 +181,20 @@ func TestBadInput(t *testing.T) {
 		{name: "bad weights", args: []string{"run", "--weights", "speed=1"}, want: "--weights"},
 		// Ranges.
 		{name: "bad pay delay", args: []string{"run", "--pay-delay", "500ms-200ms"}, want: "--pay-delay"},
+		// Arrival profiles: a malformed stages string or rate curve.
+		{name: "arrival unknown kind", args: []string{"run", "--arrival", "burst:5"}, want: "--arrival"},
+		{name: "arrival empty stages", args: []string{"run", "--arrival", "stages:"}, want: "no stages"},
+		{name: "arrival negative stage rate", args: []string{"run", "--arrival", "stages:1s@-5"}, want: "negative rate"},
+		{name: "arrival stage without rate", args: []string{"run", "--arrival", "stages:1s"}, want: "DURATION@RATE"},
+		{name: "arrival csv missing file", args: []string{"run", "--arrival", "csv:" + filepath.Join(tmp, "none.csv")}, want: "rate curve"},
+		{name: "arrival csv empty", args: []string{"run", "--arrival", "csv:" + writeFile(t, tmp, "empty.csv", "second,rate\n")}, want: "no second,rate line"},
+		{name: "arrival csv negative rate", args: []string{"run", "--arrival", "csv:" + writeFile(t, tmp, "neg.csv", "0,10\n1,-3\n")}, want: "negative"},
+		{name: "arrival csv unsorted", args: []string{"run", "--arrival", "csv:" + writeFile(t, tmp, "unsorted.csv", "0,10\n2,5\n1,5\n")}, want: "seconds must increase"},
+		{name: "arrival poisson zero", args: []string{"run", "--arrival", "poisson:0"}, want: "poisson"},
+		{name: "inflight below -1", args: []string{"run", "--inflight", "-2"}, want: "--inflight"},
+		{name: "negative queue", args: []string{"run", "--queue", "-1"}, want: "--queue"},
+		{name: "negative client retry", args: []string{"run", "--client-retry", "-1"}, want: "--client-retry"},
+		{name: "bad retry backoff", args: []string{"run", "--retry-backoff", "1s-10ms"}, want: "--retry-backoff"},
 		{name: "zero stock", args: []string{"run", "--stock", "0"}, want: "--stock"},
 		{name: "negative buyers", args: []string{"run", "--buyers", "-5"}, want: "--buyers"},
 		{name: "abandon above 1", args: []string{"run", "--abandon", "1.5"}, want: "--abandon"},
@@ -286,6 +300,10 @@ func TestBadInput(t *testing.T) {
 		{name: "pool beyond max_connections", args: ext("stockbench", "--pool", "100000"), want: "max_connections"},
 		{name: "pool beyond max_connections, local servers", args: []string{"run", "--backend", "local", "--pool", "5000", "--quiet", "--out", filepath.Join(tmp, "out")}, want: "max_connections"},
 		// The audit command.
+		{name: "audit passes without every", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--passes", "3"}, want: "--passes needs --every"},
+		{name: "audit negative every", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--every", "-1s"}, want: "--every"},
+		{name: "audit bad alert-over", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--alert-over", "sku=lots"}, want: "--alert-over"},
+		{name: "negative audit timeout", args: []string{"run", "--audit-timeout", "-1s"}, want: "--audit-timeout"},
 		{name: "audit bad ledger", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--ledger", "S=ten"}, want: "--ledger"},
 		{name: "audit redis-only without redis", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-reservations"}, want: "--redis-addr"},
 		{name: "audit redis addr and url", args: []string{"audit", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x", "--redis-addr", "127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1"}, want: "not both"},
@@ -578,4 +596,14 @@ func readConfig(t *testing.T, dir string) map[string]any {
 	}
 	readResultsJSON(t, dir, &res)
 	return res.Config
+}
+
+// writeFile writes content to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

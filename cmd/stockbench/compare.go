@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
 )
@@ -57,7 +58,7 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	vs := reports.Compare(old, cur, reports.Thresholds{MaxTPSDropPct: float64(tps), MaxP99RisePct: float64(p99)})
+	vs := analysis.Compare(old, cur, analysis.Thresholds{MaxTPSDropPct: float64(tps), MaxP99RisePct: float64(p99)})
 	bad := reports.CompareTable(stdout, vs)
 	if !hasRepeats(old) || !hasRepeats(cur) {
 		fmt.Fprintln(stdout, "note: a file without repeats gives no spread, so one run decides the TPS and P99 verdicts; run both with --repeat 3 or more")

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -87,42 +85,6 @@ func TestBadWeightsAndArgs(t *testing.T) {
 				t.Fatalf("stderr %q, want one line saying %q", msg, c.want)
 			}
 		})
-	}
-}
-
-// TestREADMEListsEveryFlag: every flag of every command is in the README.
-func TestREADMEListsEveryFlag(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(b)
-	for _, cmd := range []string{"run", "sweep", "curve", "faults", "calibrate", "compare", "audit", "prepare"} {
-		var out bytes.Buffer
-		if code := Main(context.Background(), []string{cmd, "-h"}, &out, &out); code != exitOK {
-			t.Fatalf("%s -h: exit %d", cmd, code)
-		}
-		fs := flag.NewFlagSet("", flag.ContinueOnError)
-		for _, line := range strings.Split(out.String(), "\n") {
-			line = strings.TrimSpace(line)
-			if strings.HasPrefix(line, "-") {
-				name, _, _ := strings.Cut(strings.TrimPrefix(line, "-"), " ")
-				if fs.Lookup(name) == nil {
-					fs.Bool(name, false, "")
-				}
-			}
-		}
-		n := 0
-		fs.VisitAll(func(f *flag.Flag) {
-			n++
-			if !strings.Contains(readme, "`-"+f.Name+"`") && !strings.Contains(readme, "`--"+f.Name+"`") &&
-				!strings.Contains(readme, "--"+f.Name+"`") && !strings.Contains(readme, "`--"+f.Name) {
-				t.Errorf("README does not list %s flag --%s", cmd, f.Name)
-			}
-		})
-		if n == 0 {
-			t.Fatalf("%s -h listed no flags:\n%s", cmd, out.String())
-		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/faults"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
@@ -30,12 +31,15 @@ type runFlags struct {
 	servers                                       servers.Options
 	strategies, scenario, payDelay, casRetry, out string
 	arrival                                       string
+	inflight, queue, clientRetry                  int
+	retryBackoff                                  string
 	skew, mix, file, weights, preset              string
 	stock                                         int64
 	buyers, skus, repeat, pool, batchMax, buckets int
 	abandon, rate                                 float64
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
+	settleTimeout, auditTimeout                   time.Duration
 	calibrate, batchWait, casMaxWait              time.Duration
 	seed                                          uint64
 	quiet, noRestock                              bool
@@ -68,7 +72,11 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.stock, "stock", 100, "units of the SKU on sale (sustained: of each SKU, and the restock quantity)")
 	fs.IntVar(&f.buyers, "buyers", 120, "buyers (flash, race: released together; sustained: closed-loop workers, or the concurrency bound with --rate)")
 	fs.StringVar(&f.payDelay, "pay-delay", "200ms-500ms", "think time between reserve and confirm: a value or min-max (sustained default: 0)")
-	fs.StringVar(&f.arrival, "arrival", "0-50ms", "flash: buyers arrive spread over this range after the start (0: all at once), so the interleaving varies from run to run as real traffic does")
+	fs.StringVar(&f.arrival, "arrival", "0-50ms", "when buyers arrive: a range (each a uniform draw from it; 0: all at once), poisson:RATE, stages:DUR@RATE,… (k6 ramping arrival rate), spike:RATE@T0[+SPREAD] (background then all at T0), csv:FILE (second,rate replay); a rate curve drives sustained open loop")
+	fs.IntVar(&f.inflight, "inflight", 0, "service model: calls in each strategy instance at once (0: --pool; -1: no service model)")
+	fs.IntVar(&f.clientRetry, "client-retry", 3, "client retries of a call shed as busy, timed out or of unknown outcome, with the same order id (0: none)")
+	fs.StringVar(&f.retryBackoff, "retry-backoff", "100ms-300ms", "wait before a client retry: a draw from this range, doubled at each retry")
+	fs.IntVar(&f.queue, "queue", runner.DefaultQueue, "service model: new requests (reserves) that may wait for a slot; beyond it they are shed at once as busy")
 	fs.Float64Var(&f.abandon, "abandon", 0, "flash: fraction of buyers who never pay; their reservation expires after --ttl")
 	fs.DurationVar(&f.ttl, "ttl", 30*time.Second, "reservation time to live")
 	fs.DurationVar(&f.shortTTL, "short-ttl", 300*time.Millisecond, "race: reservation lifetime of the pay-after-expiry buyers")
@@ -92,8 +100,10 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.buckets, "buckets", strategies.Defaults().Buckets, "buckets strategy: rows each SKU's stock is spread over")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
+	fs.DurationVar(&f.settleTimeout, "settle-timeout", 0, "deadline of the strategy's settle after the load (0: 2m + 1m per 100,000 SKUs); past it the run is written, marked incomplete, exit 3")
+	fs.DurationVar(&f.auditTimeout, "audit-timeout", 0, "deadline of each audit of a run (0: 1m + 1m per 100,000 SKUs and per 1,000,000 acks); past it the run is written, marked incomplete, exit 3")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
-	fs.StringVar(&f.weights, "weights", reports.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
+	fs.StringVar(&f.weights, "weights", analysis.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
 }
 
 // applyFile sets, from a YAML scenario file, every flag the command line did
@@ -168,9 +178,13 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("--pay-delay: %w", err)
 	}
-	arrival, err := scenarios.ParseRange(f.arrival)
+	arrival, err := scenarios.ParseProfile(f.arrival)
 	if err != nil {
 		return o, fmt.Errorf("--arrival: %w", err)
+	}
+	backoff, err := scenarios.ParseRange(f.retryBackoff)
+	if err != nil {
+		return o, fmt.Errorf("--retry-backoff: %w", err)
 	}
 	// The sustained scenario measures throughput: no think time unless asked.
 	sustainedPay := scenarios.Range{}
@@ -185,7 +199,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("--mix: %w", err)
 	}
-	weights, err := reports.ParseWeights(f.weights)
+	weights, err := analysis.ParseWeights(f.weights)
 	if err != nil {
 		return o, fmt.Errorf("--weights: %w", err)
 	}
@@ -202,6 +216,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, fmt.Errorf("--cas-retry %q: want backoff or immediate", f.casRetry)
 	case f.outboxPeriod <= 0 || f.reconcilePeriod <= 0 || f.sweepPeriod <= 0 || f.opTimeout <= 0:
 		return o, errors.New("periods and --op-timeout must be positive")
+	case f.settleTimeout < 0 || f.auditTimeout < 0:
+		return o, errors.New("--settle-timeout and --audit-timeout must not be negative (0: scale with the catalog)")
 	case f.duration <= 0 || f.warmup < 0:
 		return o, errors.New("--duration must be positive and --warmup not negative")
 	case f.skus <= 0:
@@ -212,6 +228,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--repeat must be positive")
 	case f.pool <= 0:
 		return o, errors.New("--pool must be positive")
+	case f.clientRetry < 0:
+		return o, errors.New("--client-retry must not be negative")
+	case f.inflight < -1 || f.queue < 0:
+		return o, errors.New("--inflight must be -1 (none), 0 (--pool) or positive, and --queue not negative")
 	case f.calibrate < 0:
 		return o, errors.New("--calibrate must not be negative")
 	case f.casMaxWait < 0:
@@ -252,7 +272,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, OpTimeout: f.opTimeout, SettleTimeout: 2 * time.Minute, Weights: weights.String(), Faults: plan,
+		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait, Buckets: f.buckets},
@@ -343,6 +363,8 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 		switch {
 		case err != nil:
 			return fail(exitFailed, err)
+		case incomplete(res) != "":
+			return fail(exitIncomplete, errors.New(incomplete(res)))
 		case res.Interrupted:
 			return fail(exitInterrupted, errors.New("interrupted"))
 		}
@@ -359,10 +381,23 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 	switch {
 	case err != nil:
 		return fail(exitFailed, err)
+	case incomplete(res) != "":
+		return fail(exitIncomplete, fmt.Errorf("%s; load figures written to %s", incomplete(res), f.out))
 	case res.Interrupted:
 		return fail(exitInterrupted, fmt.Errorf("interrupted: %s; written to %s", measuredOf(res, plans), f.out))
 	}
 	return exitOK
+}
+
+// incomplete says which phase of which run did not finish (the first
+// such run), or "" when every run finished every phase.
+func incomplete(res *results.Results) string {
+	for _, r := range res.Runs {
+		if r.Incomplete != "" {
+			return fmt.Sprintf("%s on %s: the %s phase did not finish", r.Strategy, r.Scenario, r.Incomplete)
+		}
+	}
+	return ""
 }
 
 // measuredOf says how much of an interrupted run was measured: the runs
@@ -441,4 +476,13 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
 	return f.execute(ctx, plans, &results.Sweep{Param: name, Values: values}, stdout, stderr, fail)
+}
+
+// queueOption is --queue as runner.Options reads it (0 there means the
+// default; here it means no queue).
+func queueOption(q int) int {
+	if q == 0 {
+		return -1
+	}
+	return q
 }

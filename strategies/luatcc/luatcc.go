@@ -238,37 +238,25 @@ func (s *Strategy) recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var undecided []string
 		for _, id := range ids {
 			ref := inventory.OrderRef{OrderID: id, SKU: sku}
-			if st, ok := decided[id]; ok {
-				prev, err := s.rs.Finish(ctx, ref, st, false)
-				if err != nil {
-					return err
-				}
-				if prev == inventory.StateReserved {
-					s.recovered.Add(1)
-				}
+			st, ok := decided[id]
+			if !ok {
+				undecided = append(undecided, id)
 				continue
 			}
-			res, err := s.rs.Get(ctx, ref)
-			if errors.Is(err, redisstock.ErrNoReservation) {
-				continue
-			}
+			prev, err := s.rs.Finish(ctx, ref, st, false)
 			if err != nil {
 				return err
 			}
-			if res.State != inventory.StateReserved || now.Before(res.Deadline) {
-				continue
-			}
-			got, err := s.decide(ctx, ref, res, inventory.StateExpired)
-			if err != nil {
-				return err
-			}
-			if got == inventory.StateExpired {
-				s.expired.Add(1)
-			} else {
+			if prev == inventory.StateReserved {
 				s.recovered.Add(1)
 			}
+		}
+		// Expiry in batches (expire.go): a backlog is cleared at bulk rate.
+		if err := s.expireUndecided(ctx, sku, undecided, now); err != nil {
+			return fmt.Errorf("recover: %w", err)
 		}
 	}
 	return nil

@@ -11,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
@@ -55,9 +57,16 @@ type Catalog struct {
 	skus []string
 }
 
-// Load copies the stock from MySQL into Redis and remembers the SKUs.
+// Load copies the stock from MySQL into Redis (LoadAll) and remembers the
+// SKUs; it reports the SKUs loaded to the progress function ctx carries
+// (strategies.WithProgress).
 func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
-	skus, err := s.LoadFromMySQL(ctx, db)
+	progress := strategies.ProgressOf(ctx)
+	var skus []string
+	err := s.LoadAll(ctx, db, func(batch []string) {
+		skus = append(skus, batch...)
+		progress(len(batch))
+	})
 	if err != nil {
 		return err
 	}
@@ -85,16 +94,263 @@ func (c *Catalog) List() []string {
 // harmless. Safe to call concurrently with load: a Try meanwhile fails
 // (no hash) rather than sell from a half-built one.
 func (s Store) LoadFromMySQL(ctx context.Context, db *sql.DB) ([]string, error) {
-	skus, err := ListSKUs(ctx, db)
+	var skus []string
+	err := s.LoadAll(ctx, db, func(batch []string) { skus = append(skus, batch...) })
 	if err != nil {
-		return nil, fmt.Errorf("load redis: %w", err)
+		return nil, err
 	}
-	for _, sku := range skus {
-		if _, err := s.Reload(ctx, db, sku); err != nil {
+	return skus, nil
+}
+
+// loadBatch is how many SKUs LoadAll handles per round trip.
+const loadBatch = 1000
+
+// loadQuery reads, per SKU in key order, what rebuilding its stock hash
+// needs from MySQL in one pass: total, version, the units of its confirmed
+// orders and its reserved orders as "id:qty" pairs.
+const loadQuery = `
+SELECT i.sku, i.total, i.version, COALESCE(o.sold,0), COALESCE(o.held,'')
+FROM inventory i
+LEFT JOIN (SELECT sku, SUM(CASE WHEN state='confirmed' THEN qty ELSE 0 END) AS sold,
+                  GROUP_CONCAT(CASE WHEN state='reserved' THEN CONCAT(order_id,':',qty) END SEPARATOR ' ') AS held
+           FROM orders WHERE state IN ('reserved','confirmed') GROUP BY sku) o ON o.sku=i.sku
+ORDER BY i.sku`
+
+// LoadAll is LoadFromMySQL in bulk, with the same rules as Reload for each
+// SKU: MySQL is read in one set-based pass and Redis in pipelined batches
+// of loadBatch SKUs (the hashes' existence and live reservations, then
+// the guarded creation of the missing ones — adjust.lua creates a hash
+// only if there is still none — and their entry in the SKU set); a
+// ClusterClient sends each batch to every master at once. done is called
+// with each batch of SKUs handled, in order.
+func (s Store) LoadAll(ctx context.Context, db *sql.DB, done func(skus []string)) error {
+	if err := s.loadScript(ctx); err != nil {
+		return fmt.Errorf("load redis: %w", err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("load redis: %w", err)
+	}
+	defer conn.Close()
+	// A SKU's reserved orders in one value: the session allows 64 MiB.
+	if _, err := conn.ExecContext(ctx, "SET SESSION group_concat_max_len = 67108864"); err != nil {
+		return fmt.Errorf("load redis: %w", err)
+	}
+	rows, err := conn.QueryContext(ctx, loadQuery)
+	if err != nil {
+		return fmt.Errorf("load redis: %w", err)
+	}
+	defer rows.Close()
+	batch := make([]loadRow, 0, loadBatch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := s.loadBatch(ctx, db, batch); err != nil {
+			return err
+		}
+		skus := make([]string, len(batch))
+		for i, r := range batch {
+			skus[i] = r.sku
+		}
+		done(skus)
+		batch = batch[:0]
+		return nil
+	}
+	for rows.Next() {
+		var r loadRow
+		var held string
+		if err := rows.Scan(&r.sku, &r.total, &r.version, &r.sold, &held); err != nil {
+			return fmt.Errorf("load redis: %w", err)
+		}
+		for _, f := range strings.Fields(held) {
+			i := strings.LastIndexByte(f, ':')
+			if i < 0 {
+				continue
+			}
+			q, _ := strconv.ParseInt(f[i+1:], 10, 64)
+			if r.held == nil {
+				r.held = map[string]int64{}
+			}
+			r.held[f[:i]] = q
+		}
+		if batch = append(batch, r); len(batch) == loadBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load redis: %w", err)
+	}
+	return flush()
+}
+
+// loadRow is one SKU's MySQL side as LoadAll reads it.
+type loadRow struct {
+	sku                  string
+	total, version, sold int64
+	held                 map[string]int64 // reserved order id → qty
+}
+
+// loadScript caches adjust.lua on the server (every master of a cluster),
+// so that a pipeline can run it by its digest.
+func (s Store) loadScript(ctx context.Context) error {
+	if cc, ok := s.R.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return adjustScript.Load(ctx, c).Err()
+		})
+	}
+	return adjustScript.Load(ctx, s.R).Err()
+}
+
+// loadBatch creates the stock hash of each SKU of batch that has none.
+func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error {
+	pipe := s.R.Pipeline()
+	exists := make([]*redis.IntCmd, len(batch))
+	live := make([]*redis.StringSliceCmd, len(batch))
+	for i, r := range batch {
+		exists[i] = pipe.Exists(ctx, inventory.RedisStockKey(r.sku))
+		live[i] = pipe.ZRange(ctx, inventory.RedisLiveKey(r.sku), 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("load redis: %w", err)
+	}
+	// Live Redis reservations of the SKUs to build: their records, and
+	// whether MySQL already decided them.
+	type ref struct {
+		row int
+		id  string
+	}
+	var refs []ref
+	var recs []*redis.SliceCmd
+	pipe = s.R.Pipeline()
+	for i, r := range batch {
+		if exists[i].Val() == 1 {
+			continue
+		}
+		for _, id := range live[i].Val() {
+			refs = append(refs, ref{i, id})
+			recs = append(recs, pipe.HMGet(ctx, inventory.RedisReservationKey(r.sku, id), "qty", "state"))
+		}
+	}
+	var confirmed map[string]bool
+	if len(refs) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("load redis: %w", err)
+		}
+		ids := make([]string, len(refs))
+		for j, r := range refs {
+			ids[j] = r.id
+		}
+		var err error
+		if confirmed, err = confirmedOrders(ctx, db, ids); err != nil {
+			return fmt.Errorf("load redis: %w", err)
+		}
+	}
+	held := make([]map[string]int64, len(batch))
+	for j, r := range refs {
+		v := recs[j].Val()
+		if st, _ := v[1].(string); st != string(inventory.StateReserved) || confirmed[r.id] {
+			continue // decided: MySQL's word wins
+		}
+		q, _ := v[0].(string)
+		n, _ := strconv.ParseInt(q, 10, 64)
+		if held[r.row] == nil {
+			held[r.row] = map[string]int64{}
+		}
+		held[r.row][r.id] = n
+	}
+	pipe = s.R.Pipeline()
+	var created []any
+	var made []*redis.Cmd
+	var madeRows []int
+	for i, r := range batch {
+		if exists[i].Val() == 1 {
+			continue
+		}
+		st := inventory.Stock{SKU: r.sku, Total: r.total, Sold: r.sold}
+		h := held[i]
+		for id, q := range r.held {
+			if h == nil {
+				h = map[string]int64{}
+			}
+			h[id] = q
+		}
+		for _, q := range h {
+			st.Occupied += q
+		}
+		st.Available = st.Total - st.Sold - st.Occupied
+		if st.Available < 0 {
+			return fmt.Errorf("load redis %s: MySQL total %d < sold %d + held %d: not loading a hash that sells nothing right",
+				r.sku, st.Total, st.Sold, st.Occupied)
+		}
+		made = append(made, adjustScript.EvalSha(ctx, pipe, []string{inventory.RedisStockKey(r.sku), restockKey(r.sku)}, "",
+			st.Total, st.Available, st.Occupied, st.Sold, 0, 0, 0, 0, rvArg(r.version)))
+		madeRows = append(madeRows, i)
+	}
+	if len(made) == 0 {
+		return nil
+	}
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	for j, c := range made {
+		n, err := c.Int()
+		r := batch[madeRows[j]]
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			// The script left the server's cache (SCRIPT FLUSH, a
+			// failover): run this one with its source, which caches it.
+			ok, aerr := s.Reload(ctx, db, r.sku)
+			if aerr != nil {
+				return aerr
+			}
+			n, err = 0, nil
+			if ok {
+				n = 1
+			}
+		}
+		if err != nil {
+			return wrapLoad(r.sku, err)
+		}
+		if n == 1 {
+			created = append(created, r.sku)
+		}
+	}
+	if len(created) > 0 {
+		if err := s.R.SAdd(ctx, inventory.RedisSKUSet, created...).Err(); err != nil {
+			return fmt.Errorf("load redis: %w", err)
+		}
+	}
+	return nil
+}
+
+// confirmedOrders says which of ids MySQL holds as confirmed, reading them
+// by primary key in batches.
+func confirmedOrders(ctx context.Context, db *sql.DB, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for start := 0; start < len(ids); start += 500 {
+		part := ids[start:min(start+500, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := db.QueryContext(ctx, "SELECT order_id FROM orders WHERE state='confirmed' AND order_id IN (?"+strings.Repeat(",?", len(part)-1)+")", args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 	}
-	return skus, nil
+	return out, nil
 }
 
 // ListSKUs lists the SKUs of MySQL's inventory table, the system of record.

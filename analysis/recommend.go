@@ -1,4 +1,8 @@
-package reports
+// Package analysis draws the verdicts from a run's results, once, for every
+// renderer: the recommendation (safety first, then weighted scores) and the
+// compare gate between two results files. It reads results only; reports
+// renders what it decides.
+package analysis
 
 import (
 	"fmt"
@@ -83,7 +87,12 @@ type Recommendation struct {
 	// auditor found an anomaly in this strategy's runs: it is not
 	// recommended where the stores or the service can fail that way.
 	NotFor []string `json:"not_for,omitempty"`
-	Reason string   `json:"reason"`
+	// Unsold is the units a flash sale of this strategy left unsold while
+	// buyers were turned away (audit class unsold_units, the most of any
+	// run): a strategy that did not sell out ranks after every one in its
+	// group that did.
+	Unsold int64  `json:"unsold_units,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // Recommend ranks the strategies on the measured figures only. Throughput
@@ -96,7 +105,9 @@ type Recommendation struct {
 //
 // Safety comes first: a strategy with any anomaly is Unsafe and ranks after
 // every clean one; the weighted score orders strategies only within the
-// clean group and within the unsafe group.
+// clean group and within the unsafe group. Within a group, a strategy
+// whose flash sale did not sell out while it turned buyers away (audit
+// class unsold_units, a warning) ranks after those that sold out.
 //
 // Runs under faults (--fault, stockbench faults) are judged apart: an
 // anomaly under a fault puts that fault class in the strategy's NotFor
@@ -146,6 +157,7 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 	type agg struct {
 		tps, p99, oversell float64
 		anomalies, units   int64
+		unsold             int64
 		lines, perfRows    int
 	}
 	by := map[string]*agg{}
@@ -161,6 +173,7 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 		a.oversell = math.Max(a.oversell, row.OversellRate)
 		for _, run := range row.Runs {
 			a.units += run.Audit.ConfirmedUnits
+			a.unsold = max(a.unsold, run.Audit.UnsoldUnits)
 		}
 		if row.Scenario == perf {
 			if onlyFaults {
@@ -210,6 +223,9 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 		if onlyFaults {
 			rec.Reason = faultReason(n, len(rec.NotFor), classes[n], a.tps, a.p99, a.lines, perf)
 		}
+		if rec.Unsold = a.unsold; a.unsold > 0 {
+			rec.Reason += fmt.Sprintf(" Did not sell out: up to %d units unsold while buyers were turned away; ranks after the strategies that sold out.", a.unsold)
+		}
 		if len(rec.NotFor) > 0 {
 			rec.Reason += " Not recommended where its stores or service may fail as in: " + strings.Join(rec.NotFor, ", ") + " (the auditor found anomalies under those faults)."
 		}
@@ -221,6 +237,9 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 		}
 		if len(out[i].NotFor) != len(out[j].NotFor) {
 			return len(out[i].NotFor) < len(out[j].NotFor)
+		}
+		if (out[i].Unsold > 0) != (out[j].Unsold > 0) {
+			return out[i].Unsold == 0
 		}
 		return out[i].Score > out[j].Score
 	})
@@ -247,4 +266,15 @@ func reason(name string, anomalies int64, oversell, tps, p99 float64, lines int,
 		cons = fmt.Sprintf("UNSAFE: the auditor found %d anomalies (worst oversell %.3f %%)", anomalies, 100*oversell)
 	}
 	return fmt.Sprintf("%s: %s; %.0f flows/s at P99 %.1f ms in %s; %d core lines.", name, cons, tps, p99, perf, lines)
+}
+
+// WeightsOf reads the recommendation weights recorded in the results'
+// config, or returns the defaults.
+func WeightsOf(r *results.Results) Weights {
+	if s := r.Config.Weights; s != "" {
+		if w, err := ParseWeights(s); err == nil {
+			return w
+		}
+	}
+	return DefaultWeights
 }

@@ -1,0 +1,168 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/stockbench/stockbench/results"
+)
+
+// driftMetric is one quantity of a run's drift drawn over time, one line
+// per strategy.
+type driftMetric struct {
+	name, title, ylabel string
+	// xy gives the line of one run (nil or one point: not drawn).
+	xy func(d *results.Drift) plotter.XYs
+}
+
+func perMinute(f func(w results.DriftWindow) float64) func(d *results.Drift) plotter.XYs {
+	return func(d *results.Drift) plotter.XYs {
+		var xys plotter.XYs
+		for _, w := range d.Minutes {
+			if w.ToSec-w.FromSec < 30 && len(d.Minutes) > 1 {
+				continue // a short tail minute says little per minute
+			}
+			xys = append(xys, plotter.XY{X: w.ToSec / 60, Y: f(w)})
+		}
+		return xys
+	}
+}
+
+func sampled(f func(p results.DriftPoint) (float64, bool)) func(d *results.Drift) plotter.XYs {
+	return func(d *results.Drift) plotter.XYs {
+		var xys plotter.XYs
+		for _, p := range d.Points {
+			if v, ok := f(p); ok && p.Second >= 0 {
+				xys = append(xys, plotter.XY{X: p.Second / 60, Y: v})
+			}
+		}
+		return xys
+	}
+}
+
+const mib = 1 << 20
+
+var driftMetrics = []driftMetric{
+	{"flows", "Throughput per minute", "flows / s (mean of the minute)",
+		perMinute(func(w results.DriftWindow) float64 { return w.FlowsPerSec })},
+	{"p99", "P99 flow latency per minute", "P99 of the minute (ms)",
+		perMinute(func(w results.DriftWindow) float64 { return w.FlowP99MS })},
+	{"harness-rss", "Harness memory over the run", "harness RSS (MiB)",
+		sampled(func(p results.DriftPoint) (float64, bool) {
+			return float64(p.HarnessRSSBytes) / mib, p.HarnessRSSBytes > 0
+		})},
+	{"mysql-rss", "MySQL memory over the run", "mysqld RSS (MiB)",
+		sampled(func(p results.DriftPoint) (float64, bool) { return float64(p.MySQLRSSBytes) / mib, p.MySQLRSSBytes > 0 })},
+	{"redis-memory", "Redis memory over the run", "used_memory (MiB)",
+		sampled(func(p results.DriftPoint) (float64, bool) {
+			return float64(p.RedisUsedBytes) / mib, p.RedisUsedBytes > 0
+		})},
+	{"orders-rows", "Orders table over the run", "rows (InnoDB estimate, thousands)",
+		sampled(func(p results.DriftPoint) (float64, bool) { return float64(p.OrdersRows) / 1000, true })},
+	{"outbox-rows", "Outbox table over the run", "rows (InnoDB estimate, thousands)",
+		sampled(func(p results.DriftPoint) (float64, bool) { return float64(p.OutboxRows) / 1000, p.RelayBacklog != nil })},
+	{"disk-reads", "MySQL buffer pool misses over the run", "pages read from disk / s",
+		func(d *results.Drift) plotter.XYs {
+			var xys plotter.XYs
+			for i := 1; i < len(d.Points); i++ {
+				a, b := d.Points[i-1], d.Points[i]
+				if b.Second < 0 || b.Second <= a.Second || b.BufferPoolDiskReads < a.BufferPoolDiskReads || a.BufferPoolDiskReads == 0 {
+					continue
+				}
+				xys = append(xys, plotter.XY{X: b.Second / 60, Y: float64(b.BufferPoolDiskReads-a.BufferPoolDiskReads) / (b.Second - a.Second)})
+			}
+			return xys
+		}},
+	{"relay-lag", "Outbox relay lag over the run", "age of the oldest unapplied event (s)",
+		sampled(func(p results.DriftPoint) (float64, bool) {
+			if p.RelayLagMS == nil {
+				return 0, false
+			}
+			return *p.RelayLagMS / 1000, true
+		})},
+}
+
+// driftChart draws one drift metric of a scenario's runs; nil when no run
+// has two points of it.
+func driftChart(rows []results.Row, sc string, m driftMetric) (*plot.Plot, error) {
+	p := newPlot(m.title+" — "+sc, "minute of the measured phase", m.ylabel)
+	any, top := false, 0.0
+	for _, r := range rows {
+		d := r.Runs[0].Drift
+		if d == nil {
+			continue
+		}
+		xys := m.xy(d)
+		if len(xys) < 2 {
+			continue
+		}
+		for _, xy := range xys {
+			top = math.Max(top, xy.Y)
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		st := StyleOf(r.Strategy)
+		line.Color, line.Dashes = st.Color, st.Dashes
+		line.Width = 1.5
+		p.Add(line)
+		p.Legend.Add(r.Strategy, line)
+		any = true
+	}
+	if !any {
+		return nil, nil
+	}
+	p.X.Min = 0
+	p.Y.Min, p.Y.Max = 0, math.Max(top*1.35, 1e-9)
+	return p, nil
+}
+
+// driftMarkdown is the summary's drift section: per timed run the first and
+// last windows side by side with the change, the memory and table sizes at
+// both ends, and the relay's verdict; empty when no run has drift.
+func driftMarkdown(r *results.Results) string {
+	var b strings.Builder
+	n := 0
+	for _, run := range r.Runs {
+		d := run.Drift
+		if d == nil {
+			continue
+		}
+		if n == 0 {
+			b.WriteString("\n## Drift over the run\n\n")
+			b.WriteString("First against last window of the measured phase (a sixth of it, between 10 s and 5 min): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), and the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png.\n\n")
+			b.WriteString("| strategy | scenario | window | flows/s first → last | change | P99 ms first → last | change | harness RSS MiB | mysqld RSS MiB | Redis MiB | orders rows | disk reads/s |\n|---|---|---:|---|---:|---|---:|---|---|---|---|---|\n")
+		}
+		n++
+		f, l := d.First, d.Last
+		fmt.Fprintf(&b, "| %s | %s | %.0f s | %.1f → %.1f | %+.1f %% | %.2f → %.2f | %+.1f %% | %s | %s | %s | %s | %.0f → %.0f |\n",
+			run.Strategy, label(run), d.WindowSec, f.FlowsPerSec, l.FlowsPerSec, d.FlowsChangePct, f.FlowP99MS, l.FlowP99MS, d.P99ChangePct,
+			arrow(f.HarnessRSSBytes, l.HarnessRSSBytes, mib), arrow(f.MySQLRSSBytes, l.MySQLRSSBytes, mib),
+			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), f.DiskReadsPerSec, l.DiskReadsPerSec)
+	}
+	for _, run := range r.Runs {
+		if d := run.Drift; d != nil && d.RelayVerdict != "" {
+			verdict := d.RelayVerdict
+			if d.RelayFallingBehind {
+				verdict = "**" + verdict + "**"
+			}
+			fmt.Fprintf(&b, "\n%s (%s): %s.\n", run.Strategy, label(run), verdict)
+		}
+	}
+	return b.String()
+}
+
+func arrow(first, last, unit int64) string {
+	if first == 0 && last == 0 {
+		return "–"
+	}
+	if unit == 1 {
+		return fmt.Sprintf("%d → %d", first, last)
+	}
+	return fmt.Sprintf("%.0f → %.0f", float64(first)/float64(unit), float64(last)/float64(unit))
+}

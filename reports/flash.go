@@ -1,0 +1,189 @@
+package reports
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"strings"
+
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/stockbench/stockbench/results"
+)
+
+// flashRuns are the runs that carry a sale's own figures.
+func flashRuns(r *results.Results) []results.Run {
+	var out []results.Run
+	for _, run := range r.Runs {
+		if run.Flash != nil {
+			out = append(out, run)
+		}
+	}
+	return out
+}
+
+// FlashExplained says in prose what the flash table's columns mean.
+const FlashExplained = "Sold: units the clients were told they bought, of the stock. Sold out in: from the first acknowledged reserve to the last unit sold (reserved: to the last acknowledged reserve). Buyers served paid; refused were told out of stock; shed were turned away at once by the service model (busy); timed out got no answer in time. Refusal and winner P50/P99 are the reserve latencies of those answers, apart. Fair: of the first stock-many buyers to arrive who meant to pay, the share who bought (100 % is first come, first served). Unsold: units left on the shelf while buyers were turned away (undersell, the mirror of oversell) — a sale that did not sell out ranks after those that did. Late: buyers who started over 10 ms after their scheduled arrival (the harness could not keep up). RSS and CPU are the harness's own: its peak resident memory and its CPU per 1000 buyers."
+
+// flashRows is the flash table: one row per run with a sale's figures.
+func flashRows(r *results.Results) (head []string, rows [][]string) {
+	runs := flashRuns(r)
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	head = []string{"strategy", "scenario", "sold / stock", "sold out in ms", "reserved out in ms", "buyers", "served", "refused", "shed", "timed out",
+		"refusal P50/P99 ms", "winner P50/P99 ms", "fair %", "unsold", "late", "harness RSS MB", "harness CPU ms / 1k buyers"}
+	for _, run := range runs {
+		f := run.Flash
+		sold := fmt.Sprintf("%d / %d", f.Sold, f.Stock)
+		out := "did not sell out"
+		if f.SoldOut {
+			out = f1(f.SoldOutMS)
+		}
+		rss, cpu := "n/a", "n/a"
+		if v := run.Harness.PeakRSSMB; v != nil {
+			rss = fmt.Sprintf("%.0f", *v)
+		}
+		if v := run.Harness.HarnessCPUMSPer1kBuyers; v != nil {
+			cpu = f1(*v)
+		}
+		rows = append(rows, []string{run.Strategy, label(run), sold, out, f1(f.ReservedOutMS),
+			fmt.Sprint(f.Buyers), fmt.Sprint(f.Served), fmt.Sprint(f.Refused), fmt.Sprint(f.Shed), fmt.Sprint(f.TimedOut),
+			f2(f.RefusalMS.P50) + " / " + f2(f.RefusalMS.P99), f2(f.WinnerMS.P50) + " / " + f2(f.WinnerMS.P99),
+			f1(f.FairPct), fmt.Sprint(f.UnsoldUnits), fmt.Sprint(f.LateStarts), rss, cpu})
+	}
+	return head, rows
+}
+
+// flashTable prints a compact flash table for the terminal (nothing
+// without a sale); the whole table is in summary.md and index.html.
+func flashTable(w io.Writer, r *results.Results) {
+	runs := flashRuns(r)
+	if len(runs) == 0 {
+		return
+	}
+	head := []string{"flash", "sold", "sold out ms", "served", "refused", "shed", "timed out", "refusal P99", "fair %", "unsold", "late", "RSS MB"}
+	right := make([]bool, len(head))
+	for i := 1; i < len(right); i++ {
+		right[i] = true
+	}
+	var rows [][]string
+	for _, run := range runs {
+		f := run.Flash
+		out := "not sold out"
+		if f.SoldOut {
+			out = f1(f.SoldOutMS)
+		}
+		rss := "n/a"
+		if v := run.Harness.PeakRSSMB; v != nil {
+			rss = fmt.Sprintf("%.0f", *v)
+		}
+		name := run.Strategy
+		if run.Repeat > 0 || run.Param != "" {
+			name += " " + label(run)
+		}
+		rows = append(rows, []string{name, fmt.Sprintf("%d/%d", f.Sold, f.Stock), out, fmt.Sprint(f.Served), fmt.Sprint(f.Refused),
+			fmt.Sprint(f.Shed), fmt.Sprint(f.TimedOut), f1(f.RefusalMS.P99), f1(f.FairPct), fmt.Sprint(f.UnsoldUnits), fmt.Sprint(f.LateStarts), rss})
+	}
+	writeAligned(w, head, rows, right)
+}
+
+// flashMarkdown is summary.md's flash section ("" without a sale).
+func flashMarkdown(r *results.Results) string {
+	head, rows := flashRows(r)
+	if head == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Flash sale\n\n")
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|---|---|")
+	b.WriteString(strings.Repeat("---:|", len(head)-2) + "\n")
+	for _, row := range rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	b.WriteString("\n" + FlashExplained + "\n")
+	for _, run := range flashRuns(r) {
+		if s := run.Service; s != nil {
+			fmt.Fprintf(&b, "\n%s (%s): service model %d calls in flight, queue %d; %d requests shed, deepest queue %d.", run.Strategy, label(run), s.Inflight, s.Queue, s.Shed, s.PeakQueue)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// flashCharts are the sale's millisecond timelines: units left by strategy,
+// and per run the reserves, refusals, sheds and timeouts per bucket.
+func flashCharts(r *results.Results) ([]namedPlot, error) {
+	runs := flashRuns(r)
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	var out []namedPlot
+	left := newPlot("Units left — flash sale, 10 ms buckets", "ms since the start of load", "units left (stock − reserved + released)")
+	top := 0.0
+	for _, run := range runs {
+		f := run.Flash
+		if len(f.Timeline) == 0 {
+			continue
+		}
+		xys := make(plotter.XYs, len(f.Timeline)+1)
+		xys[0] = plotter.XY{X: 0, Y: float64(f.Stock)}
+		for i, b := range f.Timeline {
+			xys[i+1] = plotter.XY{X: float64(b.AtMS + f.BucketMS), Y: float64(b.UnitsLeft)}
+		}
+		top = max(top, float64(f.Stock))
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		st := StyleOf(run.Strategy)
+		line.Color, line.Dashes, line.Width = st.Color, st.Dashes, vg.Points(1.5)
+		left.Add(line)
+		left.Legend.Add(run.Strategy+" "+label(run), line)
+	}
+	left.Y.Max = top * 1.35
+	out = append(out, namedPlot{"flash-units-left", left})
+	for i, run := range runs {
+		f := run.Flash
+		if len(f.Timeline) == 0 {
+			continue
+		}
+		p := newPlot(fmt.Sprintf("Flash sale events per 10 ms — %s (%s)", run.Strategy, label(run)), "ms since the start of load", "answers per 10 ms bucket")
+		series := []struct {
+			name string
+			c    color.RGBA
+			v    func(results.FlashBucket) int64
+		}{
+			{"reserves", color.RGBA{0x1b, 0x9e, 0x77, 0xff}, func(b results.FlashBucket) int64 { return b.Reserves }},
+			{"refusals", color.RGBA{0xd9, 0x5f, 0x02, 0xff}, func(b results.FlashBucket) int64 { return b.Refusals }},
+			{"sheds (busy)", color.RGBA{0x75, 0x70, 0xb3, 0xff}, func(b results.FlashBucket) int64 { return b.Sheds }},
+			{"timeouts", color.RGBA{0xe7, 0x29, 0x8a, 0xff}, func(b results.FlashBucket) int64 { return b.Timeouts }},
+			{"sold", color.RGBA{0x66, 0x66, 0x66, 0xff}, func(b results.FlashBucket) int64 { return b.Sold }},
+		}
+		top := 0.0
+		for _, s := range series {
+			xys := make(plotter.XYs, len(f.Timeline))
+			anyV := false
+			for j, b := range f.Timeline {
+				v := float64(s.v(b))
+				xys[j] = plotter.XY{X: float64(b.AtMS), Y: v}
+				top = max(top, v)
+				anyV = anyV || v > 0
+			}
+			if !anyV {
+				continue
+			}
+			line, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, err
+			}
+			line.Color, line.Width = s.c, vg.Points(1.2)
+			p.Add(line)
+			p.Legend.Add(s.name, line)
+		}
+		p.Y.Min, p.Y.Max = 0, max(1, top)*1.35
+		out = append(out, namedPlot{fmt.Sprintf("flash-events-%s-%d", run.Strategy, i), p})
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package results
+
+// Drift is how a run's figures moved over its measured phase: resources
+// sampled every Every seconds through the load, and throughput, latency
+// and those resources per window. A long run shows here whether it stayed
+// flat — the store's tables, the servers' and the harness's memory, the
+// outbox relay's lag — and, in First and Last, the change from its first
+// window to its last.
+type Drift struct {
+	// EverySec is the sampling period of Points.
+	EverySec float64 `json:"every_sec"`
+	// Points are the samples, from the start of load (warm-up included:
+	// Second is negative there).
+	Points []DriftPoint `json:"points"`
+	// Minutes are the measured phase's windows of one minute (the last
+	// may be shorter).
+	Minutes []DriftWindow `json:"minutes"`
+	// WindowSec is the length of First and Last: a sixth of the measured
+	// phase, between 10 s and 5 minutes.
+	WindowSec float64     `json:"window_sec"`
+	First     DriftWindow `json:"first"`
+	Last      DriftWindow `json:"last"`
+	// FlowsChangePct and P99ChangePct are Last against First, in percent
+	// (negative: fewer flows, or a lower P99).
+	FlowsChangePct float64 `json:"flows_change_pct"`
+	P99ChangePct   float64 `json:"p99_change_pct"`
+	// RelayFallingBehind is set for a strategy with an outbox relay whose
+	// backlog's age grew through the run: the relay did not keep up with
+	// the strategy's own throughput (see RelayVerdict).
+	RelayFallingBehind bool `json:"relay_falling_behind,omitempty"`
+	// RelayVerdict says in one sentence how the relay kept up (outbox).
+	RelayVerdict string `json:"relay_verdict,omitempty"`
+}
+
+// DriftPoint is one sample of a run's resources.
+type DriftPoint struct {
+	// Second is the time since the start of the measured phase.
+	Second float64 `json:"second"`
+	// HarnessRSSBytes is the harness process's resident memory; MySQLRSS
+	// and RedisRSS the server processes' (local backend: absent when the
+	// process is not on this host), RedisUsedBytes Redis's used_memory.
+	HarnessRSSBytes  int64 `json:"harness_rss_bytes"`
+	HarnessHeapBytes int64 `json:"harness_heap_bytes"`
+	MySQLRSSBytes    int64 `json:"mysql_rss_bytes,omitempty"`
+	RedisUsedBytes   int64 `json:"redis_used_bytes,omitempty"`
+	// OrdersRows and OutboxRows are the tables' row counts as InnoDB
+	// estimates them (information_schema; a count would scan the table);
+	// TableBytes is the data and index size of the stockbench tables.
+	OrdersRows int64 `json:"orders_rows"`
+	OutboxRows int64 `json:"outbox_rows"`
+	TableBytes int64 `json:"table_bytes"`
+	// BufferPoolDiskReads is MySQL's Innodb_buffer_pool_reads since the
+	// server started: page reads the buffer pool missed and took from
+	// disk. Its growth between samples shows when the tables outgrow the
+	// buffer pool (the cost of table growth, named).
+	BufferPoolDiskReads int64 `json:"buffer_pool_disk_reads,omitempty"`
+	// RelayLagMS is the age of the oldest event the outbox relay has not
+	// applied (0 when none waits), RelayBacklog how many wait. Absent for
+	// strategies without a relay.
+	RelayLagMS   *float64 `json:"relay_lag_ms,omitempty"`
+	RelayBacklog *int64   `json:"relay_backlog,omitempty"`
+}
+
+// DriftWindow is a stretch of the measured phase: flows per second and the
+// P99 flow latency of the flows whose confirm started in it, and the
+// resources at its last sample (the relay lag: its largest sample).
+type DriftWindow struct {
+	FromSec         float64  `json:"from_sec"`
+	ToSec           float64  `json:"to_sec"`
+	FlowsPerSec     float64  `json:"flows_per_sec"`
+	FlowP99MS       float64  `json:"flow_p99_ms"`
+	HarnessRSSBytes int64    `json:"harness_rss_bytes,omitempty"`
+	MySQLRSSBytes   int64    `json:"mysql_rss_bytes,omitempty"`
+	RedisUsedBytes  int64    `json:"redis_used_bytes,omitempty"`
+	OrdersRows      int64    `json:"orders_rows,omitempty"`
+	OutboxRows      int64    `json:"outbox_rows,omitempty"`
+	RelayLagMaxMS   *float64 `json:"relay_lag_max_ms,omitempty"`
+	// DiskReadsPerSec is the growth of BufferPoolDiskReads over the
+	// window's samples, per second.
+	DiskReadsPerSec float64 `json:"disk_reads_per_sec,omitempty"`
+}
+
+// DriftWindowSec is the length of the first and last windows compared for
+// a measured phase of d seconds: a sixth of it, between 10 s and 5 min.
+func DriftWindowSec(d float64) float64 { return min(300, max(10, d/6)) }
+
+// ChangePct is (last − first) / first in percent; 0 when first is 0.
+func ChangePct(first, last float64) float64 {
+	if first == 0 {
+		return 0
+	}
+	return 100 * (last - first) / first
+}

@@ -1,0 +1,265 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockbench/stockbench/results"
+	"github.com/stockbench/stockbench/servers"
+)
+
+// driftSampler samples a run's resources through its load, every period,
+// on a goroutine of its own: the harness's memory, the servers', the
+// stockbench tables' sizes and the outbox relay's backlog. Each sample is
+// a handful of cheap reads (estimates from information_schema, not counts
+// over the tables), so sampling does not load the stores. Its memory is a
+// few hundred bytes a sample.
+type driftSampler struct {
+	conns    servers.Conns
+	mysqlPID int
+	relay    bool
+	every    time.Duration
+
+	mu     sync.Mutex
+	at     []time.Time
+	points []results.DriftPoint
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// driftEvery is the sampling period for a measured phase of d: sixty
+// samples or more, at most one every 10 s, at least one a second.
+func driftEvery(d time.Duration) time.Duration {
+	return min(10*time.Second, max(time.Second, d/60))
+}
+
+// startDrift samples until stopped. relay says the strategy has an outbox
+// relay whose backlog is worth sampling.
+func startDrift(conns servers.Conns, mysqlPID int, relay bool, every time.Duration) *driftSampler {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &driftSampler{conns: conns, mysqlPID: mysqlPID, relay: relay, every: every, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		s.sample(ctx)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.sample(ctx)
+			}
+		}
+	}()
+	return s
+}
+
+// end stops sampling, takes a last sample and returns the samples with
+// their Second counted from the start of the measured phase, from.
+func (s *driftSampler) end(from time.Time) (time.Duration, []results.DriftPoint) {
+	s.stop()
+	<-s.done
+	s.sample(context.Background())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]results.DriftPoint, len(s.points))
+	for i, p := range s.points {
+		p.Second = s.at[i].Sub(from).Seconds()
+		out[i] = p
+	}
+	return s.every, out
+}
+
+func (s *driftSampler) sample(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	var p results.DriftPoint
+	p.HarnessRSSBytes, _ = procMem("self")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	p.HarnessHeapBytes = int64(ms.HeapInuse)
+	if s.mysqlPID > 0 {
+		p.MySQLRSSBytes, _ = procMem(strconv.Itoa(s.mysqlPID))
+	}
+	if s.conns.Redis != nil {
+		p.RedisUsedBytes = redisUsed(ctx, s.conns.Redis)
+	}
+	if s.conns.DB != nil {
+		tableSizes(ctx, s.conns.DB, &p)
+		var name string
+		_ = s.conns.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_reads'").Scan(&name, &p.BufferPoolDiskReads)
+		if s.relay {
+			relayBacklog(ctx, s.conns.DB, now, &p)
+		}
+	}
+	s.mu.Lock()
+	s.at = append(s.at, now)
+	s.points = append(s.points, p)
+	s.mu.Unlock()
+}
+
+// redisUsed is Redis's used_memory (summed over a cluster's masters); 0
+// when it cannot be read.
+func redisUsed(ctx context.Context, r redis.UniversalClient) int64 {
+	one := func(ctx context.Context, c *redis.Client) int64 {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return 0
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	switch c := r.(type) {
+	case *redis.Client:
+		return one(ctx, c)
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		var sum int64
+		_ = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			n := one(ctx, c)
+			mu.Lock()
+			sum += n
+			mu.Unlock()
+			return nil
+		})
+		return sum
+	}
+	return 0
+}
+
+// tableSizes fills the tables' estimated rows and bytes.
+func tableSizes(ctx context.Context, db *sql.DB, p *results.DriftPoint) {
+	rows, err := db.QueryContext(ctx, `SELECT table_name, COALESCE(table_rows,0), COALESCE(data_length,0)+COALESCE(index_length,0)
+		FROM information_schema.tables WHERE table_schema=DATABASE()`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var n, b int64
+		if rows.Scan(&name, &n, &b) != nil {
+			return
+		}
+		p.TableBytes += b
+		switch strings.ToLower(name) {
+		case "orders":
+			p.OrdersRows = n
+		case "outbox":
+			p.OutboxRows = n
+		}
+	}
+}
+
+// relayBacklog reads the age of the oldest unapplied outbox event and how
+// many wait (the relay deletes what it applies, so the count is of the
+// backlog only).
+func relayBacklog(ctx context.Context, db *sql.DB, now time.Time, p *results.DriftPoint) {
+	var created time.Time
+	lag := 0.0
+	err := db.QueryRowContext(ctx, "SELECT created_at FROM outbox WHERE applied=0 ORDER BY id LIMIT 1").Scan(&created)
+	switch {
+	case err == nil:
+		lag = max(0, float64(now.Sub(created).Microseconds())/1000)
+	case !errors.Is(err, sql.ErrNoRows):
+		return
+	}
+	var n int64
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM outbox WHERE applied=0").Scan(&n); err != nil {
+		return
+	}
+	p.RelayLagMS, p.RelayBacklog = &lag, &n
+}
+
+// driftOf turns the samples and the merged per-second buckets of a timed
+// run's measured phase (measured seconds long) into its Drift.
+func driftOf(every time.Duration, points []results.DriftPoint, series []bucket, measured time.Duration) *results.Drift {
+	secs := measured.Seconds()
+	if secs <= 0 {
+		return nil
+	}
+	d := &results.Drift{EverySec: every.Seconds(), Points: points, WindowSec: results.DriftWindowSec(secs)}
+	for from := 0.0; from < secs; from += 60 {
+		d.Minutes = append(d.Minutes, window(points, series, from, min(secs, from+60)))
+	}
+	d.First = window(points, series, 0, d.WindowSec)
+	d.Last = window(points, series, max(0, secs-d.WindowSec), secs)
+	d.FlowsChangePct = results.ChangePct(d.First.FlowsPerSec, d.Last.FlowsPerSec)
+	d.P99ChangePct = results.ChangePct(d.First.FlowP99MS, d.Last.FlowP99MS)
+	if d.First.RelayLagMaxMS != nil && d.Last.RelayLagMaxMS != nil {
+		var worst float64
+		for _, p := range points {
+			if p.RelayLagMS != nil && p.Second >= 0 {
+				worst = max(worst, *p.RelayLagMS)
+			}
+		}
+		first, last := *d.First.RelayLagMaxMS, *d.Last.RelayLagMaxMS
+		// Behind: the backlog's age in the last window is past 2 s and
+		// more than twice what it was in the first.
+		d.RelayFallingBehind = last > 2000 && last > 2*first
+		if d.RelayFallingBehind {
+			d.RelayVerdict = fmt.Sprintf("relay falling behind: the oldest unapplied event's age grew from at most %.1f s in the first %.0f s to %.1f s in the last",
+				first/1000, d.WindowSec, last/1000)
+		} else {
+			d.RelayVerdict = fmt.Sprintf("relay kept up: the oldest unapplied event was at most %.1f s old in any sample of the measured phase (every %.0f s)",
+				worst/1000, d.EverySec)
+		}
+	}
+	return d
+}
+
+// window is the DriftWindow of seconds [from, to) of the measured phase.
+func window(points []results.DriftPoint, series []bucket, from, to float64) results.DriftWindow {
+	w := results.DriftWindow{FromSec: from, ToSec: to}
+	var flows int64
+	var lat []int32
+	for i := int(from); i < int(to+0.999) && i < len(series); i++ {
+		flows += series[i].flows
+		lat = append(lat, series[i].flowLat...)
+	}
+	if to > from {
+		w.FlowsPerSec = float64(flows) / (to - from)
+	}
+	if n := len(lat); n > 0 {
+		slices.Sort(lat)
+		w.FlowP99MS = float64(lat[min(n-1, int(float64(n)*0.99))]) / 1000
+	}
+	var firstIn *results.DriftPoint
+	for _, p := range points {
+		if p.Second < from || p.Second > to+0.5 {
+			continue
+		}
+		if firstIn == nil {
+			firstIn = &p
+		} else if p.Second > firstIn.Second && p.BufferPoolDiskReads >= firstIn.BufferPoolDiskReads && firstIn.BufferPoolDiskReads > 0 {
+			w.DiskReadsPerSec = float64(p.BufferPoolDiskReads-firstIn.BufferPoolDiskReads) / (p.Second - firstIn.Second)
+		}
+		w.HarnessRSSBytes, w.MySQLRSSBytes, w.RedisUsedBytes = p.HarnessRSSBytes, p.MySQLRSSBytes, p.RedisUsedBytes
+		w.OrdersRows, w.OutboxRows = p.OrdersRows, p.OutboxRows
+		if p.RelayLagMS != nil {
+			v := *p.RelayLagMS
+			if w.RelayLagMaxMS != nil {
+				v = max(v, *w.RelayLagMaxMS)
+			}
+			w.RelayLagMaxMS = &v
+		}
+	}
+	return w
+}
