@@ -49,7 +49,8 @@ type SKUAudit struct {
 	// restocks it issued (without a ledger, the MySQL total).
 	Ledger int64 `json:"ledger"`
 	// Total, Available, Occupied and Sold are MySQL's view: the inventory
-	// row plus the outbox events not yet applied to it.
+	// row plus the outbox events not yet applied to it, plus the SKU's
+	// stock buckets and unit rows (layout.go).
 	Total     int64 `json:"total"`
 	Available int64 `json:"available"`
 	Occupied  int64 `json:"occupied"`
@@ -270,7 +271,11 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 			all = append(all, *s)
 		}
 	}
-	err := a.scanInventory(ctx, func(batch []SKUAudit, reserved [][]string) error {
+	layout, err := layoutDeltas(ctx, a.DB)
+	if err != nil {
+		return out, err
+	}
+	err = a.scanInventory(ctx, func(batch []SKUAudit, reserved [][]string) error {
 		var rd *redisBatch
 		if a.Redis != nil {
 			var err error
@@ -281,6 +286,7 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 		for i := range batch {
 			s := &batch[i]
 			before := out.InvariantViolations
+			addLayout(s, layout, k)
 			a.checkSKU(s, k)
 			if rd != nil {
 				a.checkRedis(s, rd, i, reserved[i], k)

@@ -16,7 +16,7 @@ import (
 var schemaSQL string
 
 // Tables lists the tables of the shared schema, in creation order.
-var Tables = []string{"inventory", "orders", "outbox", "restocks"}
+var Tables = []string{"inventory", "orders", "outbox", "restocks", "stock_buckets", "stock_units"}
 
 // OwnerMark is the table comment that names a table as stockbench's own.
 // Every table stockbench creates carries it; stockbench drops no table
@@ -133,7 +133,11 @@ func LoadStock(ctx context.Context, db *sql.DB, stock []Stock, progress ...func(
 // AvailableMySQL is the stock left available over every SKU in MySQL.
 func AvailableMySQL(ctx context.Context, db *sql.DB) (int64, error) {
 	var n int64
-	err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(available),0) FROM inventory").Scan(&n)
+	// The buckets and skiplocked strategies keep a SKU's available units in
+	// stock_buckets and stock_units rows; their inventory rows hold 0.
+	err := db.QueryRowContext(ctx, "SELECT (SELECT COALESCE(SUM(available),0) FROM inventory)"+
+		" + (SELECT COALESCE(SUM(available),0) FROM stock_buckets)"+
+		" + (SELECT COUNT(*) FROM stock_units WHERE state='available')").Scan(&n)
 	return n, err
 }
 

@@ -46,3 +46,29 @@ CREATE TABLE restocks (
   qty        BIGINT      NOT NULL,
   created_at DATETIME(6) NOT NULL
 ) ENGINE=InnoDB COMMENT='stockbench';
+
+-- Stock buckets of the buckets strategy: a SKU's available, occupied and
+-- sold units spread over N rows, so that N buyers lock different rows. The
+-- inventory row keeps the SKU's total, its other counts stay 0 once the
+-- strategy's Setup moved them here. The auditor adds these rows to the
+-- inventory row (audit/layout.go).
+CREATE TABLE stock_buckets (
+  sku       VARCHAR(64) NOT NULL,
+  bucket    INT         NOT NULL,
+  available BIGINT      NOT NULL DEFAULT 0,
+  occupied  BIGINT      NOT NULL DEFAULT 0,
+  sold      BIGINT      NOT NULL DEFAULT 0,
+  PRIMARY KEY (sku, bucket)
+) ENGINE=InnoDB COMMENT='stockbench';
+
+-- Unit rows of the skiplocked strategy: one row per unit, available,
+-- occupied (by order_id) or sold. The inventory row keeps the SKU's total,
+-- the auditor counts these rows by state and adds them to the row.
+CREATE TABLE stock_units (
+  id       BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  sku      VARCHAR(64) NOT NULL,
+  state    VARCHAR(16) NOT NULL,
+  order_id VARCHAR(64) NULL,
+  KEY stock_units_free (sku, state, id),
+  KEY stock_units_order (order_id)
+) ENGINE=InnoDB COMMENT='stockbench';

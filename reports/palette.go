@@ -36,18 +36,21 @@ func rgb(hex uint32) color.RGBA {
 // from the Okabe–Ito colour-blind-safe set; none is red, which the charts
 // keep for anomalies.
 var knownStyles = map[string]Style{
-	"rowlock":     {Color: rgb(0x0072B2), Marker: Marker{Shape: ShapeSquare}},
-	"cas":         {Color: rgb(0xE69F00), Marker: Marker{Shape: ShapeTriangleDown}, Dashes: dash(6, 2)},
-	"conditional": {Color: rgb(0x009E73), Marker: Marker{Shape: ShapeDiamond}, Dashes: dash(2, 2)},
-	"lua-tcc":     {Color: rgb(0xCC79A7), Marker: Marker{Shape: ShapeTriangleUp}, Dashes: dash(5, 2, 1, 2)},
-	"outbox":      {Color: rgb(0x56B4E9), Marker: Marker{Shape: ShapeCircle}, Dashes: dash(8, 3)},
-	"naive":       {Color: rgb(0x4D4D4D), Marker: Marker{Shape: ShapePentagon}, Dashes: dash(1, 2)},
-	"batched":     {Color: rgb(0x8C510A), Marker: Marker{Shape: ShapeHexagon}, Dashes: dash(10, 2, 2, 2)},
+	"rowlock":      {Color: rgb(0x0072B2), Marker: Marker{Shape: ShapeSquare}},
+	"cas":          {Color: rgb(0xE69F00), Marker: Marker{Shape: ShapeTriangleDown}, Dashes: dash(6, 2)},
+	"conditional":  {Color: rgb(0x009E73), Marker: Marker{Shape: ShapeDiamond}, Dashes: dash(2, 2)},
+	"lua-tcc":      {Color: rgb(0xCC79A7), Marker: Marker{Shape: ShapeTriangleUp}, Dashes: dash(5, 2, 1, 2)},
+	"outbox":       {Color: rgb(0x56B4E9), Marker: Marker{Shape: ShapeCircle}, Dashes: dash(8, 3)},
+	"naive":        {Color: rgb(0x4D4D4D), Marker: Marker{Shape: ShapePentagon}, Dashes: dash(1, 2)},
+	"batched":      {Color: rgb(0x8C510A), Marker: Marker{Shape: ShapeHexagon}, Dashes: dash(10, 2, 2, 2)},
+	"outbox-local": {Color: rgb(0x35978F), Marker: Marker{Shape: ShapeOctagon}, Dashes: dash(8, 3, 2, 3)},
+	"buckets":      {Color: rgb(0x9467BD), Marker: Marker{Shape: ShapeTriangleRight}, Dashes: dash(4, 2)},
+	"skiplocked":   {Color: rgb(0xBCBD22), Marker: Marker{Shape: ShapeTriangleLeft}, Dashes: dash(3, 1, 3, 3)},
 }
 
 // otherColors serve strategies this table does not know, picked by a hash
 // of the name.
-var otherColors = []color.RGBA{rgb(0x9467BD), rgb(0xBCBD22), rgb(0x17BECF), rgb(0x1B7837), rgb(0x762A83), rgb(0x35978F)}
+var otherColors = []color.RGBA{rgb(0x17BECF), rgb(0x1B7837), rgb(0x762A83), rgb(0xF0E442), rgb(0x999999), rgb(0x01665E)}
 
 // AnomalyColor is the red of a run the auditor caught with an anomaly.
 var AnomalyColor = rgb(0xD00000)
@@ -89,6 +92,9 @@ const (
 	ShapeDiamond
 	ShapePentagon
 	ShapeHexagon
+	ShapeTriangleLeft
+	ShapeTriangleRight
+	ShapeOctagon
 	shapeCount
 )
 
@@ -120,6 +126,12 @@ func (m Marker) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
 			sides, start = 5, math.Pi/2
 		case ShapeHexagon:
 			sides, start = 6, 0
+		case ShapeTriangleLeft:
+			sides, start = 3, math.Pi
+		case ShapeTriangleRight:
+			sides, start = 3, 0
+		case ShapeOctagon:
+			sides, start = 8, math.Pi/8
 		}
 		if m.Shape != ShapeSquare {
 			r *= 1.15 // pointed shapes look smaller than a square of the same radius

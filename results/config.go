@@ -33,6 +33,8 @@ type Config struct {
 	Pool              int      `json:"pool"`
 	BatchMax          int      `json:"batch_max"`
 	BatchWait         string   `json:"batch_wait"`
+	// Buckets is the buckets strategy's rows per SKU.
+	Buckets int `json:"buckets,omitempty"`
 	// Inflight and Queue are the service model (--inflight, --queue):
 	// calls in each strategy instance at once (0: none) and new requests
 	// that may wait.

@@ -134,7 +134,7 @@ func (o Options) Resolved() results.Config {
 		OpTimeout: o.OpTimeout.String(), CASRetry: c.CASRetry, CASMaxAttempts: c.CASMaxAttempts, CASMaxWait: c.CASMaxWait.String(),
 		OutboxPeriod: c.OutboxPeriod.String(), ReconcilePeriod: c.ReconcilePeriod.String(),
 		SweepPeriod: c.SweepPeriod.String(), CalibrateDuration: o.CalibrateDuration.String(),
-		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(),
+		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(), Buckets: c.Buckets,
 		Faults: o.Faults.Strings(), Weights: o.Weights, RTT: o.Network.String(), Inflight: o.inflight(), Queue: o.queue(),
 		ClientRetry: o.ClientRetry, RetryBackoff: o.RetryBackoff.String(),
 	}
@@ -489,6 +489,16 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	}
 	cfg := o.Strategy
 	cfg.DB, cfg.Redis = sconns.DB, sconns.Redis
+	if cfg.LocalDir == "" {
+		// The service's own disk (outbox-local's message database): one
+		// directory per run, kept across an app crash, removed after.
+		dir, err := os.MkdirTemp("", "stockbench-local-*")
+		if err != nil {
+			return run, fmt.Errorf("local dir: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		cfg.LocalDir = dir
+	}
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = o.OpTimeout
 	}

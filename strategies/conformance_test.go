@@ -58,6 +58,7 @@ func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Conf
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, s: s, e: e, ledger: stock}
+	t.Cleanup(func() { _ = s.Close() }) // after check (cleanups run last first)
 	t.Cleanup(f.check)
 	return f
 }

@@ -48,6 +48,16 @@ type Config struct {
 	// BatchWait is how long a batch waits to fill before it runs; 0 adds no
 	// wait (a batch takes whoever queued while the previous one ran).
 	BatchWait time.Duration
+	// Buckets is how many rows the buckets strategy spreads each SKU's
+	// stock over (default 8: enough rows for the buyers of a hot SKU to
+	// lock different ones on a small server, few enough that a 100-unit
+	// sale keeps about 12 units per bucket and false sold-outs stay rare).
+	Buckets int
+	// LocalDir is the directory of outbox-local's embedded message
+	// database (one file per service instance directory). A restarted
+	// instance given the same directory resumes its backlog. Empty: a
+	// fresh temporary directory per instance (nothing to resume).
+	LocalDir string
 }
 
 // Defaults are the documented defaults of every knob: WithDefaults fills
@@ -64,6 +74,7 @@ var defaults = Config{
 	OpTimeout:       10 * time.Second,
 	Retain:          time.Hour,
 	BatchMax:        64,
+	Buckets:         8,
 }
 
 // WithDefaults fills unset fields with Defaults.
@@ -92,6 +103,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BatchMax <= 0 {
 		c.BatchMax = d.BatchMax
+	}
+	if c.Buckets <= 0 {
+		c.Buckets = d.Buckets
 	}
 	if c.BatchWait < 0 {
 		c.BatchWait = 0

@@ -37,7 +37,7 @@ type runFlags struct {
 	skew, mix, file, weights, preset              string
 	rtt                                           string
 	stock                                         int64
-	buyers, skus, repeat, pool, batchMax          int
+	buyers, skus, repeat, pool, batchMax, buckets int
 	abandon, rate                                 float64
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
@@ -100,6 +100,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reconcilePeriod, "reconcile-period", strategies.Defaults().ReconcilePeriod, "outbox reconciler period")
 	fs.IntVar(&f.batchMax, "batch-max", strategies.Defaults().BatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm, outbox writes); 1 turns it off")
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "group commit: how long a batch waits to fill before it runs (0: no added wait)")
+	fs.IntVar(&f.buckets, "buckets", strategies.Defaults().Buckets, "buckets strategy: rows each SKU's stock is spread over")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
 	fs.DurationVar(&f.settleTimeout, "settle-timeout", 0, "deadline of the strategy's settle after the load (0: 2m + 1m per 100,000 SKUs); past it the run is written, marked incomplete, exit 3")
@@ -240,6 +241,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--cas-max-wait must not be negative")
 	case f.batchMax <= 0 || f.batchWait < 0:
 		return o, errors.New("--batch-max must be positive and --batch-wait not negative")
+	case f.buckets <= 0:
+		return o, errors.New("--buckets must be positive")
 	case f.out == "":
 		return o, errors.New("--out must name a directory")
 	}
@@ -279,7 +282,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
-			CASMaxWait: f.casMaxWait},
+			CASMaxWait: f.casMaxWait, Buckets: f.buckets},
 	}, nil
 }
 

@@ -6,13 +6,16 @@ package registry
 // counted at build time (go generate) so any copy of the binary knows them.
 var coreLines = map[string]int{
 	"strategies/batched":              202,
+	"strategies/buckets":              207,
 	"strategies/cas":                  139,
 	"strategies/conditional":          38,
 	"strategies/internal/groupcommit": 259,
 	"strategies/internal/redisstock":  843,
-	"strategies/internal/sqlstore":    425,
+	"strategies/internal/sqlstore":    431,
 	"strategies/luatcc":               457,
 	"strategies/naive":                120,
 	"strategies/outbox":               827,
+	"strategies/outboxlocal":          629,
 	"strategies/rowlock":              58,
+	"strategies/skiplocked":           166,
 }

@@ -4,7 +4,7 @@
 // runs against it.
 package registry
 
-//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/batched strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
+//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/batched strategies/buckets strategies/skiplocked strategies/outboxlocal strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
 
 import (
 	"fmt"
@@ -12,12 +12,15 @@ import (
 
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/batched"
+	"github.com/stockbench/stockbench/strategies/buckets"
 	"github.com/stockbench/stockbench/strategies/cas"
 	"github.com/stockbench/stockbench/strategies/conditional"
 	"github.com/stockbench/stockbench/strategies/luatcc"
 	"github.com/stockbench/stockbench/strategies/naive"
 	"github.com/stockbench/stockbench/strategies/outbox"
+	"github.com/stockbench/stockbench/strategies/outboxlocal"
 	"github.com/stockbench/stockbench/strategies/rowlock"
+	"github.com/stockbench/stockbench/strategies/skiplocked"
 )
 
 // Entry describes one strategy.
@@ -57,7 +60,10 @@ var All = []Entry{
 	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(conditional.New)},
 	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
 	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(outbox.New)},
+	{Name: "outbox-local", Dirs: []string{"strategies/outboxlocal", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(outboxlocal.New)},
 	{Name: "batched", Dirs: []string{"strategies/batched", "strategies/conditional", gcDir, sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(batched.New)},
+	{Name: "buckets", Dirs: []string{"strategies/buckets", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(buckets.New)},
+	{Name: "skiplocked", Dirs: []string{"strategies/skiplocked", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(skiplocked.New)},
 	{Name: "naive", Dirs: []string{"strategies/naive"}, Safe: false, Ceiling: CeilingMySQLUpdate, New: wrap(naive.New)},
 }
 

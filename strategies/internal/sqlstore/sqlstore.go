@@ -159,16 +159,8 @@ func retryPause(attempt int, left time.Duration, rnd func(n time.Duration) time.
 // nothing changes, when the journal already holds r.ID (a repeat of a
 // restock whose reply was lost). An unknown SKU is an error.
 func JournalRestock(ctx context.Context, tx *sql.Tx, r inventory.Restock) (version int64, applied bool, err error) {
-	if r.ID == "" || r.Qty <= 0 {
-		return 0, false, fmt.Errorf("restock %s: needs an id and a positive quantity (id %q, qty %d)", r.SKU, r.ID, r.Qty)
-	}
-	_, err = tx.ExecContext(ctx, "INSERT INTO restocks (restock_id, sku, qty, created_at) VALUES (?,?,?,?)",
-		r.ID, r.SKU, r.Qty, time.Now().UTC())
-	if IsDuplicate(err) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("restock %s: journal: %w", r.SKU, err)
+	if applied, err = JournalRow(ctx, tx, r); err != nil || !applied {
+		return 0, false, err
 	}
 	res, err := tx.ExecContext(ctx, "UPDATE inventory SET total=total+?, available=available+?, version=version+1 WHERE sku=?", r.Qty, r.Qty, r.SKU)
 	if err != nil {
@@ -181,6 +173,25 @@ func JournalRestock(ctx context.Context, tx *sql.Tx, r inventory.Restock) (versi
 		return 0, false, fmt.Errorf("restock %s: %w", r.SKU, err)
 	}
 	return version, true, nil
+}
+
+// JournalRow writes restock r's journal row inside tx, for a strategy that
+// adds the stock to its own layout in the same transaction (stock buckets,
+// unit rows). applied is false, and nothing is written, when the journal
+// already holds r.ID: the caller must then change nothing either.
+func JournalRow(ctx context.Context, tx *sql.Tx, r inventory.Restock) (applied bool, err error) {
+	if r.ID == "" || r.Qty <= 0 {
+		return false, fmt.Errorf("restock %s: needs an id and a positive quantity (id %q, qty %d)", r.SKU, r.ID, r.Qty)
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO restocks (restock_id, sku, qty, created_at) VALUES (?,?,?,?)",
+		r.ID, r.SKU, r.Qty, time.Now().UTC())
+	if IsDuplicate(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("restock %s: journal: %w", r.SKU, err)
+	}
+	return true, nil
 }
 
 // Order is an order row as read under its lock.

@@ -1,0 +1,245 @@
+package outboxlocal
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
+)
+
+// relayBatch bounds the events of one MySQL transaction.
+const relayBatch = 1000
+
+// readCommitted: the relay's locking read takes the order rows' locks only,
+// no gap locks that would stall other relays' inserts.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// relay moves the local events into MySQL, a batch per transaction, and
+// deletes each batch locally after its commit, until fewer than a batch
+// remain. It returns how many events it relayed. One pass at a time per
+// instance; passes of several processes may run together (their order
+// rows' locks serialise them; two inserting the same new order row make
+// one fail with a duplicate key, which the next pass settles).
+func (s *Strategy) relay(ctx context.Context) (int, error) {
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
+	total := 0
+	for {
+		evs, err := s.readEvents(ctx, relayBatch)
+		if err != nil {
+			return total, err
+		}
+		if len(evs) == 0 {
+			return total, nil
+		}
+		if total == 0 {
+			if n, err := s.backlog(ctx); err == nil {
+				noteMax(&s.backlogMax, n)
+			}
+		}
+		err = sqlstore.InTxWith(ctx, s.db, readCommitted, func(tx *sql.Tx) error { return applyEvents(ctx, tx, evs) })
+		if sqlstore.IsDuplicate(err) {
+			s.relayConflicts.Add(1)
+		}
+		if err != nil {
+			return total, fmt.Errorf("relay: %w", err)
+		}
+		if _, err := s.local.ExecContext(ctx, "DELETE FROM events WHERE id <= ?", evs[len(evs)-1].id); err != nil {
+			// MySQL has them: the next pass relays them again, harmlessly.
+			return total, fmt.Errorf("relay: delete relayed events: %w", err)
+		}
+		now := time.Now().UnixNano()
+		s.mu.Lock()
+		for _, e := range evs {
+			_ = s.lag.RecordValue(max(1, (now-e.created)/1000))
+		}
+		s.mu.Unlock()
+		s.relayed.Add(int64(len(evs)))
+		total += len(evs)
+		if len(evs) < relayBatch {
+			return total, nil
+		}
+	}
+}
+
+func noteMax(v interface {
+	Load() int64
+	CompareAndSwap(old, new int64) bool
+}, n int64) {
+	for {
+		cur := v.Load()
+		if n <= cur || v.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// readEvents reads up to limit local events, oldest first.
+func (s *Strategy) readEvents(ctx context.Context, limit int) ([]event, error) {
+	rows, err := s.local.QueryContext(ctx, "SELECT id, order_id, sku, qty, kind, deadline, created FROM events ORDER BY id LIMIT ?", limit)
+	if err != nil {
+		return nil, fmt.Errorf("relay: read local events: %w", err)
+	}
+	defer rows.Close()
+	var out []event
+	for rows.Next() {
+		var e event
+		if err := rows.Scan(&e.id, &e.orderID, &e.sku, &e.qty, &e.kind, &e.deadline, &e.created); err != nil {
+			return nil, fmt.Errorf("relay: read local events: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("relay: read local events: %w", err)
+	}
+	return out, nil
+}
+
+type delta struct{ avail, occ, sold int64 }
+
+// orderRow is an order row as the batch leaves it.
+type orderRow struct {
+	ord     sqlstore.Order
+	isNew   bool
+	changed bool
+}
+
+// applyEvents applies a batch of events to MySQL in tx, idempotently: it
+// locks the batch's existing order rows, plays the events in order against
+// them (a reserve of a known order and a decision of a decided one change
+// nothing; a decision whose reserve MySQL never saw lands as a row in its
+// final state, with the stock it moved), then writes the new rows, the
+// changed states and one inventory update per SKU.
+func applyEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
+	seen := map[string]bool{}
+	var ids []string
+	for _, e := range evs {
+		if !seen[e.orderID] {
+			seen[e.orderID] = true
+			ids = append(ids, e.orderID)
+		}
+	}
+	sort.Strings(ids)
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	existing, err := sqlstore.LockOrders(ctx, tx, args)
+	if err != nil {
+		return err
+	}
+	rows := make(map[string]*orderRow, len(ids))
+	for id, o := range existing {
+		rows[id] = &orderRow{ord: o}
+	}
+	deltas := map[string]*delta{}
+	d := func(sku string) *delta {
+		x := deltas[sku]
+		if x == nil {
+			x = &delta{}
+			deltas[sku] = x
+		}
+		return x
+	}
+	var fresh []*orderRow
+	for _, e := range evs {
+		r := rows[e.orderID]
+		if r == nil {
+			o := sqlstore.Order{ID: e.orderID, SKU: e.sku, Qty: e.qty, State: inventory.OrderState(e.kind)}
+			if e.kind == kindReserve {
+				o.State = inventory.StateReserved
+			}
+			if e.deadline > 0 {
+				o.ExpiresAt = sql.NullTime{Time: time.UnixMilli(e.deadline).UTC(), Valid: true}
+			}
+			r = &orderRow{ord: o, isNew: true}
+			rows[e.orderID] = r
+			fresh = append(fresh, r)
+			switch o.State {
+			case inventory.StateReserved:
+				d(e.sku).avail -= e.qty
+				d(e.sku).occ += e.qty
+			case inventory.StateConfirmed:
+				d(e.sku).avail -= e.qty
+				d(e.sku).sold += e.qty
+			}
+			continue
+		}
+		if e.kind == kindReserve || r.ord.State != inventory.StateReserved {
+			continue // known order, or already decided: a repeat
+		}
+		to := inventory.OrderState(e.kind)
+		x := d(r.ord.SKU)
+		x.occ -= r.ord.Qty
+		if to == inventory.StateConfirmed {
+			x.sold += r.ord.Qty
+		} else {
+			x.avail += r.ord.Qty
+		}
+		r.ord.State, r.changed = to, true
+	}
+	if err := insertRows(ctx, tx, fresh); err != nil {
+		return err
+	}
+	byState := map[inventory.OrderState][]any{}
+	for _, r := range rows {
+		if r.changed && !r.isNew {
+			byState[r.ord.State] = append(byState[r.ord.State], r.ord.ID)
+		}
+	}
+	now := time.Now().UTC()
+	for st, ids := range byState {
+		a := append([]any{string(st), now}, ids...)
+		if _, err := tx.ExecContext(ctx, "UPDATE orders SET state=?, updated_at=? WHERE order_id IN ("+sqlstore.Placeholders(len(ids))+")", a...); err != nil {
+			return fmt.Errorf("relay: order states: %w", err)
+		}
+	}
+	skus := make([]string, 0, len(deltas))
+	for sku := range deltas {
+		skus = append(skus, sku)
+	}
+	sort.Strings(skus)
+	for _, sku := range skus {
+		x := deltas[sku]
+		if *x == (delta{}) {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available+?, occupied=occupied+?, sold=sold+? WHERE sku=?",
+			x.avail, x.occ, x.sold, sku); err != nil {
+			return fmt.Errorf("relay: inventory %s: %w", sku, err)
+		}
+	}
+	return nil
+}
+
+// insertRows writes new order rows, each in its own state, with one
+// multi-row INSERT.
+func insertRows(ctx context.Context, tx *sql.Tx, rs []*orderRow) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	now := time.Now().UTC()
+	var b strings.Builder
+	b.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES ")
+	args := make([]any, 0, 7*len(rs))
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?)")
+		var exp any
+		if r.ord.ExpiresAt.Valid {
+			exp = r.ord.ExpiresAt.Time
+		}
+		args = append(args, r.ord.ID, r.ord.SKU, r.ord.Qty, string(r.ord.State), now, exp, now)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("relay: insert orders: %w", err)
+	}
+	return nil
+}
