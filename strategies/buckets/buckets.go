@@ -127,7 +127,7 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		}
 		switch {
 		case err == nil:
-			_, err = tx.ExecContext(ctx, "UPDATE stock_buckets SET available=available-?, occupied=occupied+? WHERE sku=? AND bucket=?",
+			_, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET available=available-?, occupied=occupied+? WHERE sku=? AND bucket=?",
 				r.Qty, r.Qty, r.SKU, b)
 			return err
 		case !errors.Is(err, sql.ErrNoRows):
@@ -248,17 +248,10 @@ func bucketOf(id string, n int) int {
 func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
 	sku, qty := r.SKU, r.Qty
 	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
-		if applied, err := sqlstore.JournalRow(ctx, tx, r); err != nil || !applied {
+		if applied, err := sqlstore.JournalTotal(ctx, tx, r); err != nil || !applied {
 			return err // a repeated restock id changes nothing
 		}
-		res, err := tx.ExecContext(ctx, "UPDATE inventory SET total=total+?, version=version+1 WHERE sku=?", qty, sku)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("unknown sku %q", sku)
-		}
-		_, err = tx.ExecContext(ctx, "UPDATE stock_buckets SET available = available + ? DIV ? + (bucket < ? MOD ?) WHERE sku=?",
+		_, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET available = available + ? DIV ? + (bucket < ? MOD ?) WHERE sku=?",
 			qty, s.n, qty, s.n, sku)
 		return err
 	})

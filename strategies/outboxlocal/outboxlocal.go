@@ -246,22 +246,9 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 // Confirm decides the order in Redis (confirmed, or expired past its
 // deadline) and appends the decision locally.
 func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
-	res, err := s.rs.Get(ctx, ref)
-	if errors.Is(err, redisstock.ErrNoReservation) {
-		return fmt.Errorf("confirm %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
-	}
-	if err != nil {
+	res, want, err := s.rs.ConfirmTarget(ctx, ref)
+	if err != nil || want == "" {
 		return err
-	}
-	switch res.State {
-	case inventory.StateConfirmed:
-		return nil
-	case inventory.StateCancelled, inventory.StateExpired:
-		return fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
-	}
-	want := inventory.StateConfirmed
-	if !time.Now().Before(res.Deadline) {
-		want = inventory.StateExpired
 	}
 	got, err := s.decide(ctx, ref, res, want)
 	if err != nil {

@@ -194,15 +194,8 @@ func move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Moveme
 func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
 	sku, qty := r.SKU, r.Qty
 	err := sqlstore.InTxWith(ctx, s.DB, readCommitted, func(tx *sql.Tx) error {
-		if applied, err := sqlstore.JournalRow(ctx, tx, r); err != nil || !applied {
+		if applied, err := sqlstore.JournalTotal(ctx, tx, r); err != nil || !applied {
 			return err // a repeated restock id changes nothing
-		}
-		res, err := tx.ExecContext(ctx, "UPDATE inventory SET total=total+?, version=version+1 WHERE sku=?", qty, sku)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("unknown sku %q", sku)
 		}
 		return insertUnits(ctx, tx, sku, qty)
 	})

@@ -616,6 +616,31 @@ type Reservation struct {
 // ErrNoReservation: Redis has no record of the order.
 var ErrNoReservation = errors.New("no reservation")
 
+// ConfirmTarget reads the order's reservation for a Confirm and says which
+// decision it calls for: confirmed, or expired once its deadline passed.
+// want is "" (and err nil) when the order is already confirmed: a repeat,
+// nothing to do. An unknown order is ErrUnknownOrder; a cancelled or
+// expired one ErrAlreadyFinal.
+func (s Store) ConfirmTarget(ctx context.Context, ref inventory.OrderRef) (res Reservation, want inventory.OrderState, err error) {
+	res, err = s.Get(ctx, ref)
+	if errors.Is(err, ErrNoReservation) {
+		return res, "", fmt.Errorf("confirm %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+	}
+	if err != nil {
+		return res, "", err
+	}
+	switch res.State {
+	case inventory.StateConfirmed:
+		return res, "", nil
+	case inventory.StateCancelled, inventory.StateExpired:
+		return res, "", fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
+	}
+	if !time.Now().Before(res.Deadline) {
+		return res, inventory.StateExpired, nil
+	}
+	return res, inventory.StateConfirmed, nil
+}
+
 // Get reads a reservation record.
 func (s Store) Get(ctx context.Context, ref inventory.OrderRef) (Reservation, error) {
 	v, err := s.R.HMGet(ctx, inventory.RedisReservationKey(ref.SKU, ref.OrderID), "qty", "state", "deadline").Result()

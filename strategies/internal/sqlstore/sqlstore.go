@@ -175,10 +175,28 @@ func JournalRestock(ctx context.Context, tx *sql.Tx, r inventory.Restock) (versi
 	return version, true, nil
 }
 
-// JournalRow writes restock r's journal row inside tx, for a strategy that
-// adds the stock to its own layout in the same transaction (stock buckets,
-// unit rows). applied is false, and nothing is written, when the journal
-// already holds r.ID: the caller must then change nothing either.
+// JournalTotal writes restock r's journal row and adds r.Qty to the SKU's
+// total (not to available) inside tx, for a strategy that keeps the
+// available units in a layout of its own (stock buckets, unit rows) and
+// adds them there in the same transaction. applied is false, and nothing
+// is written, when the journal already holds r.ID: the caller must then
+// change nothing either. An unknown SKU is an error.
+func JournalTotal(ctx context.Context, tx *sql.Tx, r inventory.Restock) (applied bool, err error) {
+	if applied, err = JournalRow(ctx, tx, r); err != nil || !applied {
+		return false, err
+	}
+	res, err := tx.ExecContext(ctx, "UPDATE inventory SET total=total+?, version=version+1 WHERE sku=?", r.Qty, r.SKU)
+	if err != nil {
+		return false, fmt.Errorf("restock %s: %w", r.SKU, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, fmt.Errorf("restock %s: no inventory row", r.SKU)
+	}
+	return true, nil
+}
+
+// JournalRow writes restock r's journal row inside tx. applied is false,
+// and nothing is written, when the journal already holds r.ID.
 func JournalRow(ctx context.Context, tx *sql.Tx, r inventory.Restock) (applied bool, err error) {
 	if r.ID == "" || r.Qty <= 0 {
 		return false, fmt.Errorf("restock %s: needs an id and a positive quantity (id %q, qty %d)", r.SKU, r.ID, r.Qty)
