@@ -78,8 +78,13 @@ func (s *Strategy) expireUndecided(ctx context.Context, sku string, ids []string
 }
 
 // decideExpired writes an expired decision for each of due that has none,
-// in one transaction, and returns the decision that stands for each.
+// in one transaction, and returns the decision that stands for each. Once
+// begun it runs to its end on a context of its own (bounded by the
+// operation timeout): a stop of the background loop between the commit and
+// the read-back would leave decisions in MySQL that Redis never hears of.
 func (s *Strategy) decideExpired(ctx context.Context, due []dueRes) (map[string]inventory.OrderState, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
 	now := time.Now().UTC()
 	var q strings.Builder
 	q.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES ")
