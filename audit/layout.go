@@ -25,9 +25,14 @@ type layoutDelta struct {
 	NegativeBuckets           int64
 }
 
+// queryer is a *sql.DB or a *sql.Tx (the probe reads in its snapshot).
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // layoutDeltas reads the bucket sums and unit counts of every SKU, one
 // grouped query per table (set-based: no per-SKU round trip).
-func layoutDeltas(ctx context.Context, db *sql.DB) (map[string]layoutDelta, error) {
+func layoutDeltas(ctx context.Context, db queryer) (map[string]layoutDelta, error) {
 	out := map[string]layoutDelta{}
 	for _, q := range []string{
 		`SELECT sku, SUM(available), SUM(occupied), SUM(sold),

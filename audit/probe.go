@@ -208,5 +208,22 @@ func (p Probe) mysqlSnapshot(ctx context.Context) ([]inventory.Stock, map[string
 		journal[s.SKU] = j
 		out = append(out, s)
 	}
-	return out, journal, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("probe: %w", err)
+	}
+	rows.Close()
+	// The strategies' own layout (stock buckets, unit rows) in the same
+	// snapshot: those SKUs keep only their total in the inventory row.
+	layout, err := layoutDeltas(ctx, tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range out {
+		if d, ok := layout[out[i].SKU]; ok {
+			out[i].Available += d.Available
+			out[i].Occupied += d.Occupied
+			out[i].Sold += d.Sold
+		}
+	}
+	return out, journal, nil
 }

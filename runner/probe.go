@@ -19,13 +19,19 @@ type probeRun struct {
 	done   chan audit.ProbeReport // set once started
 }
 
+// probeMaxSKUs is the largest catalog the probe snapshots: it reads every
+// SKU a few times a second, which a larger catalog would turn into load of
+// its own (a million SKUs are graded by the audits, not the probe).
+const probeMaxSKUs = 10_000
+
 // startProbe hooks the probe to the driver's start (chained after any
 // other hook). A generator of several (sharded) runs none: the parent
-// audits once, and the probe's report belongs to an audit.
+// audits once, and the probe's report belongs to an audit. Nor does a
+// catalog above probeMaxSKUs.
 func startProbe(ctx context.Context, d *driver, e registry.Entry, conns servers.Conns, stock []inventory.Stock, o Options) *probeRun {
 	pctx, cancel := context.WithCancel(ctx)
 	pr := &probeRun{cancel: cancel}
-	if o.sharded() {
+	if o.sharded() || len(stock) > probeMaxSKUs {
 		return pr
 	}
 	p := audit.Probe{DB: conns.DB, Initial: map[string]int64{}}
