@@ -385,33 +385,53 @@ func (s *Strategy) sweep(ctx context.Context) error {
 		return fmt.Errorf("sweep: %w", err)
 	}
 	now := time.Now()
+	const batch = 1000
 	for _, sku := range skus {
-		ids, err := s.rs.Due(ctx, sku, now, 1000)
-		if err != nil {
-			return fmt.Errorf("sweep: %w", err)
-		}
-		for _, id := range ids {
-			ref := inventory.OrderRef{OrderID: id, SKU: sku}
-			res, err := s.rs.Get(ctx, ref)
-			if errors.Is(err, redisstock.ErrNoReservation) {
-				continue
-			}
+		// A batch at a time, until a batch is short or expires nothing (a
+		// backlog of abandoned reservations on a hot SKU outgrows one).
+		for {
+			n, full, err := s.sweepBatch(ctx, sku, now, batch)
 			if err != nil {
-				return fmt.Errorf("sweep: %w", err)
+				return err
 			}
-			if res.State != inventory.StateReserved || now.Before(res.Deadline) {
-				continue
-			}
-			got, err := s.decide(ctx, ref, res, inventory.StateExpired)
-			if err != nil {
-				return fmt.Errorf("sweep: %w", err)
-			}
-			if got == inventory.StateExpired {
-				s.expired.Add(1)
+			if !full || n == 0 {
+				break
 			}
 		}
 	}
 	return nil
+}
+
+// sweepBatch expires up to batch of sku's reservations due at now; full
+// says the batch was full (more may be due), n how many it expired.
+func (s *Strategy) sweepBatch(ctx context.Context, sku string, now time.Time, batch int64) (n int, full bool, err error) {
+	ids, err := s.rs.Due(ctx, sku, now, batch)
+	if err != nil {
+		return 0, false, fmt.Errorf("sweep: %w", err)
+	}
+	full = int64(len(ids)) == batch
+	for _, id := range ids {
+		ref := inventory.OrderRef{OrderID: id, SKU: sku}
+		res, err := s.rs.Get(ctx, ref)
+		if errors.Is(err, redisstock.ErrNoReservation) {
+			continue
+		}
+		if err != nil {
+			return n, full, fmt.Errorf("sweep: %w", err)
+		}
+		if res.State != inventory.StateReserved || now.Before(res.Deadline) {
+			continue
+		}
+		got, err := s.decide(ctx, ref, res, inventory.StateExpired)
+		if err != nil {
+			return n, full, fmt.Errorf("sweep: %w", err)
+		}
+		if got == inventory.StateExpired {
+			s.expired.Add(1)
+			n++
+		}
+	}
+	return n, full, nil
 }
 
 // Settle expires due reservations, runs a reconciler pass and drains the

@@ -15,7 +15,7 @@ var coreLines = map[string]int{
 	"strategies/luatcc":               446,
 	"strategies/naive":                120,
 	"strategies/outbox":               827,
-	"strategies/outboxlocal":          616,
+	"strategies/outboxlocal":          631,
 	"strategies/rowlock":              58,
 	"strategies/skiplocked":           159,
 }
