@@ -101,16 +101,9 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 // unknown order leaves a cancelled marker in Redis so that a late Try is
 // refused.
 func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
-	res, err := s.rs.Get(ctx, ref)
-	switch {
-	case errors.Is(err, redisstock.ErrNoReservation):
-		res = redisstock.Reservation{}
-	case err != nil:
+	res, proceed, err := s.rs.CancelTarget(ctx, ref)
+	if err != nil || !proceed {
 		return err
-	case res.State == inventory.StateConfirmed:
-		return fmt.Errorf("cancel %s: order is confirmed: %w", ref.OrderID, inventory.ErrAlreadyFinal)
-	case res.State == inventory.StateCancelled || res.State == inventory.StateExpired:
-		return nil
 	}
 	got, err := s.decide(ctx, ref, res, inventory.StateCancelled)
 	if err != nil {

@@ -616,6 +616,26 @@ type Reservation struct {
 // ErrNoReservation: Redis has no record of the order.
 var ErrNoReservation = errors.New("no reservation")
 
+// CancelTarget reads the order's reservation for a Cancel. proceed is
+// false (err nil) when there is nothing to do: already cancelled or
+// expired. An unknown order proceeds with an empty reservation (the
+// cancel leaves a marker, so a late Try is refused); a confirmed one is
+// ErrAlreadyFinal.
+func (s Store) CancelTarget(ctx context.Context, ref inventory.OrderRef) (res Reservation, proceed bool, err error) {
+	res, err = s.Get(ctx, ref)
+	switch {
+	case errors.Is(err, ErrNoReservation):
+		return Reservation{}, true, nil
+	case err != nil:
+		return res, false, err
+	case res.State == inventory.StateConfirmed:
+		return res, false, fmt.Errorf("cancel %s: order is confirmed: %w", ref.OrderID, inventory.ErrAlreadyFinal)
+	case res.State == inventory.StateCancelled || res.State == inventory.StateExpired:
+		return res, false, nil
+	}
+	return res, true, nil
+}
+
 // ConfirmTarget reads the order's reservation for a Confirm and says which
 // decision it calls for: confirmed, or expired once its deadline passed.
 // want is "" (and err nil) when the order is already confirmed: a repeat,
