@@ -12,7 +12,7 @@ CURVE_FLAGS ?=
 SOAK_DURATION ?= 10m
 SOAK_FLAGS ?=
 
-.PHONY: build test bench bench-multi faults soak vet fmt fmt-check clean images-offline down
+.PHONY: build test bench bench-multi faults soak vet fmt fmt-check clean images-offline down hooks
 
 # go generate refreshes the strategies' core-line counts the binary carries
 # (TestCoreLinesCurrent fails when the committed ones are stale).
@@ -85,6 +85,11 @@ soak: build
 
 vet:
 	$(GO) vet ./...
+
+# The repository's git hooks (.githooks): commit subjects of at most 72
+# characters. docs/ci.md.
+hooks:
+	git config core.hooksPath .githooks
 
 # MySQL-compatible (MariaDB) and Redis images from Debian packages, for a
 # Docker engine with no registry; --backend auto and docker use them when

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -78,6 +79,40 @@ func TestAnomaliesDoc(t *testing.T) {
 	want, err := os.ReadFile(path)
 	if err != nil || string(want) != b.String() {
 		t.Fatalf("docs/anomalies.md differs from audit.Classes (%v): run go test ./cmd/stockbench -run TestAnomaliesDoc -update", err)
+	}
+}
+
+// TestCommitMsgHook: the commit-msg hook (make hooks) lets a subject of
+// 72 characters through, comments and blank lines before it ignored, and
+// refuses one of 73 in one line.
+func TestCommitMsgHook(t *testing.T) {
+	hook, err := filepath.Abs("../../.githooks/commit-msg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, msg string
+		ok        bool
+	}{
+		{"72", strings.Repeat("a", 72) + "\n\nbody " + strings.Repeat("b", 100) + "\n", true},
+		{"73", strings.Repeat("a", 73) + "\n", false},
+		{"comment first", "# Please enter the commit message\n\n" + strings.Repeat("é", 72) + "\n", true},
+		{"multibyte 73", strings.Repeat("é", 73) + "\n", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "COMMIT_EDITMSG")
+			if err := os.WriteFile(f, []byte(c.msg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command("sh", hook, f).CombinedOutput()
+			if (err == nil) != c.ok {
+				t.Fatalf("ok = %v, want %v: %s", err == nil, c.ok, out)
+			}
+			if !c.ok && strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+				t.Fatalf("refusal is not one line: %q", out)
+			}
+		})
 	}
 }
 
