@@ -54,11 +54,11 @@ type Scenario interface {
 	Arrivals(p Params) Profile
 	// Source is worker w's endless journey stream (nil for a fixed one).
 	Source(p Params, worker int) *Source
-	// Flags are the CLI flags that only this scenario reads and that are
-	// refused when it is not chosen (flash's --arrival and race's
-	// --short-ttl are not listed: they have always been accepted, and
-	// ignored, with other scenarios).
-	Flags() []string
+	// Reads names the Params fields (as spelled in Params) that only this
+	// scenario reads: a front end refuses them when it is not chosen
+	// (flash's Arrival and race's ShortTTL are not listed: they have
+	// always been accepted, and ignored, with other scenarios).
+	Reads() []string
 	// Config records the knobs this scenario reads into k (the resolved
 	// configuration of results.json); knobs it does not read stay unset.
 	Config(p Params, k *Knobs)
@@ -112,26 +112,26 @@ func IsTimed(name string) bool {
 	return err == nil && s.Timed()
 }
 
-// FlagOwner names the scenario that alone reads flag, or "" when every
-// scenario may (or none).
-func FlagOwner(flag string) string {
+// Owner names the scenario that alone reads the Params field knob, or ""
+// when every scenario may (or none).
+func Owner(knob string) string {
 	for _, s := range All {
-		if slices.Contains(s.Flags(), flag) {
+		if slices.Contains(s.Reads(), knob) {
 			return s.Name()
 		}
 	}
 	return ""
 }
 
-// Misplaced finds the first flag (in the order of All and of each
-// scenario's Flags) that set reports as set while its scenario is not among
-// chosen; "" when there is none.
-func Misplaced(chosen []string, set func(flag string) bool) (flag, owner string) {
+// Misplaced finds the first Params field (in the order of All and of each
+// scenario's Reads) that set reports as set while its scenario is not
+// among chosen; "" when there is none.
+func Misplaced(chosen []string, set func(knob string) bool) (knob, owner string) {
 	for _, s := range All {
 		if slices.Contains(chosen, s.Name()) {
 			continue
 		}
-		for _, f := range s.Flags() {
+		for _, f := range s.Reads() {
 			if set(f) {
 				return f, s.Name()
 			}
@@ -157,7 +157,7 @@ func (flash) Name() string               { return "flash" }
 func (flash) Catalog(Params) []string    { return []string{FlashSKU} }
 func (flash) Timed() bool                { return false }
 func (flash) Source(Params, int) *Source { return nil }
-func (flash) Flags() []string            { return nil }
+func (flash) Reads() []string            { return nil }
 func (flash) Fixed(p Params) Generator {
 	return NewFlash(FlashParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, Abandon: p.Abandon, TTL: p.TTL, Seed: p.Seed})
 }
@@ -172,7 +172,7 @@ func (race) Name() string               { return "race" }
 func (race) Catalog(Params) []string    { return []string{FlashSKU} }
 func (race) Timed() bool                { return false }
 func (race) Source(Params, int) *Source { return nil }
-func (race) Flags() []string            { return nil }
+func (race) Reads() []string            { return nil }
 func (race) Fixed(p Params) Generator {
 	return NewRace(RaceParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, TTL: p.TTL, ShortTTL: p.ShortTTL, Seed: p.Seed})
 }
@@ -187,8 +187,8 @@ func (sustained) Name() string              { return "sustained" }
 func (sustained) Timed() bool               { return true }
 func (sustained) Fixed(Params) Generator    { return nil }
 func (sustained) Arrivals(p Params) Profile { return p.Arrival }
-func (sustained) Flags() []string {
-	return []string{"duration", "warmup", "skus", "skew", "mix", "no-restock", "rate"}
+func (sustained) Reads() []string {
+	return []string{"Duration", "Warmup", "SKUs", "Skew", "Mix", "NoRestock", "Rate"}
 }
 func (sustained) Catalog(p Params) []string {
 	out := make([]string, p.SKUs)

@@ -13,11 +13,11 @@ func TestRegistry(t *testing.T) {
 		name    string
 		timed   bool
 		catalog []string
-		owns    string // a flag only this scenario reads, or ""
+		owns    string // a Params field only this scenario reads, or ""
 	}{
 		{"flash", false, []string{FlashSKU}, ""},
 		{"race", false, []string{FlashSKU}, ""},
-		{"sustained", true, []string{SKUName(0), SKUName(1), SKUName(2)}, "skew"},
+		{"sustained", true, []string{SKUName(0), SKUName(1), SKUName(2)}, "Skew"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -35,8 +35,8 @@ func TestRegistry(t *testing.T) {
 			if c.timed && (gen != nil || src == nil) || !c.timed && (gen == nil || src != nil) {
 				t.Fatalf("generator %v, source %v", gen != nil, src != nil)
 			}
-			if c.owns != "" && FlagOwner(c.owns) != c.name {
-				t.Fatalf("--%s owned by %q", c.owns, FlagOwner(c.owns))
+			if c.owns != "" && Owner(c.owns) != c.name {
+				t.Fatalf("%s owned by %q", c.owns, Owner(c.owns))
 			}
 			var k Knobs
 			sc.Config(p, &k)
@@ -48,12 +48,12 @@ func TestRegistry(t *testing.T) {
 	if _, err := Lookup("black-friday"); err == nil {
 		t.Fatal("unknown scenario found")
 	}
-	if FlagOwner("stock") != "" {
-		t.Fatal("--stock belongs to every scenario")
+	if Owner("Stock") != "" {
+		t.Fatal("Stock belongs to every scenario")
 	}
 }
 
-// TestMisplaced: a flag only an unchosen scenario reads is found, always the
+// TestMisplaced: a knob only an unchosen scenario reads is found, always the
 // same one first; a chosen owner or no owner is fine.
 func TestMisplaced(t *testing.T) {
 	cases := []struct {
@@ -64,9 +64,9 @@ func TestMisplaced(t *testing.T) {
 		wantOwner string
 	}{
 		{"none set", []string{"flash"}, nil, "", ""},
-		{"owner chosen", []string{"flash", "sustained"}, []string{"duration", "skus"}, "", ""},
-		{"common flag", []string{"flash"}, []string{"stock", "buyers"}, "", ""},
-		{"first in declared order", []string{"flash"}, []string{"rate", "mix", "skus", "duration"}, "duration", "sustained"},
+		{"owner chosen", []string{"flash", "sustained"}, []string{"Duration", "SKUs"}, "", ""},
+		{"common flag", []string{"flash"}, []string{"Stock", "Buyers"}, "", ""},
+		{"first in declared order", []string{"flash"}, []string{"Rate", "Mix", "SKUs", "Duration"}, "Duration", "sustained"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

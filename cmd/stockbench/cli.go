@@ -132,6 +132,24 @@ var flagNames = strings.NewReplacer(
 	"Pool ", "--pool ",
 )
 
+// knobFlags are the flags of the scenario knobs (scenarios.Params fields)
+// that only some scenarios read (Scenario.Reads); TestKnobFlags checks it
+// names every one.
+var knobFlags = map[string]string{
+	"Duration": "duration", "Warmup": "warmup", "SKUs": "skus", "Skew": "skew",
+	"Mix": "mix", "NoRestock": "no-restock", "Rate": "rate",
+}
+
+// flagKnob is the knob a flag sets, or "" when it sets none of knobFlags.
+func flagKnob(flag string) string {
+	for k, f := range knobFlags {
+		if f == flag {
+			return k
+		}
+	}
+	return ""
+}
+
 // parseFlags parses args into fs; -h prints the flags on stdout. done is
 // true when the command should return code right away. Positional
 // arguments are an error.

@@ -64,7 +64,7 @@ func applyPreset(fs *flag.FlagSet, name string) error {
 		if kv[0] == "rtt" && !shapeable(fs, set) {
 			continue // only the local backend's servers sit behind a profile
 		}
-		if owner := scenarios.FlagOwner(kv[0]); owner != "" && !slices.Contains(scenarios.SplitList(fs.Lookup("scenario").Value.String()), owner) {
+		if owner := scenarios.Owner(flagKnob(kv[0])); owner != "" && !slices.Contains(scenarios.SplitList(fs.Lookup("scenario").Value.String()), owner) {
 			continue // the scenarios chosen have no such load to shape
 		}
 		if err := fs.Set(kv[0], kv[1]); err != nil {

@@ -254,8 +254,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	}
 	// A shard runs one scenario of its parent's flags, which were checked
 	// against the parent's whole list.
-	if name, owner := scenarios.Misplaced(scens, func(f string) bool { return explicit[f] }); name != "" && f.sh.shard == "" {
-		return o, fmt.Errorf("--%s applies to the %s scenario only", name, owner)
+	if knob, owner := scenarios.Misplaced(scens, func(k string) bool { return explicit[knobFlags[k]] }); knob != "" && f.sh.shard == "" {
+		return o, fmt.Errorf("--%s applies to the %s scenario only", knobFlags[knob], owner)
 	}
 	network, err := netpath.Parse(f.rtt)
 	if err != nil {
