@@ -442,7 +442,13 @@ func (e *External) Start(ctx context.Context) (Endpoints, error) {
 		}
 		ep.RedisAddr = o.Addr
 	}
-	if err := Ping(ctx, ep, 5*time.Second); err != nil {
+	// Without a Redis address (an audit of a MySQL-only strategy) only
+	// MySQL is asked.
+	ping := Ping
+	if e.Addr == "" && e.URL == "" {
+		ping = pingMySQL
+	}
+	if err := ping(ctx, ep, 5*time.Second); err != nil {
 		return Endpoints{}, err
 	}
 	nodes := []string{ep.MySQLDSN}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -84,31 +83,27 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	if grace >= 0 {
 		a.StaleBefore = time.Now().Add(-grace)
 	}
-	for i := range dsns {
-		dsns[i] = servers.WithDriverParams(dsns[i])
-	}
-	// The auditor reads the first node; on a cluster every other node is
+	// The stores are found as a run on external servers finds them:
+	// every node answers, the cluster's causal reads are resolved. The
+	// auditor reads the first node; on a cluster every other node is
 	// compared with it, and every node — the first too — is read after it
 	// applied what the others committed.
-	ep := servers.Endpoints{MySQLDSN: dsns[0], RedisAddr: addr, RedisURL: rurl}
+	ext := &servers.External{DSN: dsns[0], Addr: addr, URL: rurl, CausalReads: causal, NoSpread: true}
+	if len(dsns) > 1 {
+		ext.Nodes = dsns
+	}
+	ep, err := ext.Start(ctx)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	if len(dsns) > 1 {
+		if ep.MySQLDSN, err = servers.WithCausalReads(ep.MySQLDSN, ep.MySQLCausalReads); err != nil {
+			return fail(exitUsage, err)
+		}
+	}
 	if rurl != "" {
 		// What is printed: the URL without its password.
 		addr = servers.RedactURL(rurl)
-	}
-	if len(dsns) > 1 {
-		for i, d := range dsns {
-			if err := pingOne(ctx, d); err != nil {
-				return fail(exitUsage, fmt.Errorf("mysql node %d %s does not answer: %w", i+1, servers.RedactDSN(d), err))
-			}
-		}
-		mode, err := servers.ResolveCausalReads(ctx, dsns, causal)
-		if err != nil {
-			return fail(exitUsage, err)
-		}
-		if ep.MySQLDSN, err = servers.WithCausalReads(dsns[0], mode); err != nil {
-			return fail(exitUsage, err)
-		}
-		ep.MySQLCluster, ep.MySQLCausalReads, ep.MySQLCausalAuto = dsns, mode, causal == servers.CausalAuto
 	}
 	conns, err := servers.Open(ep, 4)
 	if err != nil {
@@ -118,14 +113,6 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	a.DB = conns.DB
 	if addr != "" {
 		a.Redis = conns.Redis
-	}
-	if err := conns.DB.PingContext(ctx); err != nil {
-		return fail(exitUsage, fmt.Errorf("mysql %s does not answer: %w", ep.Redacted(), err))
-	}
-	if a.Redis != nil {
-		if err := conns.Redis.Ping(ctx).Err(); err != nil {
-			return fail(exitUsage, fmt.Errorf("redis %s does not answer: %w", addr, err))
-		}
 	}
 	pass := func(ctx context.Context) (audit.Audit, error) {
 		res, err := a.Audit(ctx, acks)
@@ -386,14 +373,4 @@ func printAudit(w io.Writer, mysql, redisAddr string, a audit.Audit) {
 	if a.Anomalies == 0 {
 		fmt.Fprintln(w, "no anomaly")
 	}
-}
-
-// pingOne checks that the MySQL server of dsn answers.
-func pingOne(ctx context.Context, dsn string) error {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	return db.PingContext(ctx)
 }
