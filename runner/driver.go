@@ -255,7 +255,7 @@ func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) (stripes, time
 	recs := newStripes(stripeCount(d.o.Buyers, runtime.GOMAXPROCS(0)), from, to)
 	var wg sync.WaitGroup
 	for w := range d.o.Buyers {
-		if !d.o.mine(w) {
+		if !d.o.Segment.Owns(w) {
 			// Another generator's worker: same seed, same stream there.
 			continue
 		}
@@ -297,10 +297,10 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) (stripes, time.D
 	// A generator of several serves every Shards-th arrival with its
 	// share of the workers.
 	workers := d.o.Buyers
-	if d.o.sharded() {
+	if d.o.Segment.Partial() {
 		workers = 0
 		for w := range d.o.Buyers {
-			if d.o.mine(w) {
+			if d.o.Segment.Owns(w) {
 				workers++
 			}
 		}
@@ -344,7 +344,7 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) (stripes, time.D
 			break
 		}
 		j := src.Next(d.o.TTL)
-		if !d.o.mine(i) {
+		if !d.o.Segment.Owns(i) {
 			continue
 		}
 		if !clock.Sleep(ctx, time.Until(at)) {
@@ -395,7 +395,7 @@ func newRestocker(s strategies.Strategy, sc scenarios.Scenario, o Options) *rest
 	if !sc.Timed() || o.NoRestock {
 		return nil
 	}
-	return &restocker{s: s, qty: o.Stock, shard: o.Shard, active: map[string]chan struct{}{}}
+	return &restocker{s: s, qty: o.Stock, shard: o.Segment.Index, active: map[string]chan struct{}{}}
 }
 
 func (r *restocker) trigger(ctx context.Context, sku string) {

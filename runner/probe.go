@@ -31,7 +31,7 @@ const probeMaxSKUs = 10_000
 func startProbe(ctx context.Context, d *driver, e registry.Entry, conns servers.Conns, stock []inventory.Stock, o Options) *probeRun {
 	pctx, cancel := context.WithCancel(ctx)
 	pr := &probeRun{cancel: cancel}
-	if o.sharded() || len(stock) > probeMaxSKUs {
+	if o.Segment.Partial() || len(stock) > probeMaxSKUs {
 		return pr
 	}
 	p := audit.Probe{DB: conns.DB, Initial: map[string]int64{}}

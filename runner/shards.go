@@ -27,7 +27,7 @@ type Generator struct {
 	Repeat int
 	// Shard (from 0) of Of generators.
 	Shard, Of int
-	// Barrier is the Redis key the generators meet at (Options.StartBarrier).
+	// Barrier is the Redis key the generators meet at (Segment.StartBarrier).
 	Barrier string
 }
 
@@ -36,18 +36,6 @@ type Generator struct {
 // histograms, acks and restocks. When ctx ends the generator should be
 // stopped as a Ctrl-C stops a run (what it measured is still returned).
 type Spawn func(ctx context.Context, g Generator) (*results.Results, error)
-
-// prepare resets the schema and Redis and loads the catalog.
-// progress, when given, is told the rows loaded so far.
-func prepare(ctx context.Context, conns servers.Conns, stock []inventory.Stock, progress ...func(done int)) error {
-	if err := inventory.ResetMySQL(ctx, conns.DB); err != nil {
-		return err
-	}
-	if err := inventory.ResetRedis(ctx, conns.Redis); err != nil {
-		return err
-	}
-	return inventory.LoadStock(ctx, conns.DB, stock, progress...)
-}
 
 // prepareShards is what the parent of several generators does before it
 // starts them, for one scenario: reset the stores and load the scenario's

@@ -106,8 +106,8 @@ func (s *shardFlags) apply(o *runner.Options, args []string, out string) {
 		o.Procs, o.Spawn = s.procs, spawn
 	}
 	if s.of > 1 {
-		o.Shard, o.Shards, o.NoReset, o.StartBarrier = s.index, s.of, s.noReset, s.startBarrier
-		o.ServerPIDs = serverPIDs()
+		o.Segment = runner.Segment{Index: s.index, Of: s.of, NoReset: s.noReset,
+			StartBarrier: s.startBarrier, ServerPIDs: serverPIDs()}
 	}
 }
 
