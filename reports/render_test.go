@@ -20,6 +20,8 @@ func fixture() *results.Results {
 			{Strategy: "naive", Scenario: "flash", TPS: 230, LatencyMS: map[string]results.Percentiles{"flow": {Count: 120, P99: 25}},
 				Audit: audit.Audit{ConfirmedUnits: 120, OversoldUnits: 20, OversellRate: 20.0 / 120, InvariantViolations: 1,
 					Violations: []string{"mysql FLASH-1: sold 100 != confirmed orders 120"}}},
+			{Strategy: "outbox", Scenario: "flash", TPS: 300, LatencyMS: map[string]results.Percentiles{"flow": {Count: 100, P99: 9}},
+				Incomplete: "settle", Errors: []string{"settle (deadline 2m0s): context deadline exceeded"}},
 		}}
 }
 
@@ -34,6 +36,8 @@ func TestRendering(t *testing.T) {
 		{"table", tb.String(), "170.5"},                  // rowlock TPS
 		{"table", tb.String(), "UNSAFE"},                 // naive is marked
 		{"table", tb.String(), "1 invariant violations"}, // what made naive UNSAFE
+		{"table", tb.String(), "incomplete"},             // outbox has no verdict, not a blank UNSAFE
+		{"table", tb.String(), "INCOMPLETE outbox (flash): the settle phase did not finish"},
 		{"summary", md, "lost acks"},                     // lost acks and cancel-ack violations apart
 		{"summary", md, "cancel-ack violations"},
 		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | ok |"}, // classic row
@@ -44,6 +48,9 @@ func TestRendering(t *testing.T) {
 		if !strings.Contains(c.text, c.want) {
 			t.Errorf("%s lacks %q:\n%s", c.where, c.want, c.text)
 		}
+	}
+	if strings.Contains(tb.String(), "UNSAFE outbox") {
+		t.Errorf("an incomplete run with no anomaly is called UNSAFE:\n%s", tb.String())
 	}
 }
 

@@ -175,8 +175,12 @@ func terminal(r *results.Results) (head []string, rows [][]string, right []bool)
 			cpu = f1(row.ServerCPU)
 		}
 		safety := "ok"
-		if row.Unsafe() {
+		switch {
+		case row.Anomalies > 0:
 			safety = "UNSAFE"
+		case row.Incomplete != "":
+			// No verdict: a phase did not finish, its audit is missing.
+			safety = "incomplete"
 		}
 		cells = append(cells, f1(row.TPS), f2(row.P99),
 			fmt.Sprintf("%.0f", med(func(r results.Run) float64 { return float64(r.Flows) })),
@@ -206,6 +210,11 @@ func Table(w io.Writer, r *results.Results) {
 			if n > 0 {
 				found = append(found, fmt.Sprintf("%d %s", n, c.Title))
 			}
+		}
+		if len(found) == 0 {
+			fmt.Fprintf(w, "INCOMPLETE %s (%s): the %s phase did not finish; no verdict on what it would have found\n",
+				row.Strategy, rowLabel(row), row.Incomplete)
+			continue
 		}
 		fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), strings.Join(found, ", "))
 	}
