@@ -4,12 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
@@ -85,11 +84,17 @@ type ReconcileReport struct {
 	Pending int
 }
 
+// reconcileBatch is how many SKUs a pass reads at once: one Redis
+// pipeline of snapshots, one MySQL snapshot of their rows, events and
+// orders, one pipeline of versions — a pass costs round trips per batch,
+// not per SKU, so a catalog of a million SKUs is a few thousand of them.
+const reconcileBatch = 500
+
 // reconcile runs one pass over every SKU of the catalog (MySQL's inventory
-// table, the system of record). Orphans and differences are acted on only
-// when first seen more than the operation timeout earlier — except that
-// force resolves orphans at once (Settle, when no reserve is in flight; the
-// barrier keeps even that safe).
+// table, the system of record), a batch at a time. Orphans and differences
+// are acted on only when first seen more than the operation timeout
+// earlier — except that force resolves orphans at once (Settle, when no
+// reserve is in flight; the barrier keeps even that safe).
 func (s *Strategy) reconcile(ctx context.Context, force bool) (ReconcileReport, error) {
 	r := &s.rec
 	r.mu.Lock()
@@ -98,25 +103,26 @@ func (s *Strategy) reconcile(ctx context.Context, force bool) (ReconcileReport, 
 		r.pending, r.orphans = map[string]observation{}, map[string]time.Time{}
 	}
 	var rep ReconcileReport
-	skus, err := s.catalog(ctx)
-	if err != nil {
-		return rep, err
-	}
 	now := time.Now()
 	if r.now != nil {
 		now = r.now()
 	}
 	seenOrphan := map[string]bool{}
-	for _, sku := range skus {
+	after := ""
+	for {
+		skus, err := s.catalogPage(ctx, after, reconcileBatch)
+		if err != nil {
+			return rep, err
+		}
+		if len(skus) == 0 {
+			break
+		}
+		after = skus[len(skus)-1]
 		// A SKU under load may change while MySQL is read; look again a
 		// few times before leaving it to the next pass.
-		for attempt := 0; attempt < 3; attempt++ {
-			done, err := s.reconcileSKU(ctx, sku, now, force, seenOrphan, &rep)
-			if err != nil {
+		for attempt := 0; attempt < 3 && len(skus) > 0; attempt++ {
+			if skus, err = s.reconcileSKUs(ctx, skus, now, force, seenOrphan, &rep); err != nil {
 				return rep, err
-			}
-			if done {
-				break
 			}
 		}
 	}
@@ -129,26 +135,49 @@ func (s *Strategy) reconcile(ctx context.Context, force bool) (ReconcileReport, 
 	return rep, nil
 }
 
-// reconcileSKU is one SKU's part of a pass. done is false when Redis
+// reconcileSKUs is one batch's part of a pass. It returns the SKUs whose
+// Redis changed while MySQL was read: the pass says nothing of their stock
+// yet.
+func (s *Strategy) reconcileSKUs(ctx context.Context, skus []string, now time.Time, force bool, seenOrphan map[string]bool, rep *ReconcileReport) (again []string, err error) {
+	snaps, err := s.rs.Snapshots(ctx, skus)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	var ids []string
+	for _, sn := range snaps {
+		for id := range sn.Live {
+			ids = append(ids, id)
+		}
+	}
+	ps, err := s.project(ctx, skus, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	vers, err := s.rs.Versions(ctx, skus)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	for i, sku := range skus {
+		p, ok := ps[sku]
+		if !ok {
+			return nil, fmt.Errorf("reconcile: projection %s: no inventory row", sku)
+		}
+		done, err := s.reconcileSKU(ctx, sku, snaps[i], p, vers[i], now, force, seenOrphan, rep)
+		if err != nil {
+			return nil, err
+		}
+		if !done {
+			again = append(again, sku)
+		}
+	}
+	return again, nil
+}
+
+// reconcileSKU judges one SKU from its Redis snapshot, its projection and
+// its Redis version read after the projection. done is false when Redis
 // changed while MySQL was read, so the pass says nothing about its stock.
-func (s *Strategy) reconcileSKU(ctx context.Context, sku string, now time.Time, force bool, seenOrphan map[string]bool, rep *ReconcileReport) (done bool, err error) {
+func (s *Strategy) reconcileSKU(ctx context.Context, sku string, snap redisstock.Snapshot, p projection, ver string, now time.Time, force bool, seenOrphan map[string]bool, rep *ReconcileReport) (done bool, err error) {
 	r := &s.rec
-	snap, err := s.rs.Snapshot(ctx, sku)
-	if err != nil {
-		return false, fmt.Errorf("reconcile: %w", err)
-	}
-	ids := make([]string, 0, len(snap.Live))
-	for id := range snap.Live {
-		ids = append(ids, id)
-	}
-	p, err := s.project(ctx, sku, ids)
-	if err != nil {
-		return false, fmt.Errorf("reconcile: %w", err)
-	}
-	ver, err := s.version(ctx, sku)
-	if err != nil {
-		return false, fmt.Errorf("reconcile: %w", err)
-	}
 	want := p.stock
 	for id, qty := range snap.Live {
 		ref := inventory.OrderRef{OrderID: id, SKU: sku}
@@ -236,14 +265,15 @@ func (s *Strategy) reconcileSKU(ctx context.Context, sku string, now time.Time, 
 	return true, nil
 }
 
-// catalog lists the SKUs of the inventory table.
-func (s *Strategy) catalog(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT sku FROM inventory ORDER BY sku")
+// catalogPage lists up to n SKUs of the inventory table after the SKU
+// after, in order (keyset pages: a pass never holds the whole catalog).
+func (s *Strategy) catalogPage(ctx context.Context, after string, n int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT sku FROM inventory WHERE sku > ? ORDER BY sku LIMIT ?", after, n)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: catalog: %w", err)
 	}
 	defer rows.Close()
-	var skus []string
+	skus := make([]string, 0, n)
 	for rows.Next() {
 		var sku string
 		if err := rows.Scan(&sku); err != nil {
@@ -254,82 +284,61 @@ func (s *Strategy) catalog(ctx context.Context) ([]string, error) {
 	return skus, rows.Err()
 }
 
-// version reads a stock hash's version ("" for a missing hash).
-func (s *Strategy) version(ctx context.Context, sku string) (string, error) {
-	v, err := s.rs.R.HMGet(ctx, inventory.RedisStockKey(sku), "total", "ver").Result()
-	if err != nil {
-		return "", fmt.Errorf("version: %w", err)
+// project reads, in one consistent snapshot, the SKUs' inventory rows plus
+// their unapplied outbox events, and the states of the given orders (one
+// map, shared by the projections).
+func (s *Strategy) project(ctx context.Context, skus []string, ids []string) (map[string]projection, error) {
+	var out map[string]projection
+	args := make([]any, len(skus))
+	for i, sku := range skus {
+		args[i] = sku
 	}
-	if v[0] == nil {
-		return "", nil
-	}
-	ver, _ := v[1].(string)
-	if ver == "" {
-		ver = "0"
-	}
-	return ver, nil
-}
-
-// project reads, in one consistent snapshot, a SKU's inventory row plus
-// its unapplied outbox events, and the states of the given orders.
-func (s *Strategy) project(ctx context.Context, sku string, ids []string) (projection, error) {
-	var p projection
+	in := "(" + sqlstore.Placeholders(len(skus)) + ")"
 	err := sqlstore.InTxWith(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
-		p = projection{stock: inventory.Stock{SKU: sku}, states: map[string]inventory.OrderState{}}
-		st := &p.stock
-		if err := tx.QueryRowContext(ctx, "SELECT total, available, occupied, sold, version FROM inventory WHERE sku=?", sku).
-			Scan(&st.Total, &st.Available, &st.Occupied, &st.Sold, &p.version); err != nil {
+		out = make(map[string]projection, len(skus))
+		states, err := sqlstore.OrderStates(ctx, tx, ids)
+		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT kind, SUM(qty) FROM outbox WHERE applied=0 AND sku=? GROUP BY kind", sku)
+		rows, err := tx.QueryContext(ctx, "SELECT sku, total, available, occupied, sold, version FROM inventory WHERE sku IN "+in, args...)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
-			var kind string
-			var q int64
-			if err := rows.Scan(&kind, &q); err != nil {
+			p := projection{states: states}
+			st := &p.stock
+			if err := rows.Scan(&st.SKU, &st.Total, &st.Available, &st.Occupied, &st.Sold, &p.version); err != nil {
 				rows.Close()
 				return err
 			}
-			*st = applyKind(*st, kind, q)
+			out[st.SKU] = p
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		sort.Strings(ids)
-		for start := 0; start < len(ids); start += 500 {
-			part := ids[start:min(start+500, len(ids))]
-			args := make([]any, len(part))
-			for i, id := range part {
-				args[i] = id
-			}
-			rows, err := tx.QueryContext(ctx, "SELECT order_id, state FROM orders WHERE order_id IN (?"+
-				strings.Repeat(",?", len(part)-1)+")", args...)
-			if err != nil {
+		rows, err = tx.QueryContext(ctx, "SELECT sku, kind, SUM(qty) FROM outbox WHERE applied=0 AND sku IN "+in+" GROUP BY sku, kind", args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var sku, kind string
+			var q int64
+			if err := rows.Scan(&sku, &kind, &q); err != nil {
 				return err
 			}
-			for rows.Next() {
-				var id string
-				var os inventory.OrderState
-				if err := rows.Scan(&id, &os); err != nil {
-					rows.Close()
-					return err
-				}
-				p.states[id] = os
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
+			if p, ok := out[sku]; ok {
+				p.stock = applyKind(p.stock, kind, q)
+				out[sku] = p
 			}
 		}
-		return nil
+		return rows.Err()
 	})
 	if err != nil {
-		return p, fmt.Errorf("projection %s: %w", sku, err)
+		return nil, fmt.Errorf("projection: %w", err)
 	}
-	return p, nil
+	return out, nil
 }
 
 // applyKind applies q units of one event kind to a stock.

@@ -786,25 +786,7 @@ func (s Store) Snapshot(ctx context.Context, sku string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("redis snapshot %s: %w", sku, err)
 	}
-	out := Snapshot{Stock: inventory.Stock{SKU: sku}}
-	if n, _ := v[0].(int64); n == 0 {
-		out.Missing = true
-		return out, nil
-	}
-	num := func(x any) int64 {
-		str, _ := x.(string)
-		n, _ := strconv.ParseInt(str, 10, 64)
-		return n
-	}
-	out.Stock.Total, out.Stock.Available, out.Stock.Occupied, out.Stock.Sold = num(v[1]), num(v[2]), num(v[3]), num(v[4])
-	out.Ver, _ = v[5].(string)
-	out.RV = num(v[6])
-	out.Live = make(map[string]int64, (len(v)-7)/2)
-	for i := 7; i+1 < len(v); i += 2 {
-		id, _ := v[i].(string)
-		out.Live[id] = num(v[i+1])
-	}
-	return out, nil
+	return parseSnapshot(sku, v), nil
 }
 
 // Adjust adds delta (total, available, occupied, sold) to sku's stock hash

@@ -63,3 +63,42 @@ func LockOrders(ctx context.Context, tx *sql.Tx, ids []any) (map[string]Order, e
 	}
 	return out, nil
 }
+
+// Rows is a *sql.DB or a *sql.Tx, for queries that return rows.
+type Rows interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// statesChunk bounds the IN list of one OrderStates query.
+const statesChunk = 500
+
+// OrderStates reads the states of the orders ids, statesChunk at a time;
+// ids with no order row are absent from the map.
+func OrderStates(ctx context.Context, q Rows, ids []string) (map[string]inventory.OrderState, error) {
+	out := make(map[string]inventory.OrderState, len(ids))
+	for start := 0; start < len(ids); start += statesChunk {
+		part := ids[start:min(start+statesChunk, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := q.QueryContext(ctx, "SELECT order_id, state FROM orders WHERE order_id IN ("+Placeholders(len(part))+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("order states: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			var st inventory.OrderState
+			if err := rows.Scan(&id, &st); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("order states: %w", err)
+			}
+			out[id] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("order states: %w", err)
+		}
+	}
+	return out, nil
+}
