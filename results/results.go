@@ -53,7 +53,9 @@ type Results struct {
 type Env struct {
 	Backend string `json:"backend"`
 	// DockerNetwork is how the docker backend reached its containers:
-	// "host" (loopback, no proxy) or "published" (ports through the engine).
+	// "host" (loopback, no proxy), "published" (ports through the engine)
+	// or "netns" (behind a network profile: a namespace of their own over
+	// the run's veth).
 	DockerNetwork string `json:"docker_network,omitempty"`
 	// NetworkPath says how the run's network profile (config rtt) was
 	// built: the namespace and how packets are delayed; absent on

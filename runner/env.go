@@ -33,6 +33,9 @@ func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) resu
 	e.ClusterOnOneHost = clusterOnOneHost(ep)
 	if ep.Netns != "" {
 		e.NetworkPath = netpath.Method(ep.Netns)
+		if ep.Backend == "docker" {
+			e.NetworkPath = netpath.ContainerMethod(ep.Netns)
+		}
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) >= 3 {

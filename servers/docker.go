@@ -20,6 +20,7 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 
 	"github.com/stockbench/stockbench/docker"
+	"github.com/stockbench/stockbench/servers/netpath"
 )
 
 // Label marks every container stockbench starts, so `stockbench down` can
@@ -54,6 +55,11 @@ const (
 	// NetworkPublished publishes each server's port on 127.0.0.1 through the
 	// engine, where host networking is not available (Docker Desktop).
 	NetworkPublished = "published"
+	// NetworkNetns is the network of containers started behind a network
+	// profile: their own namespace, reached over the run's veth pair
+	// (Docker.Profile). It is what Endpoints.Network says, never a mode
+	// NewDocker picks.
+	NetworkNetns = "netns"
 )
 
 // Docker runs MySQL and Redis as containers through the Docker engine
@@ -76,6 +82,13 @@ type Docker struct {
 	// (no replicas), one container each, instead of one Redis
 	// (dockercluster.go; host networking only).
 	RedisCluster int
+	// Profile, when set, puts both servers behind a network profile: a
+	// holder container with no network owns a namespace, the servers'
+	// containers join it (as a pod's containers join its sandbox), and the
+	// run attaches a veth pair and the profile's shaper to it
+	// (netpath.Attach). Needs host networking's engine (Linux, this
+	// machine's kernel) and root. The zero Profile keeps host networking.
+	Profile netpath.Profile
 
 	pool      *dockertest.Pool
 	mu        sync.Mutex
@@ -86,6 +99,10 @@ type Docker struct {
 	// faults (dockerfaulter.go).
 	roles map[string]*dockerRole
 	ep    Endpoints
+	// holder is the container owning the servers' namespace and path its
+	// shaped network, with a Profile.
+	holder *dockertest.Resource
+	path   *netpath.Path
 }
 
 // dockerPool connects to the engine and checks that it answers.
@@ -270,7 +287,15 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 	// ignore an option it does not have.
 	var myCmd, rdCmd []string
 	myPort, rdPort := 3306, 6379
-	if d.Network == NetworkHost {
+	host := "127.0.0.1"
+	if d.Profile.Set {
+		// The namespace is the run's own: the default ports cannot collide.
+		if host, err = d.startHolder(ctx); err != nil {
+			return ep, err
+		}
+		myCmd = []string{"mysqld", "--port=" + strconv.Itoa(myPort), "--bind-address=" + host, "--loose-mysqlx=OFF"}
+		rdCmd = []string{"--port", strconv.Itoa(rdPort), "--bind", host}
+	} else if d.Network == NetworkHost {
 		if myPort, err = freePort(); err != nil {
 			return ep, err
 		}
@@ -299,7 +324,7 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 		[]string{rconf + ":/usr/local/etc/redis/redis.conf:ro"}); err != nil {
 		return ep, err
 	}
-	myAddr, rdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(myPort)), net.JoinHostPort("127.0.0.1", strconv.Itoa(rdPort))
+	myAddr, rdAddr := net.JoinHostPort(host, strconv.Itoa(myPort)), net.JoinHostPort(host, strconv.Itoa(rdPort))
 	if len(ep.RedisCluster) > 0 {
 		rdAddr = ep.RedisCluster[0]
 	}
@@ -307,6 +332,18 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 		myAddr, rdAddr = my.GetHostPort("3306/tcp"), rd.GetHostPort("6379/tcp")
 	}
 	ep.Network = d.Network
+	if p := d.netPath(); p != nil {
+		if err := p.Shape(netpath.StoreMySQL, myPort); err != nil {
+			return ep, err
+		}
+		if err := p.Shape(netpath.StoreRedis, rdPort); err != nil {
+			return ep, err
+		}
+		if err := p.Set(ctx, d.Profile); err != nil {
+			return ep, err
+		}
+		ep.Network, ep.Netns = NetworkNetns, p.Name()
+	}
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = "root", pw, "tcp", myAddr, "stockbench"
 	ep.MySQLDSN = WithDriverParams(cfg.FormatDSN())
@@ -352,15 +389,88 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 	}
 }
 
-// run starts one labelled container: in the host's network namespace, or
-// with its port published on 127.0.0.1.
+// startHolder starts the container that owns the servers' network
+// namespace (network none: only its loopback) and attaches the run's
+// network path to it; it returns the address the servers listen on.
+// The holder runs sleep from the Redis image (both images are Debian
+// based); a server container that a fault restarts rejoins the same
+// namespace, so the path and its rules outlive it.
+func (d *Docker) startHolder(ctx context.Context) (string, error) {
+	if d.Network != NetworkHost {
+		return "", fmt.Errorf("docker: a network profile needs an engine on this machine's kernel (host networking), not %s", d.Network)
+	}
+	repo, tag := splitImage(d.RedisImage)
+	r, err := d.pool.RunWithOptions(&dockertest.RunOptions{
+		Repository: repo, Tag: tag, Entrypoint: []string{"sleep"}, Cmd: []string{"infinity"},
+		Labels: map[string]string{Label: "1", LabelPID: strconv.Itoa(os.Getpid())},
+	}, func(hc *dc.HostConfig) {
+		hc.AutoRemove = false
+		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
+		hc.PublishAllPorts = false
+		hc.NetworkMode = "none"
+	})
+	if err != nil {
+		return "", fmt.Errorf("docker: start the network holder (%s): %w", d.RedisImage, err)
+	}
+	d.mu.Lock()
+	d.resources = append(d.resources, r)
+	d.holder = r
+	d.mu.Unlock()
+	c, err := d.pool.Client.InspectContainerWithContext(r.Container.ID, ctx)
+	if err != nil {
+		return "", fmt.Errorf("docker: inspect the network holder: %w", err)
+	}
+	if !c.State.Running || c.State.Pid <= 0 {
+		return "", fmt.Errorf("docker: the network holder %w with code %d", errContainerExited, c.State.ExitCode)
+	}
+	p, err := netpath.Attach(ctx, c.State.Pid)
+	if err != nil {
+		return "", fmt.Errorf("docker: %w", err)
+	}
+	d.mu.Lock()
+	d.path = p
+	d.mu.Unlock()
+	return p.Addr(), nil
+}
+
+func (d *Docker) netPath() *netpath.Path {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.path
+}
+
+// SetNetwork changes the profile of servers started with one (a sweep
+// over RTT): the same containers, the same path, new delays from now on.
+func (d *Docker) SetNetwork(ctx context.Context, pr netpath.Profile) error {
+	p := d.netPath()
+	if p == nil {
+		return errors.New("docker: started without a network profile")
+	}
+	return p.Set(ctx, pr)
+}
+
+// NetworkStats are the network path's shaper counts per store (nil
+// without a profile).
+func (d *Docker) NetworkStats() map[string]netpath.Stats {
+	if p := d.netPath(); p != nil {
+		return p.Stats()
+	}
+	return nil
+}
+
+// run starts one labelled container: in the host's network namespace,
+// with its port published on 127.0.0.1, or, with a Profile, in the
+// holder's namespace.
 func (d *Docker) run(image, port string, env, cmd, mounts []string) (*dockertest.Resource, error) {
 	repo, tag := splitImage(image)
 	opts := &dockertest.RunOptions{
 		Repository: repo, Tag: tag, Env: env, Cmd: cmd, Mounts: mounts,
 		Labels: map[string]string{Label: "1", LabelPID: strconv.Itoa(os.Getpid())},
 	}
-	if d.Network != NetworkHost {
+	d.mu.Lock()
+	holder := d.holder
+	d.mu.Unlock()
+	if holder == nil && d.Network != NetworkHost {
 		opts.ExposedPorts = []string{port}
 		opts.PortBindings = map[dc.Port][]dc.PortBinding{dc.Port(port): {{HostIP: "127.0.0.1", HostPort: ""}}}
 	}
@@ -368,7 +478,9 @@ func (d *Docker) run(image, port string, env, cmd, mounts []string) (*dockertest
 		hc.PublishAllPorts = false
 		hc.AutoRemove = false
 		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
-		if d.Network == NetworkHost {
+		if holder != nil {
+			hc.NetworkMode = "container:" + holder.Container.ID
+		} else if d.Network == NetworkHost {
 			hc.NetworkMode = "host"
 		}
 	})
@@ -378,7 +490,7 @@ func (d *Docker) run(image, port string, env, cmd, mounts []string) (*dockertest
 	d.mu.Lock()
 	d.resources = append(d.resources, r)
 	d.mu.Unlock()
-	if d.Network == NetworkHost {
+	if d.Network == NetworkHost || holder != nil {
 		return r, nil
 	}
 	if hp := r.GetHostPort(port); hp == "" {
@@ -389,8 +501,8 @@ func (d *Docker) run(image, port string, env, cmd, mounts []string) (*dockertest
 	return r, nil
 }
 
-// Stop removes the containers (and their volumes) and the config files.
-// It is safe to call more than once.
+// Stop removes the containers (and their volumes), the network path and
+// the config files. It is safe to call more than once.
 func (d *Docker) Stop() error {
 	d.mu.Lock()
 	rs := d.resources
@@ -399,17 +511,25 @@ func (d *Docker) Stop() error {
 	d.confDir = ""
 	watches := d.watches
 	d.watches = nil
+	path := d.path
+	d.path, d.holder = nil, nil
 	d.mu.Unlock()
 	for _, w := range watches {
 		w.close()
 	}
 	var errs []error
-	for _, r := range rs {
+	// Last started first: the servers go before the holder whose
+	// namespace they share.
+	for i := len(rs) - 1; i >= 0; i-- {
+		r := rs[i]
 		// A container paused by a fault is thawed first: removal kills it.
 		_ = d.pool.Client.UnpauseContainer(r.Container.ID)
 		if err := d.pool.Purge(r); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if path != nil {
+		errs = append(errs, path.Close())
 	}
 	if dir != "" {
 		errs = append(errs, os.RemoveAll(dir))

@@ -357,8 +357,10 @@ func (l *Local) startSingleRedis(ctx context.Context) (port, pid int, err error)
 	l.setRole(TargetRedis, pid, func(ctx context.Context) (int, error) {
 		return l.runRedis(ctx, dir, port, nil)
 	})
+	// The address it listens on: the network namespace's with a profile.
+	addr := net.JoinHostPort(l.host(), strconv.Itoa(port))
 	l.mu.Lock()
-	l.roles[TargetRedis].dir, l.roles[TargetRedis].addr = dir, localAddr(port)
+	l.roles[TargetRedis].dir, l.roles[TargetRedis].addr = dir, addr
 	l.mu.Unlock()
 	return port, pid, nil
 }

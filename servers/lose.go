@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -109,5 +107,3 @@ func (l *Local) RollBack(ctx context.Context, target string) error {
 }
 
 var _ DataLoser = (*Local)(nil)
-
-func localAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -9,18 +9,31 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockbench/stockbench/servers/netpath"
 )
 
 // TestLocalRollBack: a roll back brings the local Redis back holding what
 // it held at the checkpoint — a write before it kept, writes after it
 // lost — as a new process (run id changed), with and without AOF; and a
-// later plain restart without persistence comes up empty as before.
+// later plain restart without persistence comes up empty as before. Behind
+// a network profile the Redis listens in the run's namespace, and the
+// checkpoint reaches it there.
 func TestLocalRollBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs servers; not in the -short tier")
 	}
-	for _, persistence := range []string{PersistenceNone, PersistenceEverysec} {
-		t.Run(persistence, func(t *testing.T) {
+	cases := []struct {
+		name, persistence string
+		netns             bool
+	}{
+		{PersistenceNone, PersistenceNone, false},
+		{PersistenceEverysec, PersistenceEverysec, false},
+		{"behind a network profile", PersistenceNone, true},
+	}
+	for _, tc := range cases {
+		persistence := tc.persistence
+		t.Run(tc.name, func(t *testing.T) {
 			l, err := NewLocal()
 			if err != nil {
 				t.Fatal(err)
@@ -28,11 +41,23 @@ func TestLocalRollBack(t *testing.T) {
 			l.RedisPersistence = persistence
 			defer l.Stop()
 			ctx := context.Background()
+			if tc.netns {
+				if err := netpath.Available(); err != nil {
+					t.Skipf("network profile unavailable here: %v", err)
+				}
+				p, err := netpath.Create(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.mu.Lock()
+				l.path = p
+				l.mu.Unlock()
+			}
 			port, _, err := l.startSingleRedis(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ep := Endpoints{RedisAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), RedisPersistence: persistence}
+			ep := Endpoints{RedisAddr: net.JoinHostPort(l.host(), strconv.Itoa(port)), RedisPersistence: persistence}
 			c := ep.RedisClient(func(o *redis.Options) { o.MaxRetries = -1 })
 			defer c.Close()
 			runID := func() string {

@@ -59,7 +59,8 @@ type Endpoints struct {
 	// Credentials and TLS come from RedisURL or RedisPassword as above.
 	RedisCluster []string
 	// Netns names the network namespace the servers run in, behind the
-	// run's network profile (local backend with --rtt); empty otherwise.
+	// run's network profile (local or docker backend with a profile);
+	// empty otherwise.
 	Netns string
 	// RedisPersistence is the AOF setting of a Redis stockbench started
 	// (none, everysec, always): what a Redis restart keeps. Empty for
@@ -183,8 +184,9 @@ type Networker interface {
 
 // Options configure provider selection.
 type Options struct {
-	// Network is the run's network profile (--rtt): the local backend
-	// starts its servers behind it; the zero profile is loopback.
+	// Network is the run's network profile (--rtt): the local and docker
+	// backends start their servers behind it (auto means local); the zero
+	// profile is loopback.
 	Network  netpath.Profile
 	Backend  string // auto | docker | local | external
 	MySQLDSN string // external: the first (or only) node's DSN
@@ -320,15 +322,15 @@ func New(o Options) (Provider, error) {
 		switch {
 		case external:
 			return nil, errors.New("a network profile shapes the path to servers stockbench starts; an external server's network is the real one (its RTT is measured and recorded without one)")
-		case o.Backend == "docker":
-			return nil, errors.New("a network profile needs the local backend (the docker backend's containers share the host's network here): use --backend local")
 		case o.RedisCluster > 0 || o.MySQLCluster > 0:
 			return nil, errors.New("a network profile applies to single servers, not clusters")
 		}
 		if err := netpath.Available(); err != nil {
 			return nil, fmt.Errorf("a network profile %w", err)
 		}
-		return o.local()
+		if o.Backend != "docker" {
+			return o.local()
+		}
 	}
 	if external && o.RedisPersistence != "" && o.RedisPersistence != PersistenceNone {
 		return nil, fmt.Errorf("RedisPersistence %s applies to the servers stockbench starts, not to external ones (set appendonly/appendfsync on your Redis)", o.RedisPersistence)
@@ -355,9 +357,12 @@ func New(o Options) (Provider, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.RedisPersistence, d.RedisCluster = o.RedisPersistence, o.RedisCluster
+		d.RedisPersistence, d.RedisCluster, d.Profile = o.RedisPersistence, o.RedisCluster, o.Network
 		if d.RedisCluster > 0 && d.Network != NetworkHost {
 			return nil, errClusterPublished
+		}
+		if d.Profile.Set && d.Network != NetworkHost {
+			return nil, fmt.Errorf("a network profile on the docker backend needs an engine on this machine's kernel (host networking), not %s (Docker Desktop, rootless or remote): use Backend local", d.Network)
 		}
 		return d, nil
 	case "auto", "":

@@ -68,7 +68,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.StringVar(&f.rtt, "rtt", "", "network between the service and its stores (local backend; empty: loopback): a profile ("+strings.Join(netpath.ProfileNames(), ", ")+"), an RTT with optional jitter (0.5ms, 1ms±0.1ms or 1ms+-0.1ms), or per store (mysql=1ms,redis=0.2ms); see docs/network.md")
+	fs.StringVar(&f.rtt, "rtt", "", "network between the service and its stores (local or docker backend; empty: loopback): a profile ("+strings.Join(netpath.ProfileNames(), ", ")+"), an RTT with optional jitter (0.5ms, 1ms±0.1ms or 1ms+-0.1ms), or per store (mysql=1ms,redis=0.2ms); see docs/network.md")
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(scenarios.Names(), ", "))

@@ -63,6 +63,12 @@ func Method(ns string) string {
 	return "veth into network namespace " + ns + "; the RTT is added to each store's replies (server to service) by holding them in a netfilter queue released by a real-time thread (the kernel keeps the packets; no netem in this kernel)"
 }
 
+// ContainerMethod describes how a Path attached to containers' namespace
+// ns (Attach) delays packets, for results.
+func ContainerMethod(ns string) string {
+	return "containers in a network namespace of their own (docker network none, named " + ns + "), reached over a veth pair the run adds; the RTT is added to each store's replies (server to service) by holding them in a netfilter queue released by a real-time thread (the kernel keeps the packets; no docker-proxy, no netem in this kernel)"
+}
+
 // Available says whether this machine can build a Path: root, ip and
 // iptables on PATH, network namespaces. The error says what is missing.
 func Available() error {
@@ -84,6 +90,23 @@ func Available() error {
 // 10.231.0.0/16 not used on this host, the host side .1 and the namespace
 // side .2. Namespaces left by runs that died are removed first.
 func Create(ctx context.Context) (*Path, error) {
+	return create(ctx, 0)
+}
+
+// Attach makes a Path into the network namespace that process pid runs in
+// (a container's, whose pid the engine reports) instead of a new one: the
+// namespace gets a name (ip netns attach), the veth pair and the
+// addresses as in Create. Servers that share that namespace (containers
+// joined to it) listen on Addr. Close removes the name and the veth pair;
+// the namespace itself ends with its last process (the container).
+func Attach(ctx context.Context, pid int) (*Path, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("network path: attach to pid %d: no such process", pid)
+	}
+	return create(ctx, pid)
+}
+
+func create(ctx context.Context, pid int) (*Path, error) {
 	if err := Available(); err != nil {
 		return nil, fmt.Errorf("network path: %w", err)
 	}
@@ -99,8 +122,12 @@ func Create(ctx context.Context) (*Path, error) {
 	if p.hostIP, p.nsIP, err = freeSubnet(); err != nil {
 		return nil, fmt.Errorf("network path: %w", err)
 	}
+	first := []string{"ip", "netns", "add", p.ns}
+	if pid > 0 {
+		first = []string{"ip", "netns", "attach", p.ns, strconv.Itoa(pid)}
+	}
 	steps := [][]string{
-		{"ip", "netns", "add", p.ns},
+		first,
 		{"ip", "link", "add", p.hostIf, "type", "veth", "peer", "name", p.nsIf, "netns", p.ns},
 		{"ip", "addr", "add", p.hostIP.String() + "/30", "dev", p.hostIf},
 		{"ip", "link", "set", p.hostIf, "up"},
@@ -232,7 +259,9 @@ func (p *Path) Stats() map[string]Stats {
 // Close stops shaping (held packets are released), deletes the namespace
 // (its half of the veth pair takes the host half with it) and returns the
 // first error a shaper met. Servers inside should be stopped first; a
-// namespace with processes still in it vanishes when they exit.
+// namespace with processes still in it vanishes when they exit. For an
+// attached namespace (Attach) it removes the name and the veth pair; the
+// rules inside end with the namespace.
 func (p *Path) Close() error {
 	p.mu.Lock()
 	if p.closed {
