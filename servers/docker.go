@@ -86,6 +86,8 @@ type Docker struct {
 	// faults (dockerfaulter.go).
 	roles map[string]*dockerRole
 	ep    Endpoints
+	// checkpoint is the Redis data Checkpoint saved (dockerlose.go).
+	checkpoint *redisCheckpoint
 }
 
 // dockerPool connects to the engine and checks that it answers.
