@@ -103,6 +103,8 @@ type Docker struct {
 	// shaped network, with a Profile.
 	holder *dockertest.Resource
 	path   *netpath.Path
+	// checkpoint is the Redis data Checkpoint saved (dockerlose.go).
+	checkpoint *redisCheckpoint
 }
 
 // dockerPool connects to the engine and checks that it answers.

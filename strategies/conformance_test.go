@@ -419,7 +419,6 @@ var cases = []struct {
 		wantStock(t, s, 2, 2)
 	}},
 	{"Redis rolled back: nothing sold twice, no drift left", false, func(t *testing.T, e registry.Entry) {
-		skipNoRebuild(t, e)
 		// Redis comes back holding what it held before y's reserve and
 		// y's confirm (as a crash under AOF everysec, or a failover to a
 		// lagging replica, leaves it), while MySQL keeps y confirmed. The
@@ -441,7 +440,6 @@ var cases = []struct {
 		}
 	}},
 	{"Redis rolled back, no buyer after: settle rebuilds it", false, func(t *testing.T, e registry.Entry) {
-		skipNoRebuild(t, e)
 		// The same loss with no Try after it to notice: the strategy's
 		// own recovery (here Settle) must find it and leave no drift.
 		f := newFixture(t, e, 2, strategies.Config{})
@@ -529,17 +527,6 @@ var cases = []struct {
 type redisCheckpoint map[string]struct {
 	dump string
 	ttl  time.Duration
-}
-
-// skipNoRebuild skips a Redis-loss case for outbox-local, which has no
-// fence yet: its reservations reach MySQL only through its local message
-// table, so a rebuild from MySQL alone would miss those not yet relayed
-// (docs/field-strategies.md says so). A known gap, not a pass.
-func skipNoRebuild(t *testing.T, e registry.Entry) {
-	t.Helper()
-	if e.Name == "outbox-local" {
-		t.Skip("outbox-local does not rebuild a Redis that lost its data yet (known gap)")
-	}
 }
 
 // checkpointRedis DUMPs every stockbench key (every node of a cluster).

@@ -48,8 +48,8 @@ type Strategy struct {
 
 	skus redisstock.Catalog
 
-	bgErrors, deferred, recovered, expired, reloads, restocksCaught atomic.Int64
-	confirms                                                        *groupcommit.Group[*confirmItem]
+	bgErrors, deferred, recovered, expired, reloads, restocksCaught, soldCorrected atomic.Int64
+	confirms                                                                       *groupcommit.Group[*confirmItem]
 }
 
 var _ strategies.Strategy = (*Strategy)(nil)
@@ -170,8 +170,9 @@ func (s *Strategy) finishRedis(ctx context.Context, ref inventory.OrderRef, got 
 }
 
 // Run is the recovery loop: every SweepPeriod it reloads a lost stock hash,
-// applies every decision MySQL holds to the live Redis reservations, and
-// expires those past their deadline.
+// applies every decision MySQL holds to the live Redis reservations,
+// expires those past their deadline and corrects Redis's sold count from
+// MySQL's (see recover).
 func (s *Strategy) Run(ctx context.Context) error {
 	sqlstore.Every(ctx, s.cfg.SweepPeriod, s.recover, func(error) { s.bgErrors.Add(1) })
 	return nil
@@ -192,7 +193,10 @@ func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
 //   - a reservation MySQL holds a decision for gets it applied now, not at
 //     its deadline: a cancel whose Redis write failed, or a late Try of a
 //     cancelled order, holds its unit for at most one pass;
-//   - a reservation past its deadline without a decision is expired.
+//   - a reservation past its deadline without a decision is expired;
+//   - sales MySQL committed that Redis never counted (a confirm whose
+//     reservation Redis lost, see redisstock.CorrectSold) are moved from
+//     available to sold in Redis, so no drift outlives the pass.
 func (s *Strategy) recover(ctx context.Context) error {
 	// A Redis that restarted (even with no Try to notice it) is rebuilt
 	// from MySQL first: its drift repaired, its lost sales counted.
@@ -245,6 +249,13 @@ func (s *Strategy) recover(ctx context.Context) error {
 		if err := s.expireUndecided(ctx, sku, undecided, now); err != nil {
 			return fmt.Errorf("recover: %w", err)
 		}
+		// Sales MySQL committed that this Redis will never count (a
+		// confirm of a reservation Redis lost): drift, corrected now.
+		n, err := s.rs.CorrectSold(ctx, s.db, sku)
+		if err != nil {
+			return fmt.Errorf("recover: %w", err)
+		}
+		s.soldCorrected.Add(max(n, -n))
 	}
 	return nil
 }
@@ -300,6 +311,7 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_expired":         float64(s.expired.Load()),
 		"tcc_reloads":         float64(s.reloads.Load()),
 		"tcc_restocks_caught": float64(s.restocksCaught.Load()),
+		"tcc_sold_corrected":  float64(s.soldCorrected.Load()),
 		"redis_rebuilds":      float64(s.rs.Fence.Rebuilds()),
 	})
 }

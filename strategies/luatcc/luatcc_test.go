@@ -97,6 +97,38 @@ func TestRecoveryPaths(t *testing.T) {
 			want(t, "reserve d", s.Reserve(ctx, res("d")), inventory.ErrOutOfStock)
 			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateConfirmed}, {OrderID: "c", SKU: sku, State: inventory.StateConfirmed}}
 		}},
+		{"confirm of a reservation Redis lost, decided after the rebuild read MySQL, leaves no drift", 2, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
+			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
+			r, err := s.rs.Get(ctx, ref("a")) // a's confirm has read its reservation…
+			if err != nil {
+				t.Fatal(err)
+			}
+			// …when Redis restarts empty (a lost everything it held) and the
+			// recovery pass rebuilds it from MySQL, which has no word of a yet.
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.Redis.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Then a's decision commits: MySQL sells the unit; Redis has no
+			// reservation to move and still offers both units.
+			if got, err := s.decide(ctx, ref("a"), r, inventory.StateConfirmed); err != nil || got != inventory.StateConfirmed {
+				t.Fatalf("confirm a: %v, %v", got, err)
+			}
+			if err := s.recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// One unit left, in both stores: b gets it, c is refused at
+			// reserve (not acknowledged and then refused at confirm).
+			want(t, "reserve b", s.Reserve(ctx, res("b")), nil)
+			want(t, "reserve c", s.Reserve(ctx, res("c")), inventory.ErrOutOfStock)
+			want(t, "confirm b", s.Confirm(ctx, ref("b")), nil)
+			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateConfirmed}, {OrderID: "b", SKU: sku, State: inventory.StateConfirmed}}
+		}},
 		{"late Try after the cancel marker is gone is released on the next pass", 1, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
 			want(t, "cancel first", s.Cancel(ctx, ref("a")), nil)
 			env.Redis.Del(ctx, inventory.RedisReservationKey(sku, "a")) // the marker outlived its Retain

@@ -116,8 +116,12 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("outbox-local needs redis")
 	}
-	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg, dir: cfg.LocalDir,
+	fence := &redisstock.Fence{DB: cfg.DB}
+	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence}, cfg: cfg, dir: cfg.LocalDir,
 		lag: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
+	// The truth a rebuild needs is MySQL plus this instance's local table:
+	// the fence drains the table into MySQL before it reads (see Ready).
+	fence.Drain = s.drain
 	if s.dir == "" {
 		d, err := os.MkdirTemp("", "stockbench-outbox-local-*")
 		if err != nil {
@@ -173,8 +177,13 @@ func (s *Strategy) removeOwned() {
 func (s *Strategy) Name() string { return "outbox-local" }
 
 // Setup gives each SKU a Redis stock hash if it has none (live stock is
-// never overwritten: a restarted instance re-sells nothing).
+// never overwritten: a restarted instance re-sells nothing). The local
+// table a previous instance left is relayed first, so a hash built now
+// counts its events.
 func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
+	if err := s.drain(ctx); err != nil {
+		return fmt.Errorf("outbox-local setup: %w", err)
+	}
 	return s.skus.Load(ctx, s.rs, s.db)
 }
 
@@ -224,8 +233,26 @@ func deadlineMS(t time.Time) int64 {
 
 // Reserve runs the Lua Try, then appends the reserve event locally. If the
 // append fails, the unit is given back in Redis (the order cancelled
-// there, so a retry is refused) and the caller gets the error.
+// there, so a retry is refused) and the caller gets the error. A Redis
+// that restarted is rebuilt first (redisstock.Fence, gated: the rebuild
+// drains the local table into MySQL and reads MySQL while no operation of
+// this instance writes Redis).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	for attempt := 0; ; attempt++ {
+		s.rs.Fence.Enter()
+		err := s.reserve(ctx, r)
+		s.rs.Fence.Leave()
+		if !errors.Is(err, redisstock.ErrFenced) || attempt == 1 {
+			return err
+		}
+		if err := s.rs.Ready(ctx); err != nil {
+			return fmt.Errorf("reserve %s: %w", r.OrderID, err)
+		}
+	}
+}
+
+// reserve is Reserve inside the fence.
+func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
 	fresh, err := s.rs.Try(ctx, r)
 	if err != nil || !fresh {
 		return err
@@ -286,6 +313,10 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 // move, appends the decision. It returns the state that stands: want, the
 // decision another call made first, or "" (no reservation).
 func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
+	// The Redis move and its event are one step for a rebuild: it drains
+	// the events after every move it may not see (redisstock.Fence).
+	s.rs.Fence.Enter()
+	defer s.rs.Fence.Leave()
 	marker := res.State == "" && want == inventory.StateCancelled
 	prev, err := s.rs.Finish(ctx, ref, want, marker)
 	if err != nil {
@@ -431,6 +462,9 @@ func (s *Strategy) sweepBatch(ctx context.Context, sku string, now time.Time, ba
 // local table into MySQL: afterwards MySQL holds every event this instance
 // answered for. Other processes' local tables are theirs to settle.
 func (s *Strategy) Settle(ctx context.Context) error {
+	if err := s.rs.Ready(ctx); err != nil { // a restart no Try noticed
+		return fmt.Errorf("settle: %w", err)
+	}
 	if err := s.sweep(ctx); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
@@ -480,6 +514,7 @@ func (s *Strategy) Counters() map[string]float64 {
 		"outbox_local_relay_conflicts": float64(s.relayConflicts.Load()),
 		"outbox_local_expired":         float64(s.expired.Load()),
 		"outbox_local_reconciled":      float64(s.reconciled.Load()),
+		"redis_rebuilds":               float64(s.rs.Fence.Rebuilds()),
 	}
 	for k, v := range s.appends.Stats().Counters("append") {
 		m[k] = v

@@ -12,8 +12,8 @@ import (
 // reconcileBatch bounds the reserved orders one reconciler pass looks at.
 const reconcileBatch = 1000
 
-// reconcile repairs what a crash between the two halves of an operation
-// left behind:
+// reconcile rebuilds a Redis that restarted (redisstock.Store.Ready) and
+// repairs what a crash between the two halves of an operation left behind:
 //   - a restock MySQL committed but Redis never counted is caught up
 //     (redisstock.CatchUpRestocks);
 //   - an order MySQL holds as reserved whose Redis reservation is already
@@ -24,6 +24,10 @@ const reconcileBatch = 1000
 //     (in this or another process's local table) is not appended twice
 //     (it would be harmless: the relay is idempotent).
 func (s *Strategy) reconcile(ctx context.Context) error {
+	// A Redis that restarted with no Try to notice is rebuilt first.
+	if err := s.rs.Ready(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
 	rows, err := redisstock.ListRows(ctx, s.db)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)

@@ -12,7 +12,7 @@
 local f = {'total', 'available', 'occupied', 'sold'}
 if ARGV[1] == '' then
   if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-  redis.call('HSET', KEYS[1], f[1], ARGV[2], f[2], ARGV[3], f[3], ARGV[4], f[4], ARGV[5], 'ver', 1)
+  redis.call('HSET', KEYS[1], f[1], ARGV[2], f[2], ARGV[3], f[3], ARGV[4], f[4], ARGV[5], 'ver', 1, 'gen', table.concat(redis.call('TIME'), '.'))
   if ARGV[10] ~= '' then
     redis.call('HSET', KEYS[1], 'rv', ARGV[10])
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[10])

@@ -3,6 +3,7 @@ package redisstock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -33,9 +34,40 @@ type Fence struct {
 	// drops the differences it was watching: they describe a Redis that
 	// is gone).
 	OnRebuild func()
+	// Drain, when set, makes the fence gated, for a strategy whose truth
+	// is MySQL plus writes of its own not yet there (outbox-local's local
+	// message table). Each of its operations that writes Redis runs
+	// between Enter and Leave, and its Try answers ErrFenced instead of
+	// rebuilding; the rebuild (Ready) then waits until no operation is
+	// inside, runs Drain — which must bring every write of this instance
+	// into MySQL — and rebuilds from MySQL with operations held off, so no
+	// decision can land between the drain and the read.
+	Drain func(ctx context.Context) error
 
-	mu       sync.Mutex // one rebuild at a time in this instance
+	mu       sync.Mutex   // one rebuild at a time in this instance
+	ops      sync.RWMutex // gated fence: operations read-hold it, the rebuild holds it
 	rebuilds atomic.Int64
+}
+
+// ErrFenced: a gated fence's Try found a Redis without the Try script (a
+// restart) and did not run; the caller leaves the fence (Leave), calls
+// Store.Ready, and tries again.
+var ErrFenced = errors.New("redis restarted: rebuild first")
+
+// Enter marks the start of an operation that writes Redis (gated fence:
+// see Drain); a rebuild waits for it to Leave. A nil fence, or one without
+// Drain, does nothing.
+func (f *Fence) Enter() {
+	if f != nil && f.Drain != nil {
+		f.ops.RLock()
+	}
+}
+
+// Leave ends what Enter began.
+func (f *Fence) Leave() {
+	if f != nil && f.Drain != nil {
+		f.ops.RUnlock()
+	}
 }
 
 // Rebuilds is how many rebuilds this fence ran.
@@ -54,6 +86,9 @@ func (s Store) try(ctx context.Context, r inventory.Reservation) (int, error) {
 	n, err := s.R.EvalSha(ctx, tryScript.Hash(), keys(r.SKU, r.OrderID), args...).Int()
 	if !isNoScript(err) {
 		return n, err
+	}
+	if s.Fence.Drain != nil {
+		return 0, ErrFenced
 	}
 	if err := s.Ready(ctx); err != nil {
 		return 0, err
@@ -77,6 +112,13 @@ func (s Store) Ready(ctx context.Context) error {
 	}
 	if len(ok) == 1 && ok[0] {
 		return nil // loaded: no restart since, or another caller rebuilt
+	}
+	if f.Drain != nil {
+		f.ops.Lock()
+		defer f.ops.Unlock()
+		if err := f.Drain(ctx); err != nil {
+			return fmt.Errorf("redis fence: drain: %w", err)
+		}
 	}
 	if err := s.Rebuild(ctx, f.DB); err != nil {
 		return fmt.Errorf("redis fence: %w", err)

@@ -44,6 +44,6 @@ end
 local total, sold = tonumber(ARGV[1]), tonumber(ARGV[2])
 local avail = total - sold - occ
 if avail < 0 then return -1 end
-redis.call('HSET', KEYS[1], 'total', total, 'available', avail, 'occupied', occ, 'sold', sold, 'ver', 1, 'rv', ARGV[3])
+redis.call('HSET', KEYS[1], 'total', total, 'available', avail, 'occupied', occ, 'sold', sold, 'ver', 1, 'rv', ARGV[3], 'gen', table.concat(redis.call('TIME'), '.'))
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[3])
 return 1

@@ -40,6 +40,9 @@ var restockLua string
 //go:embed rebuild.lua
 var rebuildLua string
 
+//go:embed sold.lua
+var soldLua string
+
 var (
 	tryScript      = redis.NewScript(tryLua)
 	finishScript   = redis.NewScript(finishLua)
@@ -47,6 +50,7 @@ var (
 	adjustScript   = redis.NewScript(adjustLua)
 	restockScript  = redis.NewScript(restockLua)
 	rebuildScript  = redis.NewScript(rebuildLua)
+	soldScript     = redis.NewScript(soldLua)
 )
 
 // Store runs the scripts on one Redis. Safe for concurrent use.
@@ -423,40 +427,46 @@ func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool
 	if err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	var total, version, sold int64
-	if err := db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&total, &version); err != nil {
-		return false, wrapLoad(sku, err)
-	}
-	if err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(qty),0) FROM orders WHERE sku=? AND state='confirmed'", sku).Scan(&sold); err != nil {
-		return false, wrapLoad(sku, err)
-	}
-	args := []any{total, sold, version, inventory.RedisReservationKey(sku, ""), s.Retain.Milliseconds()}
-	decided, err := decisionsOf(ctx, db, live)
-	if err != nil {
-		return false, wrapLoad(sku, err)
-	}
-	args = append(args, len(decided)/2)
-	args = append(args, decided...)
-	rows, err := db.QueryContext(ctx, "SELECT order_id, qty, expires_at FROM orders WHERE sku=? AND state='reserved'", sku)
-	if err != nil {
-		return false, wrapLoad(sku, err)
-	}
-	for rows.Next() {
-		var id string
-		var q int64
-		var exp sql.NullTime
-		if err := rows.Scan(&id, &q, &exp); err != nil {
-			rows.Close()
-			return false, wrapLoad(sku, err)
+	// One instant of MySQL: a decision committed between the read of sold
+	// and the read of the live reservations' decisions would otherwise be
+	// in neither (its reservation given the decision, its units not sold).
+	var args []any
+	err = readOnly(ctx, db, func(tx *sql.Tx) error {
+		var total, version, sold int64
+		if err := tx.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&total, &version); err != nil {
+			return err
 		}
-		var ms int64
-		if exp.Valid {
-			ms = exp.Time.UnixMilli()
+		if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(qty),0) FROM orders WHERE sku=? AND state='confirmed'", sku).Scan(&sold); err != nil {
+			return err
 		}
-		args = append(args, id, q, ms)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		args = []any{total, sold, version, inventory.RedisReservationKey(sku, ""), s.Retain.Milliseconds()}
+		decided, err := decisionsOf(ctx, tx, live)
+		if err != nil {
+			return err
+		}
+		args = append(args, len(decided)/2)
+		args = append(args, decided...)
+		rows, err := tx.QueryContext(ctx, "SELECT order_id, qty, expires_at FROM orders WHERE sku=? AND state='reserved'", sku)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var q int64
+			var exp sql.NullTime
+			if err := rows.Scan(&id, &q, &exp); err != nil {
+				return err
+			}
+			var ms int64
+			if exp.Valid {
+				ms = exp.Time.UnixMilli()
+			}
+			args = append(args, id, q, ms)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return false, wrapLoad(sku, err)
 	}
 	r, err := rebuildScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), restockKey(sku)}, args...).Int()
@@ -464,7 +474,7 @@ func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool
 	case err != nil:
 		return false, wrapLoad(sku, err)
 	case r == -1:
-		return false, fmt.Errorf("load redis %s: MySQL total %d < sold %d + held: not loading a hash that sells nothing right", sku, total, sold)
+		return false, fmt.Errorf("load redis %s: MySQL total %v < sold %v + held: not loading a hash that sells nothing right", sku, args[0], args[1])
 	case r == 0:
 		return false, nil
 	}
@@ -476,7 +486,7 @@ func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool
 
 // decisionsOf returns, for the orders of ids MySQL holds in a final state,
 // id and state pairs (one query per 500 ids).
-func decisionsOf(ctx context.Context, db *sql.DB, ids []string) ([]any, error) {
+func decisionsOf(ctx context.Context, db querier, ids []string) ([]any, error) {
 	var out []any
 	for start := 0; start < len(ids); start += 500 {
 		part := ids[start:min(start+500, len(ids))]
@@ -502,6 +512,11 @@ func decisionsOf(ctx context.Context, db *sql.DB, ids []string) ([]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 func wrapLoad(sku string, err error) error {
@@ -774,7 +789,10 @@ type Snapshot struct {
 	Stock   inventory.Stock
 	Ver     string
 	// RV is the MySQL inventory version whose restocks the hash includes.
-	RV   int64
+	RV int64
+	// Gen names the hash's generation: set when it is created, changed by
+	// every CorrectSold ("" for a hash created before generations).
+	Gen  string
 	Live map[string]int64 // order id → qty
 }
 

@@ -25,8 +25,9 @@ func parseSnapshot(sku string, v []any) Snapshot {
 	out.Stock.Total, out.Stock.Available, out.Stock.Occupied, out.Stock.Sold = num(v[1]), num(v[2]), num(v[3]), num(v[4])
 	out.Ver, _ = v[5].(string)
 	out.RV = num(v[6])
-	out.Live = make(map[string]int64, (len(v)-7)/2)
-	for i := 7; i+1 < len(v); i += 2 {
+	out.Gen, _ = v[7].(string)
+	out.Live = make(map[string]int64, (len(v)-8)/2)
+	for i := 8; i+1 < len(v); i += 2 {
 		id, _ := v[i].(string)
 		out.Live[id] = num(v[i+1])
 	}
