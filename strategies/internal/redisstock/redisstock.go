@@ -354,6 +354,8 @@ func ListSKUs(ctx context.Context, db *sql.DB) ([]string, error) {
 type SKURow struct {
 	SKU            string
 	Total, Version int64
+	// Sold is read by RowsPage only (0 from ListRows).
+	Sold int64
 }
 
 // ListRows reads every SKU's total and version, in SKU order.

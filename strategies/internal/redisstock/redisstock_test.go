@@ -236,10 +236,10 @@ func TestCatchUpRestocks(t *testing.T) {
 		wantCaught bool
 		wantTotal  int64
 	}{
-		{"a restock Redis missed is caught up; its late write is skipped", 0, SKURow{"S", 15, 1}, 1, true, 15},
-		{"Redis already counts it", 0, SKURow{"S", 10, 0}, 0, false, 10},
-		{"a MySQL read older than the hash's floor waits for the next pass", 3, SKURow{"S", 15, 2}, 0, false, 10},
-		{"never above MySQL", 0, SKURow{"S", 5, 0}, 0, false, 10},
+		{"a restock Redis missed is caught up; its late write is skipped", 0, SKURow{SKU: "S", Total: 15, Version: 1}, 1, true, 15},
+		{"Redis already counts it", 0, SKURow{SKU: "S", Total: 10, Version: 0}, 0, false, 10},
+		{"a MySQL read older than the hash's floor waits for the next pass", 3, SKURow{SKU: "S", Total: 15, Version: 2}, 0, false, 10},
+		{"never above MySQL", 0, SKURow{SKU: "S", Total: 5, Version: 0}, 0, false, 10},
 	}
 	ctx := context.Background()
 	s := Store{R: env.Redis}
@@ -271,7 +271,7 @@ func TestCatchUpRestocks(t *testing.T) {
 		if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
 			t.Fatal(err)
 		}
-		if caught, err := s.CatchUpRestocks(ctx, SKURow{"S", 15, 1}); caught || err != nil {
+		if caught, err := s.CatchUpRestocks(ctx, SKURow{SKU: "S", Total: 15, Version: 1}); caught || err != nil {
 			t.Fatalf("caught %v, %v", caught, err)
 		}
 		if n := env.Redis.Exists(ctx, inventory.RedisStockKey("S")).Val(); n != 0 {

@@ -2,6 +2,7 @@ package redisstock
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 
@@ -85,6 +86,66 @@ func (s Store) Versions(ctx context.Context, skus []string) ([]string, error) {
 			ver = "0"
 		}
 		out[i] = ver
+	}
+	return out, nil
+}
+
+// RowsPage reads up to n inventory rows (total, version, sold) after the
+// SKU after, in SKU order: keyset pages, so a pass over a catalog of a
+// million SKUs never holds it whole.
+func RowsPage(ctx context.Context, db *sql.DB, after string, n int) ([]SKURow, error) {
+	rows, err := db.QueryContext(ctx, "SELECT sku, total, version, sold FROM inventory WHERE sku > ? ORDER BY sku LIMIT ?", after, n)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer rows.Close()
+	out := make([]SKURow, 0, n)
+	for rows.Next() {
+		var c SKURow
+		if err := rows.Scan(&c.SKU, &c.Total, &c.Version, &c.Sold); err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Glance is what one pipelined read says of a SKU's Redis side: whether
+// its hash exists, its total and sold, and how many live reservations it
+// holds. A pass over the catalog uses it to skip the SKUs with nothing to
+// recover.
+type Glance struct {
+	Missing     bool
+	Total, Sold int64
+	Live        int64
+}
+
+// Glances reads the Glance of every row's SKU in one pipeline.
+func (s Store) Glances(ctx context.Context, rows []SKURow) ([]Glance, error) {
+	hm := make([]*redis.SliceCmd, len(rows))
+	zc := make([]*redis.IntCmd, len(rows))
+	_, err := s.R.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, r := range rows {
+			hm[i] = p.HMGet(ctx, inventory.RedisStockKey(r.SKU), "total", "sold")
+			zc[i] = p.ZCard(ctx, inventory.RedisLiveKey(r.SKU))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis glance: %w", err)
+	}
+	out := make([]Glance, len(rows))
+	for i := range rows {
+		v := hm[i].Val()
+		if v[0] == nil {
+			out[i].Missing = true
+		} else {
+			t, _ := v[0].(string)
+			so, _ := v[1].(string)
+			out[i].Total, _ = strconv.ParseInt(t, 10, 64)
+			out[i].Sold, _ = strconv.ParseInt(so, 10, 64)
+		}
+		out[i].Live = zc[i].Val()
 	}
 	return out, nil
 }
