@@ -339,7 +339,11 @@ func (t *trial) check(context.Context) error {
 		defer cancel()
 		if err := t.strat.Settle(sctx); err != nil {
 			ph.end(true)
-			run.Incomplete, t.phaseErr = PhaseSettle, fmt.Errorf("settle (deadline %s): %w", settleTO, err)
+			// The pool's state says whether settle waited for a connection
+			// (held by something that never gave it back) or for the store.
+			ps := t.sconns.DB.Stats()
+			run.Incomplete, t.phaseErr = PhaseSettle, fmt.Errorf("settle (deadline %s; MySQL pool %d open, %d in use): %w",
+				settleTO, ps.OpenConnections, ps.InUse, err)
 			return false
 		}
 		ph.end(false)
