@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/stockbench/stockbench/inventory"
@@ -220,25 +219,11 @@ func applyEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
 // insertRows writes new order rows, each in its own state, with one
 // multi-row INSERT.
 func insertRows(ctx context.Context, tx *sql.Tx, rs []*orderRow) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	now := time.Now().UTC()
-	var b strings.Builder
-	b.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES ")
-	args := make([]any, 0, 7*len(rs))
+	os := make([]sqlstore.Order, len(rs))
 	for i, r := range rs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?,?,?,?,?,?)")
-		var exp any
-		if r.ord.ExpiresAt.Valid {
-			exp = r.ord.ExpiresAt.Time
-		}
-		args = append(args, r.ord.ID, r.ord.SKU, r.ord.Qty, string(r.ord.State), now, exp, now)
+		os[i] = r.ord
 	}
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+	if err := sqlstore.InsertOrderRows(ctx, tx, os); err != nil {
 		return fmt.Errorf("relay: insert orders: %w", err)
 	}
 	return nil

@@ -11,11 +11,11 @@ var coreLines = map[string]int{
 	"strategies/conditional":          38,
 	"strategies/internal/groupcommit": 259,
 	"strategies/internal/redisstock":  1117,
-	"strategies/internal/sqlstore":    476,
+	"strategies/internal/sqlstore":    486,
 	"strategies/luatcc":               446,
 	"strategies/naive":                120,
 	"strategies/outbox":               826,
-	"strategies/outboxlocal":          651,
+	"strategies/outboxlocal":          636,
 	"strategies/rowlock":              58,
 	"strategies/skiplocked":           159,
 }

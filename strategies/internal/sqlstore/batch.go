@@ -10,27 +10,39 @@ import (
 	"github.com/stockbench/stockbench/inventory"
 )
 
-// InsertOrders writes the order rows rs, all in state st, with one
-// multi-row INSERT (the batched form of InsertOrder). A duplicate order id
-// fails the whole statement with an error for which IsDuplicate is true.
+// InsertOrders inserts one order row per reservation, all in state st, in
+// one multi-row INSERT.
 func InsertOrders(ctx context.Context, q Execer, rs []inventory.Reservation, st inventory.OrderState) error {
-	if len(rs) == 0 {
+	os := make([]Order, len(rs))
+	for i, r := range rs {
+		os[i] = Order{ID: r.OrderID, SKU: r.SKU, Qty: r.Qty, State: st}
+		if !r.Deadline.IsZero() {
+			os[i].ExpiresAt = sql.NullTime{Time: inventory.StoredDeadline(r.Deadline), Valid: true}
+		}
+	}
+	return InsertOrderRows(ctx, q, os)
+}
+
+// InsertOrderRows inserts the order rows, each in its own state, in one
+// multi-row INSERT (created and updated now).
+func InsertOrderRows(ctx context.Context, q Execer, os []Order) error {
+	if len(os) == 0 {
 		return nil
 	}
 	now := time.Now().UTC()
 	var b strings.Builder
 	b.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES ")
-	args := make([]any, 0, 7*len(rs))
-	for i, r := range rs {
+	args := make([]any, 0, 7*len(os))
+	for i, o := range os {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString("(?,?,?,?,?,?,?)")
 		var exp any
-		if !r.Deadline.IsZero() {
-			exp = inventory.StoredDeadline(r.Deadline)
+		if o.ExpiresAt.Valid {
+			exp = o.ExpiresAt.Time
 		}
-		args = append(args, r.OrderID, r.SKU, r.Qty, string(st), now, exp, now)
+		args = append(args, o.ID, o.SKU, o.Qty, string(o.State), now, exp, now)
 	}
 	_, err := q.ExecContext(ctx, b.String(), args...)
 	return err
