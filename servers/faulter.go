@@ -29,18 +29,18 @@ const (
 	PersistenceAlways = "always"
 )
 
-// Persistences lists the accepted RedisPersistence values.
-var Persistences = []string{PersistenceNone, PersistenceEverysec, PersistenceAlways}
+// persistences lists the accepted RedisPersistence values.
+var persistences = []string{PersistenceNone, PersistenceEverysec, PersistenceAlways}
 
 // checkPersistence validates a persistence setting; empty means none.
 func checkPersistence(p string) (string, error) {
 	if p == "" {
 		return PersistenceNone, nil
 	}
-	if slices.Contains(Persistences, p) {
+	if slices.Contains(persistences, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("RedisPersistence %q: want one of %s", p, strings.Join(Persistences, ", "))
+	return "", fmt.Errorf("RedisPersistence %q: want one of %s", p, strings.Join(persistences, ", "))
 }
 
 // persistenceArgs are redis-server's arguments for a persistence setting.

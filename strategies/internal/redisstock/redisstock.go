@@ -574,7 +574,8 @@ func (s Store) Finish(ctx context.Context, ref inventory.OrderRef, to inventory.
 
 // ErrNoStockHash: a live reservation's decision could not be applied
 // because the SKU has no stock hash (Redis lost it, or a rebuild is under
-// way); it is applied once the hash is back (ApplyDecisions).
+// way); it is applied once the hash is back (the strategy's recovery or
+// reconciler applies MySQL's decisions to live reservations).
 var ErrNoStockHash = errors.New("no stock hash")
 
 // FinishAll moves each reservation of refs to `to` under the owner check,
@@ -751,36 +752,6 @@ func (s Store) applyRestock(ctx context.Context, sku string, qty, version int64)
 		return false, fmt.Errorf("redis restock %s: no stock hash", sku)
 	}
 	return n == 1, nil
-}
-
-// ApplyDecisions brings every live Redis reservation of the SKUs in line
-// with the final state its MySQL order row holds, if any. It returns how many
-// it changed.
-func (s Store) ApplyDecisions(ctx context.Context, db *sql.DB, skus []string) (int, error) {
-	n := 0
-	for _, sku := range skus {
-		ids, err := s.Due(ctx, sku, time.Time{}, 0)
-		if err != nil {
-			return n, err
-		}
-		for _, id := range ids {
-			st, err := sqlstore.StateOf(ctx, db, id)
-			if errors.Is(err, sql.ErrNoRows) || err == nil && !st.Final() {
-				continue
-			}
-			if err != nil {
-				return n, fmt.Errorf("apply decision %s: %w", id, err)
-			}
-			prev, err := s.Finish(ctx, inventory.OrderRef{OrderID: id, SKU: sku}, st, false)
-			if err != nil {
-				return n, err
-			}
-			if prev == inventory.StateReserved {
-				n++
-			}
-		}
-	}
-	return n, nil
 }
 
 // Snapshot is one SKU's Redis side read atomically: the stock hash (Missing
