@@ -10,7 +10,7 @@ var coreLines = map[string]int{
 	"strategies/cas":                  139,
 	"strategies/conditional":          38,
 	"strategies/internal/groupcommit": 259,
-	"strategies/internal/redisstock":  1117,
+	"strategies/internal/redisstock":  1091,
 	"strategies/internal/sqlstore":    486,
 	"strategies/luatcc":               446,
 	"strategies/naive":                120,
