@@ -628,7 +628,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	// what was measured is reported. A phase that overruns its deadline
 	// (or fails) ends the chain: the run keeps its load figures and names
 	// the phase in Incomplete.
-	auditor := audit.Auditor{DB: conns.DB}
+	auditor := audit.Auditor{DB: conns.DB, LimitPerBuyer: o.Params.LimitPerBuyer}
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}

@@ -116,7 +116,7 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("outbox-local needs redis")
 	}
-	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain}, cfg: cfg, dir: cfg.LocalDir,
+	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, DB: cfg.DB}, cfg: cfg, dir: cfg.LocalDir,
 		lag: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 	if s.dir == "" {
 		d, err := os.MkdirTemp("", "stockbench-outbox-local-*")

@@ -19,18 +19,18 @@ func InsertOrders(ctx context.Context, q Execer, rs []inventory.Reservation, st 
 	}
 	now := time.Now().UTC()
 	var b strings.Builder
-	b.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES ")
-	args := make([]any, 0, 7*len(rs))
+	b.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at, buyer) VALUES ")
+	args := make([]any, 0, 8*len(rs))
 	for i, r := range rs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?)")
 		var exp any
 		if !r.Deadline.IsZero() {
 			exp = inventory.StoredDeadline(r.Deadline)
 		}
-		args = append(args, r.OrderID, r.SKU, r.Qty, string(st), now, exp, now)
+		args = append(args, r.OrderID, r.SKU, r.Qty, string(st), now, exp, now, BuyerArg(r.Buyer))
 	}
 	_, err := q.ExecContext(ctx, b.String(), args...)
 	return err
@@ -45,7 +45,7 @@ func Placeholders(n int) string {
 // LockOrder); ids missing from the result have no row.
 func LockOrders(ctx context.Context, tx *sql.Tx, ids []any) (map[string]Order, error) {
 	rows, err := tx.QueryContext(ctx,
-		"SELECT order_id, sku, qty, state, expires_at FROM orders WHERE order_id IN ("+Placeholders(len(ids))+") FOR UPDATE", ids...)
+		"SELECT order_id, sku, qty, state, expires_at, buyer FROM orders WHERE order_id IN ("+Placeholders(len(ids))+") FOR UPDATE", ids...)
 	if err != nil {
 		return nil, fmt.Errorf("lock orders: %w", err)
 	}
@@ -53,9 +53,11 @@ func LockOrders(ctx context.Context, tx *sql.Tx, ids []any) (map[string]Order, e
 	out := make(map[string]Order, len(ids))
 	for rows.Next() {
 		var o Order
-		if err := rows.Scan(&o.ID, &o.SKU, &o.Qty, &o.State, &o.ExpiresAt); err != nil {
+		var buyer sql.NullString
+		if err := rows.Scan(&o.ID, &o.SKU, &o.Qty, &o.State, &o.ExpiresAt, &buyer); err != nil {
 			return nil, fmt.Errorf("lock orders: %w", err)
 		}
+		o.Buyer = buyer.String
 		out[o.ID] = o
 	}
 	if err := rows.Err(); err != nil {
