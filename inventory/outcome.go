@@ -14,12 +14,12 @@ type Outcome string
 
 // The outcome classes.
 const (
-	OK              Outcome = "ok"
-	OutOfStock      Outcome = "out_of_stock"
+	OK         Outcome = "ok"
+	OutOfStock Outcome = "out_of_stock"
 	// LimitExceeded is a reserve refused because the buyer already holds
 	// its per-buyer limit of the SKU (ErrLimitExceeded): an answer, and a
 	// refusal of its own, not a lack of stock.
-	LimitExceeded Outcome = "limit"
+	LimitExceeded   Outcome = "limit"
 	Conflict        Outcome = "conflict"
 	AlreadyFinal    Outcome = "already_final"
 	UnknownOrder    Outcome = "unknown_order"
