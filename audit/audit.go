@@ -128,6 +128,11 @@ type Audit struct {
 	// were told (results.Flash) and sets it after the audit; the auditor
 	// cannot tell a buyer turned away from one who never came.
 	UnsoldUnits int64 `json:"unsold_units"`
+	// OverLimitUnits are the units buyers hold of a SKU beyond the
+	// per-buyer limit (Auditor.LimitPerBuyer): per (SKU, buyer), the units
+	// of its orders MySQL holds as reserved or confirmed, less the limit,
+	// where positive; summed.
+	OverLimitUnits int64 `json:"over_limit_units"`
 	// Anomalies is the sum of the UNSAFE classes' counts (Classes, units
 	// and counts alike): zero means the auditor found nothing wrong.
 	Anomalies  int64    `json:"anomalies"`
@@ -169,6 +174,9 @@ type Auditor struct {
 	// (lua-tcc's TCC Try): a live Redis reservation then needs no MySQL
 	// order, and MySQL's available includes the units it holds.
 	RedisReservations bool
+	// LimitPerBuyer, when positive, is the units one buyer may hold of a
+	// SKU: the audit counts what buyers hold beyond it (OverLimitUnits).
+	LimitPerBuyer int64
 	// StaleBefore, when set, makes a live Redis reservation whose deadline
 	// is before it an anomaly (an audit after Settle passes the time Settle
 	// began: every reservation due then should have been released).
@@ -323,6 +331,9 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	}
 	if out.ConfirmedUnits > 0 {
 		out.OversellRate = float64(out.OversoldUnits) / float64(out.ConfirmedUnits)
+	}
+	if err := a.checkLimit(ctx, &out, k); err != nil {
+		return out, err
 	}
 	if err := a.checkAcks(ctx, &out, k, acks, func(n int) {
 		done += int64(n)
@@ -832,4 +843,25 @@ func abs(x int64) int64 {
 		return -x
 	}
 	return x
+}
+
+// checkLimit counts the units buyers hold beyond LimitPerBuyer, from the
+// orders table alone (one grouped pass over the orders that name a buyer).
+func (a Auditor) checkLimit(ctx context.Context, out *Audit, k sink) error {
+	if a.LimitPerBuyer <= 0 {
+		return nil
+	}
+	var buyers int64
+	err := a.DB.QueryRowContext(ctx, `
+SELECT COALESCE(SUM(h-?),0), COUNT(*) FROM (
+  SELECT SUM(qty) AS h FROM orders
+  WHERE buyer IS NOT NULL AND state IN ('reserved','confirmed')
+  GROUP BY sku, buyer HAVING SUM(qty) > ?) x`, a.LimitPerBuyer, a.LimitPerBuyer).Scan(&out.OverLimitUnits, &buyers)
+	if err != nil {
+		return fmt.Errorf("audit: per-buyer limit: %w", err)
+	}
+	if out.OverLimitUnits > 0 {
+		k.note("%d buyers hold %d units beyond the per-buyer limit of %d", buyers, out.OverLimitUnits, a.LimitPerBuyer)
+	}
+	return nil
 }

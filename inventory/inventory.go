@@ -44,6 +44,16 @@ type Reservation struct {
 	SKU      string
 	Qty      int64
 	Deadline time.Time
+	// Buyer names who reserves ("" for no one in particular). A
+	// reservation with a Buyer is counted against the buyer's allowance
+	// of SKU while it is reserved or confirmed (a cancel or expiry gives
+	// it back), and its order row carries the buyer.
+	Buyer string
+	// Limit, when positive, caps the units Buyer may hold (reserved or
+	// confirmed) of SKU: a reserve that would pass it fails with
+	// ErrLimitExceeded and changes nothing. 0: no limit. Ignored without
+	// a Buyer.
+	Limit int64
 }
 
 // Restock is one restock: Qty units added to the SKU's total and available.
@@ -93,6 +103,10 @@ var (
 	ErrAlreadyFinal = errors.New("order already final")
 	// ErrUnknownOrder: confirm of an order the strategy never reserved.
 	ErrUnknownOrder = errors.New("unknown order")
+	// ErrLimitExceeded: the reservation was refused because the buyer
+	// already holds Reservation.Limit units of the SKU (or would pass it);
+	// nothing changed. Not a lack of stock.
+	ErrLimitExceeded = errors.New("per-buyer limit reached")
 	// ErrOutcomeUnknown: the operation may or may not have taken effect (for
 	// example a commit whose answer was lost). Unlike the other sentinels it
 	// does not mean "nothing changed".

@@ -14,8 +14,12 @@ type Outcome string
 
 // The outcome classes.
 const (
-	OK              Outcome = "ok"
-	OutOfStock      Outcome = "out_of_stock"
+	OK         Outcome = "ok"
+	OutOfStock Outcome = "out_of_stock"
+	// LimitExceeded is a reserve refused because the buyer already holds
+	// its per-buyer limit of the SKU (ErrLimitExceeded): an answer, and a
+	// refusal of its own, not a lack of stock.
+	LimitExceeded   Outcome = "limit"
 	Conflict        Outcome = "conflict"
 	AlreadyFinal    Outcome = "already_final"
 	UnknownOrder    Outcome = "unknown_order"
@@ -44,9 +48,10 @@ const (
 )
 
 // Failed reports whether the outcome is an error rather than an answer:
-// ok, out of stock and already final are answers a healthy store gives.
+// ok, out of stock, the per-buyer limit and already final are answers a
+// healthy store gives.
 func (o Outcome) Failed() bool {
-	return o != OK && o != OutOfStock && o != AlreadyFinal && o != Busy
+	return o != OK && o != OutOfStock && o != AlreadyFinal && o != Busy && o != LimitExceeded
 }
 
 // Classify names an operation's outcome class.
@@ -58,6 +63,8 @@ func Classify(err error) Outcome {
 		return OK
 	case errors.Is(err, ErrOutOfStock):
 		return OutOfStock
+	case errors.Is(err, ErrLimitExceeded):
+		return LimitExceeded
 	case errors.Is(err, ErrBusy):
 		return Busy
 	case errors.Is(err, ErrConflict):

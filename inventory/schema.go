@@ -16,7 +16,7 @@ import (
 var schemaSQL string
 
 // Tables lists the tables of the shared schema, in creation order.
-var Tables = []string{"inventory", "orders", "outbox", "restocks", "stock_buckets", "stock_units"}
+var Tables = []string{"inventory", "orders", "buyer_holds", "outbox", "restocks", "stock_buckets", "stock_units"}
 
 // OwnerMark is the table comment that names a table as stockbench's own.
 // Every table stockbench creates carries it; stockbench drops no table
@@ -156,6 +156,11 @@ func RedisStockKey(sku string) string { return RedisPrefix + "stock:{" + sku + "
 func RedisReservationKey(sku, orderID string) string {
 	return RedisPrefix + "res:{" + sku + "}:" + orderID
 }
+
+// RedisBuyersKey is the hash of a SKU's per-buyer holds: buyer → units it
+// holds (reserved or confirmed) of the SKU, kept by the Try and Finish
+// scripts for the per-buyer limit.
+func RedisBuyersKey(sku string) string { return RedisPrefix + "buyers:{" + sku + "}" }
 
 // RedisLiveKey is the sorted set of a SKU's reserved orders scored by deadline.
 func RedisLiveKey(sku string) string { return RedisPrefix + "live:{" + sku + "}" }

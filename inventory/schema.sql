@@ -18,7 +18,22 @@ CREATE TABLE orders (
   created_at DATETIME(6) NOT NULL,
   expires_at DATETIME(6) NULL,
   updated_at DATETIME(6) NOT NULL,
+  -- The buyer of a reservation made on someone's behalf (NULL: none),
+  -- for the per-buyer limit and the auditor's over-limit check.
+  buyer      VARCHAR(64) NULL,
   KEY orders_state_expires (state, expires_at)
+) ENGINE=InnoDB COMMENT='stockbench';
+
+-- Per-buyer holds of the MySQL strategies: the units a buyer holds of a
+-- SKU (its orders reserved or confirmed), raised in the reserve's own
+-- transaction only while held + qty stays within the limit, lowered by a
+-- cancel or expiry in the transaction that releases the stock. Only
+-- reservations that name a buyer are counted here.
+CREATE TABLE buyer_holds (
+  sku   VARCHAR(64) NOT NULL,
+  buyer VARCHAR(64) NOT NULL,
+  held  BIGINT      NOT NULL DEFAULT 0,
+  PRIMARY KEY (sku, buyer)
 ) ENGINE=InnoDB COMMENT='stockbench';
 
 -- Local message table of the outbox strategy: one row per stock event,

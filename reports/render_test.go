@@ -38,7 +38,7 @@ func TestRendering(t *testing.T) {
 		{"table", tb.String(), "1 invariant violations"}, // what made naive UNSAFE
 		{"table", tb.String(), "incomplete"},             // outbox has no verdict, not a blank UNSAFE
 		{"table", tb.String(), "INCOMPLETE outbox (flash): the settle phase did not finish"},
-		{"summary", md, "lost acks"},                     // lost acks and cancel-ack violations apart
+		{"summary", md, "lost acks"}, // lost acks and cancel-ack violations apart
 		{"summary", md, "cancel-ack violations"},
 		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | ok |"}, // classic row
 		{"summary", md, "sold 100 != confirmed orders 120"},                                                                 // violation text

@@ -32,6 +32,9 @@ type Flash struct {
 	TimedOut  int64 `json:"timed_out"`
 	Abandoned int64 `json:"abandoned"`
 	Failed    int64 `json:"failed"`
+	// Limited counts buyers' tries refused for the per-buyer limit (the
+	// buyer already held its allowance): neither served nor turned away.
+	Limited int64 `json:"limited,omitempty"`
 	// LateStarts counts buyers who started more than 10 ms after their
 	// scheduled arrival (the harness could not keep up; k6's dropped
 	// iterations, except that they still ran).

@@ -235,7 +235,7 @@ func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op, t
 	defer d.gate.leave()
 	switch op {
 	case scenarios.Reserve:
-		err = d.s.Reserve(ctx, inventory.Reservation{OrderID: j.OrderID, SKU: j.SKU, Qty: j.Qty, Deadline: t0.Add(j.TTL)})
+		err = d.s.Reserve(ctx, inventory.Reservation{OrderID: j.OrderID, SKU: j.SKU, Qty: j.Qty, Deadline: t0.Add(j.TTL), Buyer: j.Buyer, Limit: j.Limit})
 	case scenarios.Confirm:
 		err = d.s.Confirm(ctx, ref)
 	case scenarios.Cancel:

@@ -26,6 +26,9 @@ const (
 	endTimedOut
 	endAbandoned
 	endFailed
+	// endLimited: refused for the per-buyer limit (the buyer already
+	// holds its allowance; not a buyer turned away).
+	endLimited
 	nEnds
 )
 
@@ -163,7 +166,7 @@ func (s *sale) figures(from time.Time, late int64) *results.Flash {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	f := &results.Flash{Stock: s.stock, Reserved: s.reserved, Sold: s.sold, SoldOut: s.sold >= s.stock,
 		Served: s.ends[endServed], Refused: s.ends[endRefused], Shed: s.ends[endShed],
-		TimedOut: s.ends[endTimedOut], Abandoned: s.ends[endAbandoned], Failed: s.ends[endFailed],
+		TimedOut: s.ends[endTimedOut], Abandoned: s.ends[endAbandoned], Failed: s.ends[endFailed], Limited: s.ends[endLimited],
 		LateStarts: late, EarlyBuyers: s.earlyBuyers, EarlyWon: s.earlyWon, BucketMS: int(saleBucket / time.Millisecond)}
 	for _, n := range s.ends {
 		f.Buyers += n
@@ -194,7 +197,7 @@ func (s *sale) figures(from time.Time, late int64) *results.Flash {
 }
 
 // outcomes collects the answers one buyer got, to say what became of it.
-type outcomes struct{ shed, refused, timedOut bool }
+type outcomes struct{ shed, refused, timedOut, limited bool }
 
 func (o *outcomes) add(r opResult) {
 	switch inventory.Classify(r.err) {
@@ -202,6 +205,8 @@ func (o *outcomes) add(r opResult) {
 		o.shed = true
 	case inventory.OutOfStock:
 		o.refused = true
+	case inventory.LimitExceeded:
+		o.limited = true
 	case inventory.Timeout, inventory.OutcomeUnknown:
 		o.timedOut = true
 	}
@@ -220,6 +225,8 @@ func (o outcomes) end(reserved, served bool, kind string) buyerEnd {
 		return endRefused
 	case o.timedOut:
 		return endTimedOut
+	case o.limited:
+		return endLimited
 	case reserved && kind == "abandon":
 		return endAbandoned
 	}

@@ -209,7 +209,7 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	if staleBefore.IsZero() {
 		staleBefore = time.Now()
 	}
-	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: staleBefore}
+	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: staleBefore, LimitPerBuyer: o.Params.LimitPerBuyer}
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}

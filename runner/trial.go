@@ -327,7 +327,7 @@ func (t *trial) load(ctx context.Context) error {
 // hands its acks to the parent, which audits once.
 func (t *trial) check(context.Context) error {
 	run, conns := &t.run, t.conns
-	auditor := audit.Auditor{DB: conns.DB}
+	auditor := audit.Auditor{DB: conns.DB, LimitPerBuyer: t.o.Params.LimitPerBuyer}
 	if t.e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, t.e.RedisReservations
 	}

@@ -35,6 +35,11 @@ type Params struct {
 	Skew             Skew
 	Mix              Mix
 	NoRestock        bool
+	// LimitPerBuyer, RepeatBuyers and RepeatTries are the flash sale's
+	// per-buyer limit and repeat buyers (FlashParams).
+	LimitPerBuyer int64
+	RepeatBuyers  float64
+	RepeatTries   int
 }
 
 // Scenario is one way buyers behave, in one of two shapes: a fixed list of
@@ -82,6 +87,10 @@ type Knobs struct {
 	// Rate is the open-loop arrival rate (0: closed loop).
 	Rate              *float64 `json:"rate,omitempty"`
 	SustainedPayDelay string   `json:"sustained_pay_delay,omitempty"`
+	// The flash sale's per-buyer limit and repeat buyers, when asked for.
+	LimitPerBuyer int64   `json:"limit_per_buyer,omitempty"`
+	RepeatBuyers  float64 `json:"repeat_buyers,omitempty"`
+	RepeatTries   int     `json:"repeat_tries,omitempty"`
 }
 
 // All lists the scenarios, in the order the CLI offers them.
@@ -157,13 +166,17 @@ func (flash) Name() string               { return "flash" }
 func (flash) Catalog(Params) []string    { return []string{FlashSKU} }
 func (flash) Timed() bool                { return false }
 func (flash) Source(Params, int) *Source { return nil }
-func (flash) Reads() []string            { return nil }
+func (flash) Reads() []string            { return []string{"LimitPerBuyer", "RepeatBuyers", "RepeatTries"} }
 func (flash) Fixed(p Params) Generator {
-	return NewFlash(FlashParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, Abandon: p.Abandon, TTL: p.TTL, Seed: p.Seed})
+	return NewFlash(FlashParams{Stock: p.Stock, Buyers: p.Buyers, PayDelay: p.PayDelay, Abandon: p.Abandon, TTL: p.TTL, Seed: p.Seed,
+		LimitPerBuyer: p.LimitPerBuyer, RepeatBuyers: p.RepeatBuyers, RepeatTries: p.RepeatTries})
 }
 func (flash) Arrivals(p Params) Profile { return p.Arrival }
 func (flash) Config(p Params, k *Knobs) {
 	k.Abandon, k.PayDelay, k.Arrival = &p.Abandon, p.PayDelay.String(), p.Arrival.String()
+	if p.LimitPerBuyer > 0 || p.RepeatBuyers > 0 {
+		k.LimitPerBuyer, k.RepeatBuyers, k.RepeatTries = p.LimitPerBuyer, p.RepeatBuyers, max(p.RepeatTries, 2)
+	}
 }
 
 type race struct{}

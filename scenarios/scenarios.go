@@ -44,6 +44,12 @@ type Journey struct {
 	// Kind names the journey's shape, for reports (buy, abandon, race…).
 	Kind   string
 	Phases []Phase
+	// Buyer names who makes the journey ("" for no one in particular);
+	// several journeys of one buyer are a repeat buyer's tries. Limit,
+	// when positive, is the units a buyer may hold of the SKU (the
+	// reservation's per-buyer limit).
+	Buyer string
+	Limit int64
 }
 
 // Range is a uniform duration range; Min == Max is a fixed value.
@@ -107,6 +113,16 @@ type FlashParams struct {
 	Abandon  float64
 	TTL      time.Duration
 	Seed     uint64
+	// LimitPerBuyer, when positive, caps the units each buyer may hold.
+	LimitPerBuyer int64
+	// RepeatBuyers is the share of buyers who try RepeatTries times (a
+	// double click, a bot), each try a journey of its own with its own
+	// order id, arriving one after the other (so, in an all-at-once or
+	// short arrival window, at the same time). Journeys still number
+	// Buyers: they count tries, and a repeat buyer's last tries may be cut
+	// off at the end.
+	RepeatBuyers float64
+	RepeatTries  int
 }
 
 // FlashSKU is the one SKU of the flash and race scenarios.
@@ -127,6 +143,9 @@ type FlashGen struct {
 	p   FlashParams
 	rng *rand.Rand
 	i   int
+	// buyer counts the buyers so far; left is the tries the current one
+	// has still to make.
+	buyer, left int
 }
 
 // NewFlash is the generator of p's journeys.
@@ -136,8 +155,21 @@ func NewFlash(p FlashParams) *FlashGen { return &FlashGen{p: p, rng: newRand(p.S
 func (g *FlashGen) Next() Journey {
 	p := g.p
 	j := Journey{OrderID: fmt.Sprintf("flash-%d-%05d", p.Seed, g.i), SKU: FlashSKU, Qty: 1, TTL: p.TTL,
-		Kind: "buy", Phases: []Phase{{Ops: []Op{Reserve}}}}
+		Kind: "buy", Phases: []Phase{{Ops: []Op{Reserve}}}, Limit: p.LimitPerBuyer}
 	g.i++
+	if p.LimitPerBuyer > 0 || p.RepeatBuyers > 0 {
+		// Buyers, with their repeat tries: drawn only when asked for, so
+		// the journeys of a run without them stay as they were.
+		if g.left == 0 {
+			g.buyer++
+			g.left = 1
+			if g.rng.Float64() < p.RepeatBuyers {
+				g.left = max(p.RepeatTries, 2)
+			}
+		}
+		g.left--
+		j.Buyer = fmt.Sprintf("buyer-%d-%05d", p.Seed, g.buyer-1)
+	}
 	pay := p.PayDelay.Draw(g.rng)
 	if g.rng.Float64() < p.Abandon {
 		j.Kind = "abandon"

@@ -152,3 +152,71 @@ func TestFlashLazy(t *testing.T) {
 		}
 	}
 }
+
+// TestFlashRepeatBuyers: a share of buyers try several times, one try
+// after the other, each with its own order id; without the flags no
+// journey names a buyer and the journeys are those of before.
+func TestFlashRepeatBuyers(t *testing.T) {
+	base := FlashParams{Stock: 10, Buyers: 2000, PayDelay: Range{Max: time.Millisecond}, TTL: time.Second, Seed: 3}
+	cases := []struct {
+		name          string
+		limit         int64
+		share         float64
+		tries         int
+		wantRepeaters bool
+	}{
+		{"no flags", 0, 0, 2, false},
+		{"limit only", 1, 0, 2, false},
+		{"double clicks", 1, 0.3, 2, true},
+		{"bots", 2, 0.1, 5, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := base
+			p.LimitPerBuyer, p.RepeatBuyers, p.RepeatTries = c.limit, c.share, c.tries
+			js := Flash(p)
+			tries := map[string]int{}
+			ids := map[string]bool{}
+			last := ""
+			for i, j := range js {
+				if ids[j.OrderID] {
+					t.Fatalf("order id %s twice", j.OrderID)
+				}
+				ids[j.OrderID] = true
+				if j.Limit != c.limit {
+					t.Fatalf("journey %d: limit %d, want %d", i, j.Limit, c.limit)
+				}
+				if c.limit == 0 && c.share == 0 {
+					if j.Buyer != "" {
+						t.Fatalf("journey %d names buyer %q without the flags", i, j.Buyer)
+					}
+					continue
+				}
+				if tries[j.Buyer] > 0 && j.Buyer != last {
+					t.Fatalf("journey %d: buyer %s tries again, not right after its last try", i, j.Buyer)
+				}
+				tries[j.Buyer]++
+				last = j.Buyer
+			}
+			if c.limit == 0 && c.share == 0 {
+				if !reflect.DeepEqual(js, Flash(base)) {
+					t.Fatal("journeys changed without the flags")
+				}
+				return
+			}
+			repeaters := 0
+			for b, n := range tries {
+				if n != 1 && n != c.tries && !(b == last && n < c.tries) {
+					t.Fatalf("buyer %s tried %d times, want 1 or %d", b, n, c.tries)
+				}
+				if n > 1 {
+					repeaters++
+				}
+			}
+			share := float64(repeaters) / float64(len(tries))
+			if c.wantRepeaters != (repeaters > 0) || c.wantRepeaters && (share < c.share/2 || share > c.share*2) {
+				t.Fatalf("%d of %d buyers repeated (share %.3f), want about %.2f", repeaters, len(tries), share, c.share)
+			}
+		})
+	}
+}

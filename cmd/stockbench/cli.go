@@ -138,6 +138,7 @@ var flagNames = strings.NewReplacer(
 var knobFlags = map[string]string{
 	"Duration": "duration", "Warmup": "warmup", "SKUs": "skus", "Skew": "skew",
 	"Mix": "mix", "NoRestock": "no-restock", "Rate": "rate",
+	"LimitPerBuyer": "limit-per-buyer", "RepeatBuyers": "repeat-buyers", "RepeatTries": "repeat-tries",
 }
 
 // flagKnob is the knob a flag sets, or "" when it sets none of knobFlags.

@@ -39,6 +39,9 @@ type runFlags struct {
 	stock                                         int64
 	buyers, skus, repeat, pool, batchMax, buckets int
 	abandon, rate                                 float64
+	limitPerBuyer                                 int64
+	repeatBuyers                                  float64
+	repeatTries                                   int
 	ttl, shortTTL, outboxPeriod, reconcilePeriod  time.Duration
 	sweepPeriod, opTimeout, duration, warmup      time.Duration
 	settleTimeout, auditTimeout                   time.Duration
@@ -81,6 +84,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.retryBackoff, "retry-backoff", "100ms-300ms", "wait before a client retry: a draw from this range, doubled at each retry")
 	fs.IntVar(&f.queue, "queue", runner.DefaultQueue, "service model: new requests (reserves) that may wait for a slot; beyond it they are shed at once as busy")
 	fs.Float64Var(&f.abandon, "abandon", 0, "flash: fraction of buyers who never pay; their reservation expires after --ttl")
+	fs.Int64Var(&f.limitPerBuyer, "limit-per-buyer", 0, "flash: units one buyer may hold (reserved or confirmed) of the SKU, enforced by each strategy in its own store; 0: no limit")
+	fs.Float64Var(&f.repeatBuyers, "repeat-buyers", 0, "flash: share of buyers who try --repeat-tries times (double clicks, bots), each try a journey with its own order id, arriving one after the other; --buyers counts tries")
+	fs.IntVar(&f.repeatTries, "repeat-tries", 2, "flash: how many times a repeat buyer tries (at least 2)")
 	fs.DurationVar(&f.ttl, "ttl", 30*time.Second, "reservation time to live")
 	fs.DurationVar(&f.shortTTL, "short-ttl", 300*time.Millisecond, "race: reservation lifetime of the pay-after-expiry buyers")
 	fs.DurationVar(&f.duration, "duration", 30*time.Second, "sustained: measured phase")
@@ -213,6 +219,12 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		return o, errors.New("--buyers must be positive")
 	case f.abandon < 0 || f.abandon > 1:
 		return o, errors.New("--abandon must be between 0 and 1")
+	case f.limitPerBuyer < 0:
+		return o, errors.New("--limit-per-buyer must not be negative (0: no limit)")
+	case f.repeatBuyers < 0 || f.repeatBuyers > 1:
+		return o, errors.New("--repeat-buyers must be between 0 and 1")
+	case f.repeatTries < 2:
+		return o, errors.New("--repeat-tries must be at least 2")
 	case f.ttl <= 0 || f.shortTTL <= 0:
 		return o, errors.New("--ttl and --short-ttl must be positive")
 	case f.casRetry != "backoff" && f.casRetry != "immediate":
@@ -278,7 +290,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	return runner.Options{
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
-			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
+			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock,
+			LimitPerBuyer: f.limitPerBuyer, RepeatBuyers: f.repeatBuyers, RepeatTries: f.repeatTries}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
 		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,

@@ -94,26 +94,48 @@ var errUnbatchable = errors.New("batch needs the per-order path")
 // reserveBatch reserves rs (all of one SKU) in one transaction.
 func (s *Strategy) reserveBatch(ctx context.Context, sku string, rs []inventory.Reservation) ([]error, error) {
 	seen := make(map[string]bool, len(rs))
-	var want int64
 	for _, r := range rs {
 		if seen[r.OrderID] {
 			return nil, errUnbatchable // a repeat within the batch
 		}
 		seen[r.OrderID] = true
-		want += r.Qty
 	}
 	out := make([]error, len(rs))
 	err := sqlstore.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 		clear(out)
-		res, err := tx.ExecContext(ctx,
-			"UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?", want, want, sku, want)
+		// Buyers' holds first (the buyer rows before the inventory row,
+		// as in every transaction that takes both): an order past its
+		// buyer's limit leaves the batch with ErrLimitExceeded.
+		cand, at, err := s.holdBuyers(ctx, tx, rs, out)
 		if err != nil {
-			return fmt.Errorf("reserve batch: %w", err)
+			return err
 		}
-		granted := rs
-		if n, _ := res.RowsAffected(); n == 0 {
-			if granted, err = s.smallerGrants(ctx, tx, sku, rs, out); err != nil {
-				return err
+		var want int64
+		for _, r := range cand {
+			want += r.Qty
+		}
+		granted := cand
+		if want > 0 {
+			res, err := tx.ExecContext(ctx,
+				"UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?", want, want, sku, want)
+			if err != nil {
+				return fmt.Errorf("reserve batch: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				sub := make([]error, len(cand))
+				if granted, err = s.smallerGrants(ctx, tx, sku, cand, sub); err != nil {
+					return err
+				}
+				for j, e := range sub {
+					if e == nil {
+						continue
+					}
+					out[at[j]] = e
+					// Refused for stock: its buyer's hold goes back.
+					if err := sqlstore.ReleaseBuyer(ctx, tx, sku, cand[j].Buyer, cand[j].Qty); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		return sqlstore.InsertOrders(ctx, tx, granted, inventory.StateReserved)
@@ -122,6 +144,42 @@ func (s *Strategy) reserveBatch(ctx context.Context, sku string, rs []inventory.
 		return nil, fmt.Errorf("reserve batch %s: %w", sku, err)
 	}
 	return out, nil
+}
+
+// holdBuyers counts each order of rs that names a buyer against its
+// holds (sqlstore.HoldForBuyer), in arrival order inside tx; an order past
+// its buyer's limit gets ErrLimitExceeded in out and is left out. It
+// returns the orders left and their indexes in rs. A refused order that
+// already has a row (a repeat, or a cancel marker) is not a plain refusal:
+// the batch then goes the per-order way.
+func (s *Strategy) holdBuyers(ctx context.Context, tx *sql.Tx, rs []inventory.Reservation, out []error) ([]inventory.Reservation, []int, error) {
+	cand := make([]inventory.Reservation, 0, len(rs))
+	at := make([]int, 0, len(rs))
+	var refused []any
+	for i, r := range rs {
+		err := sqlstore.HoldForBuyer(ctx, tx, r)
+		switch {
+		case errors.Is(err, inventory.ErrLimitExceeded):
+			out[i] = err
+			refused = append(refused, r.OrderID)
+			continue
+		case err != nil:
+			return nil, nil, err
+		}
+		cand = append(cand, r)
+		at = append(at, i)
+	}
+	if len(refused) > 0 {
+		var n int
+		err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE order_id IN ("+sqlstore.Placeholders(len(refused))+")", refused...).Scan(&n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("refused orders: %w", err)
+		}
+		if n > 0 {
+			return nil, nil, errUnbatchable
+		}
+	}
+	return cand, at, nil
 }
 
 // smallerGrants is the fallback when the batch wants more than is
@@ -211,6 +269,10 @@ func (s *Strategy) finishBatch(ctx context.Context, sku string, fs []finish) ([]
 				sold += ord.Qty
 			} else {
 				released += ord.Qty
+				// The buyer row before the inventory row, as everywhere.
+				if err := sqlstore.ReleaseBuyer(ctx, tx, sku, ord.Buyer, ord.Qty); err != nil {
+					return err
+				}
 			}
 			moved[to] = append(moved[to], id)
 			ord.State = to

@@ -113,6 +113,9 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
 			return err
 		}
+		if err := sqlstore.HoldForBuyer(ctx, tx, r); err != nil {
+			return err
+		}
 		// In primary-key order from the start, then from bucket 0: the scan
 		// stops at the first match (an ORDER BY on an expression would
 		// read, and lock, every matching bucket before sorting).

@@ -141,7 +141,12 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 			if n, _ := res.RowsAffected(); n == 0 {
 				return errMiss
 			}
-			return sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved)
+			if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
+				return err
+			}
+			// After the versioned UPDATE, to keep the compare-and-set window
+			// short; a limit refusal rolls the UPDATE back.
+			return sqlstore.HoldForBuyer(ctx, tx, r)
 		})
 		switch {
 		case err == nil:

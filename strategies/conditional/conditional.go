@@ -36,6 +36,9 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
 			return err
 		}
+		if err := sqlstore.HoldForBuyer(ctx, tx, r); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx,
 			"UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?",
 			r.Qty, r.Qty, r.SKU, r.Qty)

@@ -81,7 +81,7 @@ func confirmBatch(ctx context.Context, sku string, its []*confirmItem) ([]error,
 			return nil, fmt.Errorf("confirm batch: order %s twice", it.ref.OrderID)
 		}
 		seen[it.ref.OrderID] = true
-		rs[i] = inventory.Reservation{OrderID: it.ref.OrderID, SKU: sku, Qty: it.res.Qty, Deadline: it.res.Deadline}
+		rs[i] = inventory.Reservation{OrderID: it.ref.OrderID, SKU: sku, Qty: it.res.Qty, Deadline: it.res.Deadline, Buyer: it.res.Buyer}
 		n += it.res.Qty
 	}
 	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {

@@ -121,7 +121,7 @@ var errNoMySQLStock = errors.New("mysql has no stock for a redis reservation")
 func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
 	got := want
 	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		r := inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU, Qty: res.Qty, Deadline: res.Deadline}
+		r := inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU, Qty: res.Qty, Deadline: res.Deadline, Buyer: res.Buyer}
 		if err := sqlstore.InsertOrder(ctx, tx, r, want); err != nil {
 			return err
 		}

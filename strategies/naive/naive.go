@@ -59,6 +59,20 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	if avail < r.Qty {
 		return inventory.ErrOutOfStock
 	}
+	// The per-buyer limit the same way: checked on what the buyer's orders
+	// hold now, with nothing guarding the check until the order is written,
+	// so two clicks of one buyer can both pass it.
+	if r.Buyer != "" && r.Limit > 0 {
+		var held int64
+		err := s.db.QueryRowContext(ctx,
+			"SELECT COALESCE(SUM(qty),0) FROM orders WHERE sku=? AND buyer=? AND state IN ('reserved','confirmed')", r.SKU, r.Buyer).Scan(&held)
+		if err != nil {
+			return fmt.Errorf("reserve: %w", err)
+		}
+		if held+r.Qty > r.Limit {
+			return fmt.Errorf("reserve %s: buyer %s holds %d: %w", r.OrderID, r.Buyer, held, inventory.ErrLimitExceeded)
+		}
+	}
 	if err := sqlstore.InsertOrder(ctx, s.db, r, inventory.StateReserved); err != nil {
 		if sqlstore.IsDuplicate(err) {
 			return sqlstore.ReserveRepeat(ctx, s.db, r.OrderID)

@@ -117,7 +117,7 @@ func New(cfg strategies.Config) (*Strategy, error) {
 		return nil, errors.New("outbox-local needs redis")
 	}
 	fence := &redisstock.Fence{DB: cfg.DB}
-	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence}, cfg: cfg, dir: cfg.LocalDir,
+	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence, DB: cfg.DB}, cfg: cfg, dir: cfg.LocalDir,
 		lag: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 	// The truth a rebuild needs is MySQL plus this instance's local table:
 	// the fence drains the table into MySQL before it reads (see Ready).

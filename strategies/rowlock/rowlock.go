@@ -37,6 +37,9 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
 			return err
 		}
+		if err := sqlstore.HoldForBuyer(ctx, tx, r); err != nil {
+			return err
+		}
 		var avail int64
 		err := tx.QueryRowContext(ctx, "SELECT available FROM inventory WHERE sku=? FOR UPDATE", r.SKU).Scan(&avail)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -100,6 +100,9 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
 			return err
 		}
+		if err := sqlstore.HoldForBuyer(ctx, tx, r); err != nil {
+			return err
+		}
 		ids, err := lockUnits(ctx, tx, r, " SKIP LOCKED")
 		if err != nil {
 			return err

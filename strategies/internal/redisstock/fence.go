@@ -79,7 +79,7 @@ func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 // try runs the Try script by EVALSHA only; on NOSCRIPT it rebuilds (or
 // waits for this instance's rebuild) and runs it once more.
 func (s Store) try(ctx context.Context, r inventory.Reservation) (int, error) {
-	args := []any{r.Qty, r.Deadline.UnixMilli(), r.OrderID}
+	args := []any{r.Qty, r.Deadline.UnixMilli(), r.OrderID, r.Buyer, r.Limit}
 	if s.Fence == nil {
 		return tryScript.Run(ctx, s.R, keys(r.SKU, r.OrderID), args...).Int()
 	}

@@ -1,6 +1,7 @@
 -- Finish: move order ARGV[2]'s reservation to state ARGV[1]
 -- (confirmed | cancelled | expired).
--- KEYS[1] stock hash, KEYS[2] reservation hash, KEYS[3] live set.
+-- KEYS[1] stock hash, KEYS[2] reservation hash, KEYS[3] live set, KEYS[4] buyer
+-- holds (a cancel or expiry gives the reservation's buyer its units back).
 -- ARGV[3] retention of the final record (ms); ARGV[4] '1' to leave a
 -- cancelled marker when there is no reservation (null compensation).
 -- Owner check: stock moves only while this order's own reservation is still
@@ -30,6 +31,10 @@ if to == 'confirmed' then
   redis.call('HINCRBY', KEYS[1], 'sold', q)
 else
   redis.call('HINCRBY', KEYS[1], 'available', q)
+  local b = redis.call('HGET', KEYS[2], 'buyer')
+  if b and redis.call('HGET', KEYS[1], 'bv') == '1' then
+    if redis.call('HINCRBY', KEYS[4], b, -q) <= 0 then redis.call('HDEL', KEYS[4], b) end
+  end
 end
 redis.call('HINCRBY', KEYS[1], 'ver', 1)
 redis.call('HSET', KEYS[2], 'state', to)

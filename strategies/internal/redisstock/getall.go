@@ -23,7 +23,7 @@ func (s Store) GetAll(ctx context.Context, refs []inventory.OrderRef) (res []Res
 	cmds := make([]*redis.SliceCmd, len(refs))
 	if _, err := s.R.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ref := range refs {
-			cmds[i] = p.HMGet(ctx, inventory.RedisReservationKey(ref.SKU, ref.OrderID), "qty", "state", "deadline")
+			cmds[i] = p.HMGet(ctx, inventory.RedisReservationKey(ref.SKU, ref.OrderID), "qty", "state", "deadline", "buyer")
 		}
 		return nil
 	}); err != nil {
@@ -40,6 +40,7 @@ func (s Store) GetAll(ctx context.Context, refs []inventory.OrderRef) (res []Res
 		qty, _ := strconv.ParseInt(q, 10, 64)
 		ms, _ := strconv.ParseInt(d, 10, 64)
 		res[i] = Reservation{Qty: qty, State: inventory.OrderState(st)}
+		res[i].Buyer, _ = v[3].(string)
 		if ms > 0 {
 			res[i].Deadline = time.UnixMilli(ms)
 		}

@@ -61,6 +61,10 @@ type Store struct {
 	// stock is rebuilt from MySQL (see Fence). Strategies set it; a Store
 	// without one loads and runs its scripts as any client would.
 	Fence *Fence
+	// DB is MySQL, from which a Try of a reservation with a buyer builds
+	// the SKU's buyer holds when Redis has none (BuildBuyers); without it
+	// the Fence's DB is used.
+	DB *sql.DB
 }
 
 // Catalog is the list of SKUs a Redis strategy loaded. Safe for concurrent use.
@@ -529,7 +533,7 @@ func wrapLoad(sku string, err error) error {
 }
 
 func keys(sku, id string) []string {
-	return []string{inventory.RedisStockKey(sku), inventory.RedisReservationKey(sku, id), inventory.RedisLiveKey(sku)}
+	return []string{inventory.RedisStockKey(sku), inventory.RedisReservationKey(sku, id), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku)}
 }
 
 // Try reserves in Redis. fresh is true when this call moved stock, false for
@@ -537,6 +541,21 @@ func keys(sku, id string) []string {
 // cancelled first), or an infrastructure error.
 func (s Store) Try(ctx context.Context, r inventory.Reservation) (fresh bool, err error) {
 	n, err := s.try(ctx, r)
+	if err == nil && n == -5 {
+		// The SKU's buyer holds are not built yet (a new or rebuilt
+		// stock hash): build them, then try again.
+		db := s.DB
+		if db == nil && s.Fence != nil {
+			db = s.Fence.DB
+		}
+		if db == nil {
+			return false, fmt.Errorf("redis try %s: buyer holds not built and no MySQL to build them from", r.SKU)
+		}
+		if err := s.BuildBuyers(ctx, db, r.SKU); err != nil {
+			return false, err
+		}
+		n, err = s.try(ctx, r)
+	}
 	if err != nil {
 		return false, fmt.Errorf("redis try: %w", err)
 	}
@@ -549,6 +568,8 @@ func (s Store) Try(ctx context.Context, r inventory.Reservation) (fresh bool, er
 		return false, inventory.ErrOutOfStock
 	case -2:
 		return false, fmt.Errorf("reserve %s: order already cancelled: %w", r.OrderID, inventory.ErrAlreadyFinal)
+	case -4:
+		return false, fmt.Errorf("reserve %s: buyer %s at its limit of %d: %w", r.OrderID, r.Buyer, r.Limit, inventory.ErrLimitExceeded)
 	default:
 		return false, fmt.Errorf("redis try: unknown sku %q", r.SKU)
 	}
@@ -629,6 +650,8 @@ type Reservation struct {
 	Qty      int64
 	State    inventory.OrderState
 	Deadline time.Time
+	// Buyer is the buyer the reservation was made for ("" for none).
+	Buyer string
 }
 
 // ErrNoReservation: Redis has no record of the order.
@@ -681,7 +704,7 @@ func (s Store) ConfirmTarget(ctx context.Context, ref inventory.OrderRef) (res R
 
 // Get reads a reservation record.
 func (s Store) Get(ctx context.Context, ref inventory.OrderRef) (Reservation, error) {
-	v, err := s.R.HMGet(ctx, inventory.RedisReservationKey(ref.SKU, ref.OrderID), "qty", "state", "deadline").Result()
+	v, err := s.R.HMGet(ctx, inventory.RedisReservationKey(ref.SKU, ref.OrderID), "qty", "state", "deadline", "buyer").Result()
 	if err != nil {
 		return Reservation{}, fmt.Errorf("redis read reservation: %w", err)
 	}
@@ -694,6 +717,7 @@ func (s Store) Get(ctx context.Context, ref inventory.OrderRef) (Reservation, er
 	qty, _ := strconv.ParseInt(q, 10, 64)
 	ms, _ := strconv.ParseInt(d, 10, 64)
 	res := Reservation{Qty: qty, State: inventory.OrderState(st)}
+	res.Buyer, _ = v[3].(string)
 	if ms > 0 {
 		res.Deadline = time.UnixMilli(ms)
 	}

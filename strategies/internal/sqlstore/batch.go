@@ -15,7 +15,7 @@ import (
 func InsertOrders(ctx context.Context, q Execer, rs []inventory.Reservation, st inventory.OrderState) error {
 	os := make([]Order, len(rs))
 	for i, r := range rs {
-		os[i] = Order{ID: r.OrderID, SKU: r.SKU, Qty: r.Qty, State: st}
+		os[i] = Order{ID: r.OrderID, SKU: r.SKU, Qty: r.Qty, State: st, Buyer: r.Buyer}
 		if !r.Deadline.IsZero() {
 			os[i].ExpiresAt = sql.NullTime{Time: inventory.StoredDeadline(r.Deadline), Valid: true}
 		}
@@ -31,18 +31,18 @@ func InsertOrderRows(ctx context.Context, q Execer, os []Order) error {
 	}
 	now := time.Now().UTC()
 	var b strings.Builder
-	b.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES ")
-	args := make([]any, 0, 7*len(os))
+	b.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at, buyer) VALUES ")
+	args := make([]any, 0, 8*len(os))
 	for i, o := range os {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?)")
 		var exp any
 		if o.ExpiresAt.Valid {
 			exp = o.ExpiresAt.Time
 		}
-		args = append(args, o.ID, o.SKU, o.Qty, string(o.State), now, exp, now)
+		args = append(args, o.ID, o.SKU, o.Qty, string(o.State), now, exp, now, BuyerArg(o.Buyer))
 	}
 	_, err := q.ExecContext(ctx, b.String(), args...)
 	return err
@@ -57,7 +57,7 @@ func Placeholders(n int) string {
 // LockOrder); ids missing from the result have no row.
 func LockOrders(ctx context.Context, tx *sql.Tx, ids []any) (map[string]Order, error) {
 	rows, err := tx.QueryContext(ctx,
-		"SELECT order_id, sku, qty, state, expires_at FROM orders WHERE order_id IN ("+Placeholders(len(ids))+") FOR UPDATE", ids...)
+		"SELECT order_id, sku, qty, state, expires_at, buyer FROM orders WHERE order_id IN ("+Placeholders(len(ids))+") FOR UPDATE", ids...)
 	if err != nil {
 		return nil, fmt.Errorf("lock orders: %w", err)
 	}
@@ -65,9 +65,11 @@ func LockOrders(ctx context.Context, tx *sql.Tx, ids []any) (map[string]Order, e
 	out := make(map[string]Order, len(ids))
 	for rows.Next() {
 		var o Order
-		if err := rows.Scan(&o.ID, &o.SKU, &o.Qty, &o.State, &o.ExpiresAt); err != nil {
+		var buyer sql.NullString
+		if err := rows.Scan(&o.ID, &o.SKU, &o.Qty, &o.State, &o.ExpiresAt, &buyer); err != nil {
 			return nil, fmt.Errorf("lock orders: %w", err)
 		}
+		o.Buyer = buyer.String
 		out[o.ID] = o
 	}
 	if err := rows.Err(); err != nil {

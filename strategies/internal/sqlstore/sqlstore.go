@@ -219,13 +219,18 @@ type Order struct {
 	Qty       int64
 	State     inventory.OrderState
 	ExpiresAt sql.NullTime
+	// Buyer is the order's buyer ("" for none): a cancel or expiry gives
+	// its units back to the buyer's holds (ReleaseBuyer).
+	Buyer string
 }
 
 // LockOrder reads an order row FOR UPDATE. found is false when there is none.
 func LockOrder(ctx context.Context, tx *sql.Tx, id string) (o Order, found bool, err error) {
 	o.ID = id
-	err = tx.QueryRowContext(ctx, "SELECT sku, qty, state, expires_at FROM orders WHERE order_id=? FOR UPDATE", id).
-		Scan(&o.SKU, &o.Qty, &o.State, &o.ExpiresAt)
+	var buyer sql.NullString
+	err = tx.QueryRowContext(ctx, "SELECT sku, qty, state, expires_at, buyer FROM orders WHERE order_id=? FOR UPDATE", id).
+		Scan(&o.SKU, &o.Qty, &o.State, &o.ExpiresAt, &buyer)
+	o.Buyer = buyer.String
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, false, nil
 	}
@@ -244,9 +249,68 @@ func InsertOrder(ctx context.Context, q Execer, r inventory.Reservation, st inve
 		exp = inventory.StoredDeadline(r.Deadline)
 	}
 	_, err := q.ExecContext(ctx,
-		"INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?)",
-		r.OrderID, r.SKU, r.Qty, string(st), now, exp, now)
+		"INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at, buyer) VALUES (?,?,?,?,?,?,?,?)",
+		r.OrderID, r.SKU, r.Qty, string(st), now, exp, now, BuyerArg(r.Buyer))
 	return err
+}
+
+// BuyerArg is an order row's buyer column: NULL for none.
+func BuyerArg(buyer string) any {
+	if buyer == "" {
+		return nil
+	}
+	return buyer
+}
+
+// HoldForBuyer counts r's units against its buyer's holds of r.SKU inside
+// tx, the transaction that reserves them: one guarded upsert raises the
+// buyer's row only while held + qty stays within r.Limit (when positive),
+// so two reserves of one buyer serialise on that row and cannot both pass
+// the limit. It fails with ErrLimitExceeded (nothing written; the caller
+// rolls back) when the limit would be passed. Without a buyer it does
+// nothing. The buyer row is locked before the inventory row in every
+// transaction that touches both (reserve, and Orders' cancel and expiry),
+// so the two never deadlock on each other.
+func HoldForBuyer(ctx context.Context, tx *sql.Tx, r inventory.Reservation) error {
+	if r.Buyer == "" {
+		return nil
+	}
+	if r.Limit > 0 && r.Qty > r.Limit {
+		return fmt.Errorf("reserve %s: %d units for buyer %s: %w", r.OrderID, r.Qty, r.Buyer, inventory.ErrLimitExceeded)
+	}
+	// The upsert creates the buyer's row or locks it (an exclusive lock,
+	// as for any write); the guarded UPDATE then raises it only within the
+	// limit. Its rows affected are the rows its WHERE matched, whether
+	// or not the connection counts found rows rather than changed ones.
+	if _, err := tx.ExecContext(ctx,
+		"INSERT INTO buyer_holds (sku, buyer, held) VALUES (?,?,0) ON DUPLICATE KEY UPDATE held=held", r.SKU, r.Buyer); err != nil {
+		return fmt.Errorf("reserve %s: buyer holds: %w", r.OrderID, err)
+	}
+	limit := r.Limit
+	if limit <= 0 {
+		limit = math.MaxInt64 / 2
+	}
+	res, err := tx.ExecContext(ctx, "UPDATE buyer_holds SET held=held+? WHERE sku=? AND buyer=? AND held+?<=?",
+		r.Qty, r.SKU, r.Buyer, r.Qty, limit)
+	if err != nil {
+		return fmt.Errorf("reserve %s: buyer holds: %w", r.OrderID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("reserve %s: buyer %s holds %d of %s already: %w", r.OrderID, r.Buyer, r.Limit, r.SKU, inventory.ErrLimitExceeded)
+	}
+	return nil
+}
+
+// ReleaseBuyer gives qty units of sku back to buyer's holds inside tx (a
+// cancel or expiry of one of its orders). Without a buyer it does nothing.
+func ReleaseBuyer(ctx context.Context, tx *sql.Tx, sku, buyer string, qty int64) error {
+	if buyer == "" || qty <= 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE buyer_holds SET held=held-? WHERE sku=? AND buyer=? AND held>=?", qty, sku, buyer, qty); err != nil {
+		return fmt.Errorf("release buyer hold: %w", err)
+	}
+	return nil
 }
 
 // SetState moves an order row to st.
@@ -380,6 +444,10 @@ func (o Orders) transition(ctx context.Context, tx *sql.Tx, ord Order, to invent
 	m := ToAvailable
 	if to == inventory.StateConfirmed {
 		m = ToSold
+	} else if err := ReleaseBuyer(ctx, tx, ord.SKU, ord.Buyer, ord.Qty); err != nil {
+		// Before the stock: the buyer row is locked before the inventory
+		// row, as in a reserve (HoldForBuyer).
+		return err
 	}
 	if err := o.Move(ctx, tx, ord, m); err != nil {
 		return err
