@@ -72,7 +72,7 @@ faults: build
 
 # Drift over time: every strategy in turn, sustained on 10 hot SKUs with
 # 128 buyers, a tenth cancelling and a tenth abandoning (TTL 2 s, so expiry
-# runs all along), SOAK_DURATION each (default 10 minutes: about 90 minutes
+# runs all along), SOAK_DURATION each (default 10 minutes: over 100 minutes
 # for every strategy on 2 cores), into reports/soak: summary.md's "Drift
 # over the run" (first against last window) and charts/drift-*.png
 # (throughput and P99 per minute, harness/MySQL/Redis memory, table rows,

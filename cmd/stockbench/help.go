@@ -1,5 +1,10 @@
 package main
 
+import (
+	"sort"
+	"strings"
+)
+
 // commandHelp is what `stockbench COMMAND -h` prints above the flags: the
 // arguments the command takes, what it does, and an example.
 var commandHelp = map[string]struct{ args, about, example string }{
@@ -7,13 +12,13 @@ var commandHelp = map[string]struct{ args, about, example string }{
 		"Runs each scenario against each strategy on real MySQL/MariaDB and Redis, audits the stores,\nand writes results.json, summary.md, CSV, charts and index.html into --out.",
 		"stockbench run --strategies naive,rowlock --scenario flash --stock 100 --buyers 120 --out reports/flash\n  stockbench run --scenario sustained --rate 2000 --buyers 256 --duration 30s --repeat 3\n  stockbench run --preset article   # the article's experiment, its published figures beside the measured ones\n  stockbench run --backend external --redis-addr 127.0.0.1:6379 --mysql-dsn 'app:pw@tcp(10.0.0.1:3306)/bench' --mysql-dsn 'app:pw@tcp(10.0.0.2:3306)/bench'   # an external MySQL cluster, one DSN per node\n  stockbench run --procs 2 --generators docker --strategies lua-tcc --scenario sustained --out reports/p2   # two generator containers, merged, audited once"},
 	"sweep": {"--param NAME=V1,V2,… [run flags]",
-		"Runs the same scenarios once per value of one run flag, on one set of servers, into one\nresults.json with sweep charts. Takes every run flag.",
+		"Runs the same scenarios once per value of one run flag, on one set of servers, into one\nresults.json with sweep charts. Takes every run flag but the generator flags (--procs, --generators,\n--shard, --no-reset, --start-barrier).",
 		"stockbench sweep --param buyers=50,100,200,400 --scenario sustained --duration 10s --out reports/sweep\n  stockbench sweep --param skus=1,10,100 --redis-cluster 3 --scenario sustained --strategies lua-tcc,outbox   # a cluster on one machine: mechanics, not scaling"},
 	"curve": {"[--rates R1,R2,…] [--slo p99=50ms] [run flags]",
-		"Drives each strategy open loop (sustained scenario) at increasing arrival rates until its flow P99\npasses the SLO or errors appear (or arrivals are dropped), and reports per strategy the highest rate\nthat held, with a chart of P99 against offered load. Steps default to --duration 5s --warmup 1s.",
+		"Drives each strategy open loop (sustained scenario) at increasing arrival rates until its flow P99\npasses the SLO or errors appear (or arrivals are dropped), and reports per strategy the highest rate\nthat held, with a chart of P99 against offered load. Steps default to --duration 5s --warmup 1s.\nTakes every run flag but the generator flags (--procs, --generators, --shard, --no-reset, --start-barrier).",
 		"stockbench curve --strategies rowlock,batched,lua-tcc --rates 200,400,800,1600,3200 --slo p99=50ms --out reports/curve"},
 	"faults": {"[--only COLUMNS] [run flags]",
-		"Runs every strategy under each fault of the standard matrix — redis-pause@2s+2s, redis-restart@2s,\nredis-lose@1s+1s, mysql-restart@2s, latency (20ms±10ms on MySQL and Redis, 2s+2s), app-crash@2s — a short sustained run\neach (defaults: --duration 6s --warmup 1s --buyers 32 --calibrate 0 --out reports/faults), and writes\nthe fault matrix: per strategy and fault the worst anomaly and the outage, as a table and a heat map.\nFault times are from the start of the measured phase. Takes every run flag but --fault.",
+		"Runs every strategy under each fault of the standard matrix — redis-pause@2s+2s, redis-restart@2s,\nredis-lose@1s+1s, mysql-restart@2s, latency (20ms±10ms on MySQL and Redis, 2s+2s), app-crash@2s — a short sustained run\neach, and writes the fault matrix: per strategy and fault the worst anomaly and the outage, as a\ntable and a heat map. Fault times are from the start of the measured phase. Takes every run flag\nbut --fault and the generator flags (--procs, --generators, --shard, --no-reset, --start-barrier).\nIts defaults differ from run's: " + faultDefaultsText() + ".",
 		"stockbench faults --backend local --seed 2 --redis-persistence everysec --out reports/faults-s2"},
 	"calibrate": {"[flags]",
 		"Measures the raw ceilings of the stores on one hot item: a bare EVALSHA, a conditional UPDATE,\na SELECT … FOR UPDATE transaction. Progress goes to stderr, the figures to stdout.",
@@ -39,4 +44,18 @@ var commandHelp = map[string]struct{ args, about, example string }{
 	"version": {"",
 		"Prints the tool's version and revision. Takes no arguments.",
 		"stockbench version"},
+}
+
+// faultDefaultsText lists the faults command's own defaults (faultDefaults)
+// as flags, in name order.
+func faultDefaultsText() string {
+	names := make([]string, 0, len(faultDefaults))
+	for k := range faultDefaults {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for i, k := range names {
+		names[i] = "--" + k + " " + faultDefaults[k]
+	}
+	return strings.Join(names, " ")
 }

@@ -109,8 +109,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.buckets, "buckets", strategies.Defaults().Buckets, "buckets strategy: rows each SKU's stock is spread over")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
-	fs.DurationVar(&f.settleTimeout, "settle-timeout", 0, "deadline of the strategy's settle after the load (0: 2m + 1m per 100,000 SKUs); past it the run is written, marked incomplete, exit 3")
-	fs.DurationVar(&f.auditTimeout, "audit-timeout", 0, "deadline of each audit of a run (0: 1m + 1m per 100,000 SKUs and per 1,000,000 acks); past it the run is written, marked incomplete, exit 3")
+	fs.DurationVar(&f.settleTimeout, "settle-timeout", 0, "deadline of the strategy's settle after the load (0: 2m + 1m per 100,000 SKUs + 1ms per pending item); past it the run is written, marked incomplete, exit 3")
+	fs.DurationVar(&f.auditTimeout, "audit-timeout", 0, "deadline of each audit of a run (0: 1m + 1m per 100,000 SKUs + 200µs per ack); past it the run is written, marked incomplete, exit 3")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.StringVar(&f.weights, "weights", analysis.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
 }
