@@ -191,6 +191,17 @@ func (f *fixture) check() {
 	}
 }
 
+// definitive reports an answer a client does not retry: the store said
+// no, for good.
+func definitive(err error) bool {
+	for _, d := range []error{inventory.ErrOutOfStock, inventory.ErrAlreadyFinal, inventory.ErrUnknownOrder, inventory.ErrLimitExceeded} {
+		if errors.Is(err, d) {
+			return true
+		}
+	}
+	return false
+}
+
 func wantErr(t *testing.T, what string, got, want error) {
 	t.Helper()
 	if want == nil && got != nil || want != nil && !errors.Is(got, want) {
@@ -253,6 +264,46 @@ var cases = []struct {
 		wantErr(t, "repeat", f.reserve("o1"), nil)
 		_, s := f.stock()
 		wantStock(t, s, 4, 0)
+	}},
+	// A reserve whose reply is lost: its context ends after d, somewhere on
+	// its path (before its first round trip, between the stores, after its
+	// commit), as a client's call that gives up; the client retries with
+	// the same order id until it hears an answer. The answer is the order's
+	// one outcome: reserved (then its confirm sells exactly one unit) or,
+	// where the strategy compensated the cut attempt, already final (then
+	// the order holds nothing and its confirm is refused) — never a
+	// reservation acknowledged that its confirm cannot sell, never two units.
+	// d grows from 20 µs by half each order, so the cuts sweep the path on
+	// any machine; nothing about time is asserted, only the stores.
+	{"lost reply then retried: one outcome per order", false, func(t *testing.T, e registry.Entry) {
+		const orders = 14
+		f := newFixture(t, e, orders+3, strategies.Config{})
+		d := 20 * time.Microsecond
+		var sold int64
+		for i := 0; i < orders; i++ {
+			r := inventory.Reservation{OrderID: fmt.Sprintf("cut-%d", i), SKU: sku, Qty: 1, Deadline: time.Now().Add(time.Hour)}
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			_ = f.s.Reserve(ctx, r) // its reply is lost, whatever it was
+			cancel()
+			d += d / 2
+			var err error
+			for try := 0; try < 20; try++ {
+				if err = f.s.Reserve(context.Background(), r); err == nil || definitive(err) {
+					break
+				}
+			}
+			if errors.Is(err, inventory.ErrAlreadyFinal) {
+				wantErr(t, "confirm of compensated "+r.OrderID, f.s.Confirm(context.Background(), ref(r.OrderID)), inventory.ErrAlreadyFinal)
+				continue
+			}
+			wantErr(t, "retried reserve "+r.OrderID, err, nil)
+			f.ack(r.OrderID, inventory.StateReserved)
+			wantErr(t, "confirm "+r.OrderID, f.confirm(r.OrderID), nil)
+			sold++
+		}
+		t.Logf("%d of %d cut orders sold, %d compensated", sold, orders, orders-sold)
+		_, s := f.stock()
+		wantStock(t, s, orders+3-sold, sold)
 	}},
 	{"double confirm", false, func(t *testing.T, e registry.Entry) {
 		f := newFixture(t, e, 5, strategies.Config{})
