@@ -110,7 +110,7 @@ func TestAuditDetects(t *testing.T) {
 			}
 			now := time.Now().UTC()
 			for _, o := range c.orders {
-				if _, err := env.DB.Exec("INSERT INTO orders VALUES (?,?,?,?,?,?,?)", o.id, "S", o.qty, string(o.state), now, now.Add(time.Hour), now); err != nil {
+				if _, err := env.DB.Exec("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?)", o.id, "S", o.qty, string(o.state), now, now.Add(time.Hour), now); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -203,7 +203,7 @@ func TestAuditIsSetBased(t *testing.T) {
 							acks = append(acks, inventory.Ack{OrderID: id, SKU: s.SKU, State: inventory.StateReserved})
 							continue
 						}
-						if _, err := env.DB.Exec("INSERT INTO orders VALUES (?,?,?,?,?,?,?)", id, s.SKU, 1, string(st), now, now.Add(time.Hour), now); err != nil {
+						if _, err := env.DB.Exec("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?)", id, s.SKU, 1, string(st), now, now.Add(time.Hour), now); err != nil {
 							t.Fatal(err)
 						}
 						if st == inventory.StateReserved && c.redis {

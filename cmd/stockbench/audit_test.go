@@ -118,7 +118,7 @@ func TestAuditCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, o := range c.orders {
-				if _, err := env.DB.Exec("INSERT INTO orders VALUES (?,?,?,?,?,?,?)", o.id, "S", o.qty, string(o.state), now, now.Add(time.Hour), now); err != nil {
+				if _, err := env.DB.Exec("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?)", o.id, "S", o.qty, string(o.state), now, now.Add(time.Hour), now); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -53,7 +53,7 @@ func TestExpireBacklog(t *testing.T) {
 				id := fmt.Sprintf("c%d", i)
 				reserve(id, past)
 				// The confirm's MySQL half landed first (its Redis half not yet).
-				if _, err := env.DB.Exec("INSERT INTO orders VALUES (?,?,1,'confirmed',NOW(6),NULL,NOW(6))", id, sku); err != nil {
+				if _, err := env.DB.Exec("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,1,'confirmed',NOW(6),NULL,NOW(6))", id, sku); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := env.DB.Exec("UPDATE inventory SET available=available-1, sold=sold+1 WHERE sku=?", sku); err != nil {

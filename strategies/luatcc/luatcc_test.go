@@ -159,7 +159,7 @@ func TestRecoveryPaths(t *testing.T) {
 		{"decision whose Redis write was lost is applied before the deadline", 1, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
 			want(t, "reserve", s.Reserve(ctx, res("a")), nil)
 			// The cancel committed in MySQL; its Redis write never happened.
-			if _, err := env.DB.Exec("INSERT INTO orders VALUES ('a',?,1,'cancelled',NOW(6),NULL,NOW(6))", sku); err != nil {
+			if _, err := env.DB.Exec("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES ('a',?,1,'cancelled',NOW(6),NULL,NOW(6))", sku); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.recover(ctx); err != nil {

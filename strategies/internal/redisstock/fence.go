@@ -133,6 +133,21 @@ func (s Store) Ready(ctx context.Context) error {
 	return nil
 }
 
+// Arm loads the Try script when the stock hashes were all just built from
+// MySQL (a first start on an empty Redis): the rebuild Ready would run
+// has nothing left to do. Without a fence it does nothing.
+func (s Store) Arm(ctx context.Context) error {
+	if s.Fence == nil {
+		return nil
+	}
+	s.Fence.mu.Lock()
+	defer s.Fence.mu.Unlock()
+	if err := tryScript.Load(ctx, s.R).Err(); err != nil {
+		return fmt.Errorf("redis fence: load try: %w", err)
+	}
+	return nil
+}
+
 // Rebuild rebuilds every SKU's stock hash from MySQL, the system of
 // record: the hash is dropped and built again as Reload builds a missing
 // one — total from MySQL, sold from its confirmed orders, MySQL's

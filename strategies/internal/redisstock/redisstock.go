@@ -81,14 +81,22 @@ type Catalog struct {
 func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
 	progress := strategies.ProgressOf(ctx)
 	var skus []string
-	err := s.LoadAll(ctx, db, func(batch []string) {
+	existed, err := s.LoadAll(ctx, db, func(batch []string) {
 		skus = append(skus, batch...)
 		progress(len(batch))
 	})
 	if err != nil {
 		return err
 	}
-	if err := s.Ready(ctx); err != nil {
+	if existed == 0 {
+		// Every hash was just built from MySQL, the system of record, with
+		// the rebuild's rules: nothing a restarted Redis kept can be stale,
+		// so the fence is armed without rebuilding it all again.
+		err = s.Arm(ctx)
+	} else {
+		err = s.Ready(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -116,7 +124,7 @@ func (c *Catalog) List() []string {
 // (no hash) rather than sell from a half-built one.
 func (s Store) LoadFromMySQL(ctx context.Context, db *sql.DB) ([]string, error) {
 	var skus []string
-	err := s.LoadAll(ctx, db, func(batch []string) { skus = append(skus, batch...) })
+	_, err := s.LoadAll(ctx, db, func(batch []string) { skus = append(skus, batch...) })
 	if err != nil {
 		return nil, err
 	}
@@ -145,23 +153,24 @@ ORDER BY i.sku`
 // once. A missing hash whose SKU has reservations in flight (live in
 // Redis, or reserved in MySQL) is rebuilt by Reload, one SKU at a time,
 // with its rules. done is called
-// with each batch of SKUs handled, in order.
-func (s Store) LoadAll(ctx context.Context, db *sql.DB, done func(skus []string)) error {
+// with each batch of SKUs handled, in order. existed is how many SKUs
+// already had a hash (left as they were).
+func (s Store) LoadAll(ctx context.Context, db *sql.DB, done func(skus []string)) (existed int, err error) {
 	if err := s.loadScript(ctx); err != nil {
-		return fmt.Errorf("load redis: %w", err)
+		return 0, fmt.Errorf("load redis: %w", err)
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("load redis: %w", err)
+		return 0, fmt.Errorf("load redis: %w", err)
 	}
 	defer conn.Close()
 	// A SKU's reserved orders in one value: the session allows 64 MiB.
 	if _, err := conn.ExecContext(ctx, "SET SESSION group_concat_max_len = 67108864"); err != nil {
-		return fmt.Errorf("load redis: %w", err)
+		return 0, fmt.Errorf("load redis: %w", err)
 	}
 	rows, err := conn.QueryContext(ctx, loadQuery)
 	if err != nil {
-		return fmt.Errorf("load redis: %w", err)
+		return 0, fmt.Errorf("load redis: %w", err)
 	}
 	defer rows.Close()
 	batch := make([]loadRow, 0, loadBatch)
@@ -169,9 +178,11 @@ func (s Store) LoadAll(ctx context.Context, db *sql.DB, done func(skus []string)
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := s.loadBatch(ctx, db, batch); err != nil {
+		n, err := s.loadBatch(ctx, db, batch)
+		if err != nil {
 			return err
 		}
+		existed += n
 		skus := make([]string, len(batch))
 		for i, r := range batch {
 			skus[i] = r.sku
@@ -184,7 +195,7 @@ func (s Store) LoadAll(ctx context.Context, db *sql.DB, done func(skus []string)
 		var r loadRow
 		var held string
 		if err := rows.Scan(&r.sku, &r.total, &r.version, &r.sold, &held); err != nil {
-			return fmt.Errorf("load redis: %w", err)
+			return existed, fmt.Errorf("load redis: %w", err)
 		}
 		for _, f := range strings.Fields(held) {
 			i := strings.LastIndexByte(f, ':')
@@ -199,14 +210,15 @@ func (s Store) LoadAll(ctx context.Context, db *sql.DB, done func(skus []string)
 		}
 		if batch = append(batch, r); len(batch) == loadBatch {
 			if err := flush(); err != nil {
-				return err
+				return existed, err
 			}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load redis: %w", err)
+		return existed, fmt.Errorf("load redis: %w", err)
 	}
-	return flush()
+	err = flush()
+	return existed, err
 }
 
 // loadRow is one SKU's MySQL side as LoadAll reads it.
@@ -228,7 +240,7 @@ func (s Store) loadScript(ctx context.Context) error {
 }
 
 // loadBatch creates the stock hash of each SKU of batch that has none.
-func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error {
+func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) (existed int, err error) {
 	pipe := s.R.Pipeline()
 	exists := make([]*redis.IntCmd, len(batch))
 	live := make([]*redis.StringSliceCmd, len(batch))
@@ -237,7 +249,7 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 		live[i] = pipe.ZRange(ctx, inventory.RedisLiveKey(r.sku), 0, -1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("load redis: %w", err)
+		return existed, fmt.Errorf("load redis: %w", err)
 	}
 	pipe = s.R.Pipeline()
 	var created []any
@@ -245,6 +257,7 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 	var madeRows []int
 	for i, r := range batch {
 		if exists[i].Val() == 1 {
+			existed++
 			continue
 		}
 		if len(live[i].Val()) > 0 || len(r.held) > 0 {
@@ -254,7 +267,7 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 			// orders Redis lost; the bulk path below is for SKUs with none.
 			ok, err := s.Reload(ctx, db, r.sku)
 			if err != nil {
-				return err
+				return existed, err
 			}
 			if ok {
 				created = append(created, r.sku)
@@ -264,7 +277,7 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 		st := inventory.Stock{SKU: r.sku, Total: r.total, Sold: r.sold}
 		st.Available = st.Total - st.Sold - st.Occupied
 		if st.Available < 0 {
-			return fmt.Errorf("load redis %s: MySQL total %d < sold %d + held %d: not loading a hash that sells nothing right",
+			return existed, fmt.Errorf("load redis %s: MySQL total %d < sold %d + held %d: not loading a hash that sells nothing right",
 				r.sku, st.Total, st.Sold, st.Occupied)
 		}
 		made = append(made, adjustScript.EvalSha(ctx, pipe, []string{inventory.RedisStockKey(r.sku), restockKey(r.sku)}, "",
@@ -272,7 +285,7 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 		madeRows = append(madeRows, i)
 	}
 	if len(made) == 0 {
-		return nil
+		return existed, nil
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	for j, c := range made {
@@ -283,7 +296,7 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 			// failover): run this one with its source, which caches it.
 			ok, aerr := s.Reload(ctx, db, r.sku)
 			if aerr != nil {
-				return aerr
+				return existed, aerr
 			}
 			n, err = 0, nil
 			if ok {
@@ -291,7 +304,7 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 			}
 		}
 		if err != nil {
-			return wrapLoad(r.sku, err)
+			return existed, wrapLoad(r.sku, err)
 		}
 		if n == 1 {
 			created = append(created, r.sku)
@@ -299,10 +312,10 @@ func (s Store) loadBatch(ctx context.Context, db *sql.DB, batch []loadRow) error
 	}
 	if len(created) > 0 {
 		if err := s.R.SAdd(ctx, inventory.RedisSKUSet, created...).Err(); err != nil {
-			return fmt.Errorf("load redis: %w", err)
+			return existed, fmt.Errorf("load redis: %w", err)
 		}
 	}
-	return nil
+	return existed, nil
 }
 
 // confirmedOrders says which of ids MySQL holds as confirmed, reading them
