@@ -86,30 +86,16 @@ func readOnly(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error 
 	return tx.Commit()
 }
 
-// confirmedAmong says which of ids tx holds as confirmed (500 per query).
+// confirmedAmong says which of ids tx holds as confirmed.
 func confirmedAmong(ctx context.Context, tx *sql.Tx, ids []string) ([]string, error) {
+	states, err := sqlstore.OrderStates(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for start := 0; start < len(ids); start += 500 {
-		part := ids[start:min(start+500, len(ids))]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
-		}
-		rows, err := tx.QueryContext(ctx, "SELECT order_id FROM orders WHERE state='confirmed' AND order_id IN ("+sqlstore.Placeholders(len(part))+")", args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, err
-			}
+	for _, id := range ids {
+		if states[id] == inventory.StateConfirmed {
 			out = append(out, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
 		}
 	}
 	return out, nil

@@ -504,30 +504,16 @@ func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool
 }
 
 // decisionsOf returns, for the orders of ids MySQL holds in a final state,
-// id and state pairs (one query per 500 ids).
+// id and state pairs.
 func decisionsOf(ctx context.Context, db querier, ids []string) ([]any, error) {
+	states, err := sqlstore.OrderStates(ctx, db, ids)
+	if err != nil {
+		return nil, err
+	}
 	var out []any
-	for start := 0; start < len(ids); start += 500 {
-		part := ids[start:min(start+500, len(ids))]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
-		}
-		rows, err := db.QueryContext(ctx, "SELECT order_id, state FROM orders WHERE state IN ('confirmed','cancelled','expired') AND order_id IN ("+sqlstore.Placeholders(len(part))+")", args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id, st string
-			if err := rows.Scan(&id, &st); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, id, st)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
+	for _, id := range ids {
+		if st, ok := states[id]; ok && st.Final() {
+			out = append(out, id, string(st))
 		}
 	}
 	return out, nil
