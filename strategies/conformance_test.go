@@ -268,7 +268,8 @@ var cases = []struct {
 	// A reserve whose reply is lost: its context ends after d, somewhere on
 	// its path (before its first round trip, between the stores, after its
 	// commit), as a client's call that gives up; the client retries with
-	// the same order id until it hears an answer. The answer is the order's
+	// the same order id until it hears an answer (backing off between
+	// tries). The answer is the order's
 	// one outcome: reserved (then its confirm sells exactly one unit) or,
 	// where the strategy compensated the cut attempt, already final (then
 	// the order holds nothing and its confirm is refused) — never a
@@ -286,11 +287,17 @@ var cases = []struct {
 			_ = f.s.Reserve(ctx, r) // its reply is lost, whatever it was
 			cancel()
 			d += d / 2
+			// The client backs off as a real one does (1 ms, doubling, at
+			// most 1 s between tries, about half a minute in all): the cut
+			// attempt may still be finishing or compensating server-side.
 			var err error
-			for try := 0; try < 20; try++ {
+			backoff := time.Millisecond
+			for try := 0; try < 40; try++ {
 				if err = f.s.Reserve(context.Background(), r); err == nil || definitive(err) {
 					break
 				}
+				time.Sleep(backoff)
+				backoff = min(2*backoff, time.Second)
 			}
 			if errors.Is(err, inventory.ErrAlreadyFinal) {
 				wantErr(t, "confirm of compensated "+r.OrderID, f.s.Confirm(context.Background(), ref(r.OrderID)), inventory.ErrAlreadyFinal)
