@@ -19,7 +19,7 @@ func TestSummaryShowsBothAudits(t *testing.T) {
 	got := Summary(&results.Results{Runs: []results.Run{run}})
 	for _, want := range []string{
 		"## Audit at the end of load and after settle",
-		"| outbox | sustained | end of load | 3 | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 1 | 0 |",
+		"| outbox | sustained | end of load | 3 | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 0 | 1 | 0 |",
 		"| outbox | sustained | after settle | 0 |",
 		"outbox (sustained): settle repaired anomalies +3, drift_units +2, orphan_reservations +1.",
 	} {
