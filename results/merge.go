@@ -101,7 +101,8 @@ type runKey struct {
 // shards' measured phases (by MeasuredFrom), TPS the flows over it; series
 // are aligned by wall-clock second and summed. A second's flow_p99_ms is
 // the largest of the shards' (an upper bound: per-second histograms do not
-// travel). The audit is the first shard's: grade the stores again after a
+// travel). A sale's figures (Flash) and the service model's are merged
+// too (mergeFlash, mergeService). The audit is the first shard's: grade the stores again after a
 // merge (the shards' own audits see only their part). Every shard must
 // carry its histograms.
 func Merge(shards []*Results) (*Results, error) {
@@ -153,6 +154,8 @@ func MergeRuns(runs []Run) (Run, error) {
 	var attempts float64
 	counters := map[string][]float64{}
 	var harness []Harness
+	var sales []flashShare
+	var service *Service
 	for i, r := range runs {
 		if len(r.Faults) > 0 {
 			return Run{}, fmt.Errorf("runs with faults do not merge")
@@ -202,6 +205,13 @@ func MergeRuns(runs []Run) (Run, error) {
 		if err != nil {
 			return Run{}, fmt.Errorf("generator %d: %w", i, err)
 		}
+		if (r.Flash != nil) != (runs[0].Flash != nil) {
+			return Run{}, fmt.Errorf("generator %d: sale figures in some generators only", i)
+		}
+		if r.Flash != nil {
+			sales = append(sales, flashShare{r.Flash, start})
+		}
+		service = mergeService(service, r.Service)
 		end := start.Add(time.Duration(r.DurationSec * float64(time.Second)))
 		if i == 0 || start.Before(from) {
 			from = start
@@ -258,11 +268,35 @@ func MergeRuns(runs []Run) (Run, error) {
 		m.Counters[k] = mergeCounter(k, vs)
 	}
 	m.Harness = MergeHarness(harness)
+	m.Service = service
+	flash, err := mergeFlash(sales, from)
+	if err != nil {
+		return Run{}, fmt.Errorf("sale figures: %w", err)
+	}
+	m.Flash = flash
 	m.Harness.HarnessCPUMSPer1kFlows = nil
 	if cpu := m.Harness.HarnessCPUPct; cpu != nil && m.Flows > 0 && m.DurationSec > 0 {
 		m.Harness.HarnessCPUMSPer1kFlows = Float(*cpu / 100 * m.DurationSec * 1000 / float64(m.Flows) * 1000)
 	}
 	return m, nil
+}
+
+// mergeService adds one generator's service model figures to m: each
+// generator ran its own service in front of its own strategy instance, so
+// the limits stay one generator's, sheds and retries are summed and the
+// peak queue is the largest of them.
+func mergeService(m, s *Service) *Service {
+	if s == nil {
+		return m
+	}
+	if m == nil {
+		c := *s
+		return &c
+	}
+	m.Shed += s.Shed
+	m.ClientRetries += s.ClientRetries
+	m.PeakQueue = max(m.PeakQueue, s.PeakQueue)
+	return m
 }
 
 // markSaturated flags the generators of each host whose CPU together was

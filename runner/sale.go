@@ -179,6 +179,18 @@ func (s *sale) figures(from time.Time, late int64) *results.Flash {
 		}
 	}
 	f.RefusalMS, f.WinnerMS, f.ShedMS = percentiles(s.refusal), percentiles(s.winner), percentiles(s.shed)
+	for i, h := range []*hdrhistogram.Histogram{s.refusal, s.winner, s.shed} {
+		if h == nil {
+			continue
+		}
+		// They travel so that the generators of one sale merge exactly.
+		if enc, err := results.EncodeHistogram(h); err == nil {
+			if f.Histograms == nil {
+				f.Histograms = map[string]string{}
+			}
+			f.Histograms[results.FlashHistogramNames[i]] = enc
+		}
+	}
 	if s.earlyBuyers > 0 {
 		f.FairPct = 100 * float64(s.earlyWon) / float64(s.earlyBuyers)
 	}
