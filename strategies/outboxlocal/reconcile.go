@@ -61,7 +61,7 @@ func (s *Strategy) reconcile(ctx context.Context) error {
 		if err != nil || !res.State.Final() {
 			continue // no record (Redis lost it): nothing to learn from Redis
 		}
-		e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(res.State), deadline: deadlineMS(res.Deadline)}
+		e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(res.State), deadline: deadlineMS(res.Deadline), buyer: res.Buyer}
 		if err := s.appendEvent(ctx, e); err != nil {
 			return fmt.Errorf("reconcile: %w", err)
 		}

@@ -15,7 +15,7 @@ var coreLines = map[string]int{
 	"strategies/luatcc":               446,
 	"strategies/naive":                131,
 	"strategies/outbox":               826,
-	"strategies/outboxlocal":          636,
+	"strategies/outboxlocal":          656,
 	"strategies/rowlock":              61,
 	"strategies/skiplocked":           162,
 }
