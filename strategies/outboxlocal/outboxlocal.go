@@ -429,28 +429,34 @@ func (s *Strategy) drain(ctx context.Context) error {
 }
 
 // sweep expires the reservations past their deadline, in Redis (the
-// decision) and then locally, on every SKU of MySQL's catalog. Several
+// decision) and then locally, on every SKU of MySQL's catalog that holds
+// live reservations (a page of SKUs per glance: see catalog). Several
 // sweepers (processes) may race on one reservation: Finish moves it once,
 // and only the winner appends the event.
 func (s *Strategy) sweep(ctx context.Context) error {
-	skus, err := redisstock.ListSKUs(ctx, s.db)
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
 	now := time.Now()
 	const batch = 1000
-	for _, sku := range skus {
-		// A batch at a time, until a batch is short or expires nothing (a
-		// backlog of abandoned reservations on a hot SKU outgrows one).
-		for {
-			n, full, err := s.sweepBatch(ctx, sku, now, batch)
-			if err != nil {
-				return err
+	err := s.catalog(ctx, func(rows []redisstock.SKURow, gl []redisstock.Glance) error {
+		for i, row := range rows {
+			if gl[i].Live == 0 {
+				continue // nothing held: nothing to expire
 			}
-			if !full || n == 0 {
-				break
+			// A batch at a time, until a batch is short or expires nothing
+			// (a backlog of abandoned reservations on a hot SKU outgrows one).
+			for {
+				n, full, err := s.sweepBatch(ctx, row.SKU, now, batch)
+				if err != nil {
+					return err
+				}
+				if !full || n == 0 {
+					break
+				}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
 	}
 	return nil
 }
@@ -460,24 +466,25 @@ func (s *Strategy) sweep(ctx context.Context) error {
 func (s *Strategy) sweepBatch(ctx context.Context, sku string, now time.Time, batch int64) (n int, full bool, err error) {
 	ids, err := s.rs.Due(ctx, sku, now, batch)
 	if err != nil {
-		return 0, false, fmt.Errorf("sweep: %w", err)
+		return 0, false, err
 	}
 	full = int64(len(ids)) == batch
-	for _, id := range ids {
-		ref := inventory.OrderRef{OrderID: id, SKU: sku}
-		res, err := s.rs.Get(ctx, ref)
-		if errors.Is(err, redisstock.ErrNoReservation) {
-			continue
-		}
-		if err != nil {
-			return n, full, fmt.Errorf("sweep: %w", err)
-		}
-		if res.State != inventory.StateReserved || now.Before(res.Deadline) {
+	refs := make([]inventory.OrderRef, len(ids))
+	for i, id := range ids {
+		refs[i] = inventory.OrderRef{OrderID: id, SKU: sku}
+	}
+	recs, found, err := s.rs.GetAll(ctx, refs) // one pipeline for the batch
+	if err != nil {
+		return 0, full, err
+	}
+	for i, ref := range refs {
+		res := recs[i]
+		if !found[i] || res.State != inventory.StateReserved || now.Before(res.Deadline) {
 			continue
 		}
 		got, err := s.decide(ctx, ref, res, inventory.StateExpired)
 		if err != nil {
-			return n, full, fmt.Errorf("sweep: %w", err)
+			return n, full, err
 		}
 		if got == inventory.StateExpired {
 			s.expired.Add(1)

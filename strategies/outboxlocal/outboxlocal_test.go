@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers"
 	"github.com/stockbench/stockbench/servers/servertest"
 	"github.com/stockbench/stockbench/strategies"
 )
@@ -234,5 +236,85 @@ func TestOverLimitAudited(t *testing.T) {
 				t.Fatalf("audit: %d units over the limit, %d anomalies; want %d of each (%v)", a.OverLimitUnits, a.Anomalies, c.wantOverLimit, a.Violations)
 			}
 		})
+	}
+}
+
+// roundTrips counts the commands and pipelines a Redis client sends: one
+// per call, one per pipeline however many commands it holds.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { r.n.Add(1); return next(ctx, cmd) }
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { r.n.Add(1); return next(ctx, cmds) }
+}
+
+// statements is the MySQL server's count of statements received so far
+// (Questions: every statement of every client, this one included).
+func statements(t *testing.T) int64 {
+	t.Helper()
+	var name string
+	var n int64
+	if err := env.DB.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSettleIsPaged fails if a Settle — the sweeper's pass, the
+// reconciler's pass and the drains — costs a MySQL statement or a Redis
+// round trip per SKU: it counts them (never time) on a catalog of 20 SKUs
+// and of 1,220, each with the same work to do (three SKUs holding a live
+// reservation, one with a restock Redis never counted). The larger
+// catalog may cost a few more pages, not a call per SKU; the restock is
+// caught up in both.
+func TestSettleIsPaged(t *testing.T) {
+	ctx := context.Background()
+	type cost struct{ statements, trips int64 }
+	measure := func(t *testing.T, skus int) cost {
+		conns, err := servers.Open(env.Endpoints, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conns.Close()
+		var trips roundTrips
+		conns.Redis.AddHook(&trips)
+		s := fresh(t, skus, conns.Redis)
+		for i, id := range []string{"r1", "r2", "r3"} {
+			r := resFor(id, "", 0)
+			r.SKU = fmt.Sprintf("S%04d", 1+i*(skus/3))
+			must(t, "reserve", s.Reserve(ctx, r))
+		}
+		must(t, "drain", s.drain(ctx))
+		// A restock MySQL committed whose Redis write never came.
+		caught := fmt.Sprintf("S%04d", skus-1)
+		if _, err := env.DB.Exec("UPDATE inventory SET total=total+5, available=available+5, version=version+1 WHERE sku=?", caught); err != nil {
+			t.Fatal(err)
+		}
+		trips.n.Store(0)
+		from := statements(t)
+		must(t, "settle", s.Settle(ctx))
+		c := cost{statements(t) - from - 1, trips.n.Load()} // the second SHOW STATUS counts itself
+		t.Logf("%d SKUs: a Settle sent %d MySQL statements, %d Redis round trips", skus, c.statements, c.trips)
+		total, err := env.Redis.HGet(ctx, inventory.RedisStockKey(caught), "total").Int64()
+		must(t, "read the caught-up total", err)
+		if total != 15 {
+			t.Fatalf("%d SKUs: the restock was not caught up: Redis total %d, want 15", skus, total)
+		}
+		return c
+	}
+	small := measure(t, 20)
+	large := measure(t, 1220)
+	// 1,200 more SKUs are 3 more pages for each of the two passes: a
+	// statement and a pipeline each, with room to spare; a call per SKU
+	// would cost 1,200 more.
+	const slack = 12
+	if large.statements > small.statements+slack {
+		t.Errorf("a Settle sent %d MySQL statements over 1,220 SKUs, %d over 20: a statement per SKU?", large.statements, small.statements)
+	}
+	if large.trips > small.trips+slack {
+		t.Errorf("a Settle made %d Redis round trips over 1,220 SKUs, %d over 20: a call per SKU?", large.trips, small.trips)
 	}
 }
