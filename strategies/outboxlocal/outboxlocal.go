@@ -72,8 +72,13 @@ const localSchema = `CREATE TABLE IF NOT EXISTS events (
   qty      INTEGER NOT NULL,
   kind     TEXT    NOT NULL,
   deadline INTEGER NOT NULL,
-  created  INTEGER NOT NULL
+  created  INTEGER NOT NULL,
+  buyer    TEXT    NOT NULL DEFAULT ''
 )`
+
+// addBuyer gives a table an older instance created without the buyer
+// column one (empty: no buyer, as its events had).
+const addBuyer = `ALTER TABLE events ADD COLUMN buyer TEXT NOT NULL DEFAULT ''`
 
 // Strategy implements strategies.Strategy with Redis and a local message
 // table. Safe for concurrent use.
@@ -107,6 +112,10 @@ type event struct {
 	kind     string // kindReserve or a final order state
 	deadline int64  // Unix ms, 0: none
 	created  int64  // Unix ns of the append
+	// buyer is the order's buyer ("" for none): the relay writes it into
+	// the MySQL order row, where the per-buyer limit is audited and from
+	// which a rebuilt Redis counts the buyer's holds again.
+	buyer string
 }
 
 // New builds the strategy on cfg.DB and cfg.Redis and opens (or creates)
@@ -164,7 +173,27 @@ func openLocal(ctx context.Context, path string) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("outbox-local: create table in %s: %w", path, err)
 	}
+	if err := migrateLocal(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("outbox-local: %s: %w", path, err)
+	}
 	return db, nil
+}
+
+// migrateLocal adds the buyer column to a table an older instance left
+// without it.
+func migrateLocal(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name='buyer'").Scan(&n); err != nil {
+		return fmt.Errorf("read the events table's columns: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, addBuyer); err != nil {
+		return fmt.Errorf("add the buyer column: %w", err)
+	}
+	return nil
 }
 
 func (s *Strategy) removeOwned() {
@@ -194,14 +223,14 @@ func (s *Strategy) insertEvents(ctx context.Context, evs []event) error {
 		return fmt.Errorf("outbox-local: append: %w", err)
 	}
 	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, "INSERT INTO events (order_id, sku, qty, kind, deadline, created) VALUES (?,?,?,?,?,?)")
+	st, err := tx.PrepareContext(ctx, "INSERT INTO events (order_id, sku, qty, kind, deadline, created, buyer) VALUES (?,?,?,?,?,?,?)")
 	if err != nil {
 		return fmt.Errorf("outbox-local: append: %w", err)
 	}
 	defer st.Close()
 	now := time.Now().UnixNano()
 	for _, e := range evs {
-		if _, err := st.ExecContext(ctx, e.orderID, e.sku, e.qty, e.kind, e.deadline, now); err != nil {
+		if _, err := st.ExecContext(ctx, e.orderID, e.sku, e.qty, e.kind, e.deadline, now, e.buyer); err != nil {
 			return fmt.Errorf("outbox-local: append: %w", err)
 		}
 	}
@@ -257,7 +286,7 @@ func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
 	if err != nil || !fresh {
 		return err
 	}
-	e := event{orderID: r.OrderID, sku: r.SKU, qty: r.Qty, kind: kindReserve, deadline: deadlineMS(r.Deadline)}
+	e := event{orderID: r.OrderID, sku: r.SKU, qty: r.Qty, kind: kindReserve, deadline: deadlineMS(r.Deadline), buyer: r.Buyer}
 	if err := s.appendEvent(ctx, e); err != nil {
 		ref := inventory.OrderRef{OrderID: r.OrderID, SKU: r.SKU}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
@@ -331,7 +360,7 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 	default:
 		return prev, nil // another decision came first
 	}
-	e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(want), deadline: deadlineMS(res.Deadline)}
+	e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(want), deadline: deadlineMS(res.Deadline), buyer: res.Buyer}
 	if err := s.appendEvent(ctx, e); err != nil {
 		// The decision stands in Redis; the reconciler brings it to MySQL
 		// if MySQL holds the order as reserved.
@@ -400,28 +429,34 @@ func (s *Strategy) drain(ctx context.Context) error {
 }
 
 // sweep expires the reservations past their deadline, in Redis (the
-// decision) and then locally, on every SKU of MySQL's catalog. Several
+// decision) and then locally, on every SKU of MySQL's catalog that holds
+// live reservations (a page of SKUs per glance: see catalog). Several
 // sweepers (processes) may race on one reservation: Finish moves it once,
 // and only the winner appends the event.
 func (s *Strategy) sweep(ctx context.Context) error {
-	skus, err := redisstock.ListSKUs(ctx, s.db)
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
 	now := time.Now()
 	const batch = 1000
-	for _, sku := range skus {
-		// A batch at a time, until a batch is short or expires nothing (a
-		// backlog of abandoned reservations on a hot SKU outgrows one).
-		for {
-			n, full, err := s.sweepBatch(ctx, sku, now, batch)
-			if err != nil {
-				return err
+	err := s.catalog(ctx, func(rows []redisstock.SKURow, gl []redisstock.Glance) error {
+		for i, row := range rows {
+			if gl[i].Live == 0 {
+				continue // nothing held: nothing to expire
 			}
-			if !full || n == 0 {
-				break
+			// A batch at a time, until a batch is short or expires nothing
+			// (a backlog of abandoned reservations on a hot SKU outgrows one).
+			for {
+				n, full, err := s.sweepBatch(ctx, row.SKU, now, batch)
+				if err != nil {
+					return err
+				}
+				if !full || n == 0 {
+					break
+				}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
 	}
 	return nil
 }
@@ -431,24 +466,25 @@ func (s *Strategy) sweep(ctx context.Context) error {
 func (s *Strategy) sweepBatch(ctx context.Context, sku string, now time.Time, batch int64) (n int, full bool, err error) {
 	ids, err := s.rs.Due(ctx, sku, now, batch)
 	if err != nil {
-		return 0, false, fmt.Errorf("sweep: %w", err)
+		return 0, false, err
 	}
 	full = int64(len(ids)) == batch
-	for _, id := range ids {
-		ref := inventory.OrderRef{OrderID: id, SKU: sku}
-		res, err := s.rs.Get(ctx, ref)
-		if errors.Is(err, redisstock.ErrNoReservation) {
-			continue
-		}
-		if err != nil {
-			return n, full, fmt.Errorf("sweep: %w", err)
-		}
-		if res.State != inventory.StateReserved || now.Before(res.Deadline) {
+	refs := make([]inventory.OrderRef, len(ids))
+	for i, id := range ids {
+		refs[i] = inventory.OrderRef{OrderID: id, SKU: sku}
+	}
+	recs, found, err := s.rs.GetAll(ctx, refs) // one pipeline for the batch
+	if err != nil {
+		return 0, full, err
+	}
+	for i, ref := range refs {
+		res := recs[i]
+		if !found[i] || res.State != inventory.StateReserved || now.Before(res.Deadline) {
 			continue
 		}
 		got, err := s.decide(ctx, ref, res, inventory.StateExpired)
 		if err != nil {
-			return n, full, fmt.Errorf("sweep: %w", err)
+			return n, full, err
 		}
 		if got == inventory.StateExpired {
 			s.expired.Add(1)

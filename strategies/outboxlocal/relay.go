@@ -80,7 +80,7 @@ func noteMax(v interface {
 
 // readEvents reads up to limit local events, oldest first.
 func (s *Strategy) readEvents(ctx context.Context, limit int) ([]event, error) {
-	rows, err := s.local.QueryContext(ctx, "SELECT id, order_id, sku, qty, kind, deadline, created FROM events ORDER BY id LIMIT ?", limit)
+	rows, err := s.local.QueryContext(ctx, "SELECT id, order_id, sku, qty, kind, deadline, created, buyer FROM events ORDER BY id LIMIT ?", limit)
 	if err != nil {
 		return nil, fmt.Errorf("relay: read local events: %w", err)
 	}
@@ -88,7 +88,7 @@ func (s *Strategy) readEvents(ctx context.Context, limit int) ([]event, error) {
 	var out []event
 	for rows.Next() {
 		var e event
-		if err := rows.Scan(&e.id, &e.orderID, &e.sku, &e.qty, &e.kind, &e.deadline, &e.created); err != nil {
+		if err := rows.Scan(&e.id, &e.orderID, &e.sku, &e.qty, &e.kind, &e.deadline, &e.created, &e.buyer); err != nil {
 			return nil, fmt.Errorf("relay: read local events: %w", err)
 		}
 		out = append(out, e)
@@ -149,7 +149,7 @@ func applyEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
 	for _, e := range evs {
 		r := rows[e.orderID]
 		if r == nil {
-			o := sqlstore.Order{ID: e.orderID, SKU: e.sku, Qty: e.qty, State: inventory.OrderState(e.kind)}
+			o := sqlstore.Order{ID: e.orderID, SKU: e.sku, Qty: e.qty, State: inventory.OrderState(e.kind), Buyer: e.buyer}
 			if e.kind == kindReserve {
 				o.State = inventory.StateReserved
 			}

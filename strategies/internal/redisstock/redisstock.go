@@ -371,26 +371,8 @@ func ListSKUs(ctx context.Context, db *sql.DB) ([]string, error) {
 type SKURow struct {
 	SKU            string
 	Total, Version int64
-	// Sold is read by RowsPage only (0 from ListRows).
+	// Sold is MySQL's sold units of the SKU.
 	Sold int64
-}
-
-// ListRows reads every SKU's total and version, in SKU order.
-func ListRows(ctx context.Context, db *sql.DB) ([]SKURow, error) {
-	rows, err := db.QueryContext(ctx, "SELECT sku, total, version FROM inventory ORDER BY sku")
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer rows.Close()
-	var out []SKURow
-	for rows.Next() {
-		var c SKURow
-		if err := rows.Scan(&c.SKU, &c.Total, &c.Version); err != nil {
-			return nil, fmt.Errorf("catalog: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // CatchUpRestocks gives a SKU's stock hash the restocks MySQL committed
