@@ -127,23 +127,24 @@ func driftChart(rows []results.Row, sc string, m driftMetric) (*plot.Plot, error
 // both ends, and the relay's verdict; empty when no run has drift.
 func driftMarkdown(r *results.Results) string {
 	var b strings.Builder
-	n := 0
+	t := table{Head: []string{"strategy", "scenario", "window", "flows/s first → last", "change", "P99 ms first → last", "change",
+		"harness RSS MiB", "mysqld RSS MiB", "Redis MiB", "orders rows", "disk reads/s"}, Align: "llrlrlrl"}
 	for _, run := range r.Runs {
 		d := run.Drift
 		if d == nil {
 			continue
 		}
-		if n == 0 {
-			b.WriteString("\n## Drift over the run\n\n")
-			b.WriteString("First against last window of the measured phase (a sixth of it, between 10 s and 5 min): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), and the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png.\n\n")
-			b.WriteString("| strategy | scenario | window | flows/s first → last | change | P99 ms first → last | change | harness RSS MiB | mysqld RSS MiB | Redis MiB | orders rows | disk reads/s |\n|---|---|---:|---|---:|---|---:|---|---|---|---|---|\n")
-		}
-		n++
 		f, l := d.First, d.Last
-		fmt.Fprintf(&b, "| %s | %s | %.0f s | %.1f → %.1f | %+.1f %% | %.2f → %.2f | %+.1f %% | %s | %s | %s | %s | %.0f → %.0f |\n",
-			run.Strategy, label(run), d.WindowSec, f.FlowsPerSec, l.FlowsPerSec, d.FlowsChangePct, f.FlowP99MS, l.FlowP99MS, d.P99ChangePct,
+		t.Rows = append(t.Rows, []string{run.Strategy, label(run), fmt.Sprintf("%.0f s", d.WindowSec),
+			fmt.Sprintf("%.1f → %.1f", f.FlowsPerSec, l.FlowsPerSec), fmt.Sprintf("%+.1f %%", d.FlowsChangePct),
+			fmt.Sprintf("%.2f → %.2f", f.FlowP99MS, l.FlowP99MS), fmt.Sprintf("%+.1f %%", d.P99ChangePct),
 			arrow(f.HarnessRSSBytes, l.HarnessRSSBytes, mib), arrow(f.MySQLRSSBytes, l.MySQLRSSBytes, mib),
-			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), f.DiskReadsPerSec, l.DiskReadsPerSec)
+			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), fmt.Sprintf("%.0f → %.0f", f.DiskReadsPerSec, l.DiskReadsPerSec)})
+	}
+	if len(t.Rows) > 0 {
+		b.WriteString("\n## Drift over the run\n\n")
+		b.WriteString("First against last window of the measured phase (a sixth of it, between 10 s and 5 min): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), and the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png.\n\n")
+		b.WriteString(t.markdown())
 	}
 	for _, run := range r.Runs {
 		if d := run.Drift; d != nil && d.RelayVerdict != "" {

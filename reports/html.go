@@ -36,18 +36,14 @@ func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 		}
 		views[i] = chartView{ID: "chart-" + c.Name, Title: c.Title, SVG: template.HTML(svg)}
 	}
-	head, rows, _ := comparison(r)
-	rhead, rrows := repeatRows(r)
-	fhead, frows := faultTable(r)
-	fdhead, fdrows := faultRunRows(r)
+	comp, rep, faults, faultRuns, flash := comparison(r), repeatRows(r), faultTable(r), faultRunRows(r), flashRows(r)
 	weights := analysis.WeightsOf(r)
-	flHead, flRows := flashRows(r)
 	data := map[string]any{
-		"FlashHead": flHead, "FlashRows": flRows, "FlashExplained": FlashExplained,
+		"FlashHead": flash.Head, "FlashRows": flash.Rows, "FlashExplained": FlashExplained,
 		"R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
 		"Recs": analysis.Recommend(r, weights), "Weights": weights.String(),
-		"Head": head, "Rows": rows, "RHead": rhead, "RRows": rrows,
-		"FHead": fhead, "FRows": frows, "FDHead": fdhead, "FDRows": fdrows, "Persistence": persistenceOf(r),
+		"Head": comp.Head, "Rows": comp.Rows, "RHead": rep.Head, "RRows": rep.Rows,
+		"FHead": faults.Head, "FRows": faults.Rows, "FDHead": faultRuns.Head, "FDRows": faultRuns.Rows, "Persistence": persistenceOf(r),
 		"Caveat": OneHostCaveat(r),
 	}
 	if IsArticlePreset(r) {

@@ -214,12 +214,10 @@ func rttSweepMarkdown(r *results.Results) string {
 			names = append(names, row.Strategy)
 		}
 	}
-	var b strings.Builder
-	b.WriteString("\n### Throughput and P99 against the network's RTT\n\n| rtt | measured MySQL RTT ms | measured Redis RTT ms |")
+	t := table{Head: []string{"rtt", "measured MySQL RTT ms", "measured Redis RTT ms"}, Align: "l" + strings.Repeat("r", 2+2*len(names))}
 	for _, n := range names {
-		fmt.Fprintf(&b, " %s flows/s | %s P99 ms |", n, n)
+		t.Head = append(t.Head, n+" flows/s", n+" P99 ms")
 	}
-	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|---:|", len(names)) + "\n")
 	for _, v := range r.Sweep.Values {
 		var mysql, redis []float64
 		for _, run := range r.Runs {
@@ -233,17 +231,19 @@ func rttSweepMarkdown(r *results.Results) string {
 				redis = append(redis, *p)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |", v, medianStr(mysql), medianStr(redis))
+		row := []string{v, medianStr(mysql), medianStr(redis)}
 		for _, n := range names {
 			i := slices.IndexFunc(rows, func(row results.Row) bool { return row.Strategy == n && row.Value == v })
 			if i < 0 {
-				b.WriteString(" — | — |")
+				row = append(row, "—", "—")
 				continue
 			}
-			fmt.Fprintf(&b, " %.1f | %.2f |", rows[i].TPS, rows[i].P99)
+			row = append(row, f1(rows[i].TPS), f2(rows[i].P99))
 		}
-		b.WriteString("\n")
+		t.Rows = append(t.Rows, row)
 	}
+	var b strings.Builder
+	b.WriteString("\n### Throughput and P99 against the network's RTT\n\n" + t.markdown())
 	b.WriteString("\nThe measured RTT is the median of the probe's round trips (SELECT 1, PING) on an idle connection before each run: the loopback base, plus the configured delay, plus the time the shaper and both ends (harness and server, asleep while they wait) take to wake on this machine.\n")
 	return b.String()
 }

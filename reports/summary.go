@@ -17,8 +17,8 @@ import (
 // comparison is the headline table shared by the terminal and summary.md,
 // so the two never disagree: one row per strategy, scenario and sweep
 // value, repeats folded into "median (min–max)". Column names follow the
-// keys of results.json. right marks the numeric columns.
-func comparison(r *results.Results) (head []string, rows [][]string, right []bool) {
+// keys of results.json; the figures are right-aligned.
+func comparison(r *results.Results) table {
 	rs := results.Rows(r)
 	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "flow P99 ms", "flows")
@@ -30,10 +30,7 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 	}
 	head = append(head, "other anomalies")
 	head = append(head, "server CPU %", "core lines", "safety")
-	right = make([]bool, len(head))
-	for i := 2; i < len(head)-1; i++ {
-		right[i] = true
-	}
+	var rows [][]string
 	for _, row := range rs {
 		runs := row.Runs
 		cells := []string{row.Strategy, rowLabel(row)}
@@ -74,8 +71,12 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), safety)
 		rows = append(rows, cells)
 	}
-	return head, rows, right
+	return table{head, rows, figuresAlign(len(head))}
 }
+
+// figuresAlign aligns a table of n columns whose first two (strategy,
+// scenario) and last (a verdict) are words and the others figures.
+func figuresAlign(n int) string { return "ll" + strings.Repeat("r", n-3) + "l" }
 
 // wrap breaks text at spaces into lines of at most width columns, each
 // line after the first starting with indent.
@@ -97,33 +98,6 @@ func wrap(text string, width int, indent string) string {
 		n += wl
 	}
 	return b.String()
-}
-
-// writeAligned writes a table aligned for a terminal: columns two spaces
-// apart, right marks the right-aligned ones.
-func writeAligned(w io.Writer, head []string, rows [][]string, right []bool) {
-	all := append([][]string{head}, rows...)
-	widths := make([]int, len(head))
-	for _, row := range all {
-		for i, c := range row {
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
-	}
-	for _, row := range all {
-		var line strings.Builder
-		for i, c := range row {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if right[i] {
-				line.WriteString(pad + c)
-			} else {
-				line.WriteString(c + pad)
-			}
-			if i < len(row)-1 {
-				line.WriteString("  ")
-			}
-		}
-		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
-	}
 }
 
 // rowHead is the first columns of a table of rows: strategy, scenario and,
@@ -156,14 +130,11 @@ const TerminalWidth = 120
 // the classic table and the anomaly total; each class apart, and the
 // spread over repeats, are in summary.md and index.html. Cells are medians
 // over repeats.
-func terminal(r *results.Results) (head []string, rows [][]string, right []bool) {
+func terminal(r *results.Results) table {
 	rs := results.Rows(r)
 	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "P99 ms", "flows", "oversold", "oversell %", "anomalies", "CPU %", "safety")
-	right = make([]bool, len(head))
-	for i := 2; i < len(head)-1; i++ {
-		right[i] = true
-	}
+	var rows [][]string
 	for _, row := range rs {
 		med := func(f func(results.Run) float64) float64 { return results.SpreadOf(row.Runs, f).Median }
 		cells := []string{row.Strategy, rowLabel(row)}
@@ -188,15 +159,14 @@ func terminal(r *results.Results) (head []string, rows [][]string, right []bool)
 			pct(row.OversellRate), fmt.Sprint(row.Anomalies), cpu, safety)
 		rows = append(rows, cells)
 	}
-	return head, rows, right
+	return table{head, rows, figuresAlign(len(head))}
 }
 
 // Table writes the headline for a terminal, within TerminalWidth columns
 // (each anomaly class apart is in summary.md), then what made a strategy
 // UNSAFE, the generators and the recommended order.
 func Table(w io.Writer, r *results.Results) {
-	head, rows, right := terminal(r)
-	writeAligned(w, head, rows, right)
+	terminal(r).terminal(w)
 	for _, row := range results.Rows(r) {
 		if !row.Unsafe() {
 			continue
@@ -258,7 +228,26 @@ func safetyNote(r *results.Results) string {
 	return ""
 }
 
+func f0(x float64) string { return fmt.Sprintf("%.0f", x) }
 func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
+
+// classTitles are the titles of every anomaly class, in order.
+func classTitles() []string {
+	out := make([]string, len(audit.Classes))
+	for i, c := range audit.Classes {
+		out[i] = c.Title
+	}
+	return out
+}
+
+// classCells are a's count of every anomaly class, in order.
+func classCells(a audit.Audit) []string {
+	out := make([]string, len(audit.Classes))
+	for i, c := range audit.Classes {
+		out[i] = fmt.Sprint(c.Of(a))
+	}
+	return out
+}
 
 func spread(s results.Spread, f func(float64) string) string {
 	return f(s.Min) + " / " + f(s.Median) + " / " + f(s.Max)
@@ -279,19 +268,7 @@ func Summary(r *results.Results) string {
 		b.WriteString(n + "\n\n")
 	}
 	b.WriteString("## Comparison\n\n")
-	head, rows, right := comparison(r)
-	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
-	for _, rt := range right {
-		if rt {
-			b.WriteString("---:|")
-		} else {
-			b.WriteString("---|")
-		}
-	}
-	b.WriteString("\n")
-	for _, row := range rows {
-		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
-	}
+	b.WriteString(comparison(r).markdown())
 	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase and flows counts them (flows = TPS × measured seconds; the warm-up is excluded); flow P99 is of the whole flow, pay delay excluded. The anomaly columns are the auditor's, counted from the stores after settling over the whole run: oversell % is oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max).\n")
 	b.WriteString(flashMarkdown(r))
 	b.WriteString(repeatsMarkdown(r))
@@ -301,7 +278,7 @@ func Summary(r *results.Results) string {
 	weights := analysis.WeightsOf(r)
 	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
 		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; within each group a strategy whose flash sale did not sell out while it turned buyers away (unsold units) ranks after those that sold out; the weights order strategies only within each group.\n\n", weights, audit.UnsafeTitles())
-		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
+		t := table{Head: []string{"rank", "strategy", "safety", "score", "consistency", "throughput", "latency", "complexity"}, Align: "rllrrrrr"}
 		for _, rec := range recs {
 			safety := "ok"
 			if rec.Unsafe {
@@ -309,9 +286,10 @@ func Summary(r *results.Results) string {
 			} else if rec.Unsold > 0 {
 				safety = "did not sell out"
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rec.Rank, rec.Strategy, safety, rec.Score,
-				rec.Consistency, rec.Throughput, rec.Latency, rec.Complexity)
+			t.Rows = append(t.Rows, []string{fmt.Sprint(rec.Rank), rec.Strategy, safety, f2(rec.Score),
+				f2(rec.Consistency), f2(rec.Throughput), f2(rec.Latency), f2(rec.Complexity)})
 		}
+		b.WriteString(t.markdown())
 		b.WriteString("\n")
 		for _, rec := range recs {
 			fmt.Fprintf(&b, "%d. %s\n", rec.Rank, rec.Reason)
@@ -322,36 +300,33 @@ func Summary(r *results.Results) string {
 	b.WriteString(driftMarkdown(r))
 
 	if len(r.Aggregates) > 0 {
-		b.WriteString("\n## Spread over repeats (min / median / max)\n\n| strategy | scenario | runs | TPS | P99 (ms) | oversell % | server CPU % |\n|---|---|---:|---|---|---|---|\n")
+		t := table{Head: []string{"strategy", "scenario", "runs", "TPS", "P99 (ms)", "oversell %", "server CPU %"}, Align: "llr"}
 		for _, a := range r.Aggregates {
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", a.Strategy, a.Scenario, a.Repeats, spread(a.TPS, f1),
-				spread(a.FlowP99MS, f2), spread(a.OversellRate, pct), spread(a.ServerCPUPct, f1))
+			t.Rows = append(t.Rows, []string{a.Strategy, a.Scenario, fmt.Sprint(a.Repeats), spread(a.TPS, f1),
+				spread(a.FlowP99MS, f2), spread(a.OversellRate, pct), spread(a.ServerCPUPct, f1)})
 		}
+		b.WriteString("\n## Spread over repeats (min / median / max)\n\n" + t.markdown())
 	}
 	if c := r.Calibration; c != nil {
 		fmt.Fprintf(&b, "\n## Calibration (raw ceilings, concurrency %d, %g s each)\n\n", c.Concurrency, c.DurationSec)
-		fmt.Fprintf(&b, "| probe | ops/s |\n|---|---:|\n| Redis EVALSHA, reserve-shaped script, one key | %.0f |\n| MySQL conditional UPDATE, one hot row | %.0f |\n| MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row | %.0f |\n\n",
-			c.RedisEvalshaOps, c.MySQLHotUpdateOps, c.MySQLHotTxnOps)
-		b.WriteString("| strategy | scenario | reserve attempts/s | % of its store's ceiling |\n|---|---|---:|---:|\n")
+		probes := table{Head: []string{"probe", "ops/s"}, Align: "lr", Rows: [][]string{
+			{"Redis EVALSHA, reserve-shaped script, one key", f0(c.RedisEvalshaOps)},
+			{"MySQL conditional UPDATE, one hot row", f0(c.MySQLHotUpdateOps)},
+			{"MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row", f0(c.MySQLHotTxnOps)}}}
+		t := table{Head: []string{"strategy", "scenario", "reserve attempts/s", "% of its store's ceiling"}, Align: "llrr"}
 		for _, run := range r.Runs {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", run.Strategy, label(run), f1(run.AttemptsPerSec), f1(run.CeilingPct))
+			t.Rows = append(t.Rows, []string{run.Strategy, label(run), f1(run.AttemptsPerSec), f1(run.CeilingPct)})
 		}
+		b.WriteString(probes.markdown() + "\n" + t.markdown())
 	}
 
 	// One column per anomaly class: the section the headline's "other
 	// anomalies" points to.
-	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units |")
-	for _, c := range audit.Classes {
-		b.WriteString(" " + c.Title + " |")
-	}
-	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(audit.Classes)) + "\n")
+	at := table{Head: append([]string{"strategy", "scenario", "confirmed units"}, classTitles()...), Align: "ll" + strings.Repeat("r", 1+len(audit.Classes))}
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "| %s | %s | %d |", run.Strategy, label(run), run.Audit.ConfirmedUnits)
-		for _, c := range audit.Classes {
-			fmt.Fprintf(&b, " %d |", c.Of(run.Audit))
-		}
-		b.WriteString("\n")
+		at.Rows = append(at.Rows, append([]string{run.Strategy, label(run), fmt.Sprint(run.Audit.ConfirmedUnits)}, classCells(run.Audit)...))
 	}
+	b.WriteString("\n## Audit (whole run, warm-up included)\n\n" + at.markdown())
 	for _, run := range r.Runs {
 		if len(run.Audit.Violations) > 0 {
 			fmt.Fprintf(&b, "\n%s (%s) violations:\n", run.Strategy, label(run))
@@ -364,16 +339,17 @@ func Summary(r *results.Results) string {
 	writeTwoAudits(&b, r)
 	writeGenerators(&b, r)
 
-	b.WriteString("\n## Latency (ms)\n\n| strategy | scenario | operation | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	lt := table{Head: []string{"strategy", "scenario", "operation", "count", "p50", "p90", "p99", "p99.9", "max"}, Align: "lllrrrrrr"}
 	for _, run := range r.Runs {
 		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
 			p := run.LatencyMS[op]
 			if p.Count == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", run.Strategy, label(run), op, p.Count, f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max))
+			lt.Rows = append(lt.Rows, []string{run.Strategy, label(run), op, fmt.Sprint(p.Count), f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max)})
 		}
 	}
+	b.WriteString("\n## Latency (ms)\n\n" + lt.markdown())
 
 	b.WriteString("\n## Outcomes by operation\n\n")
 	for _, run := range r.Runs {
@@ -453,11 +429,7 @@ func writeTwoAudits(b *strings.Builder, r *results.Results) {
 		return
 	}
 	b.WriteString("\n## Audit at the end of load and after settle\n\nThe stores are graded twice: when the load ends, before any strategy code repairs anything, and after the strategy's Settle.\n\n")
-	b.WriteString("| strategy | scenario | graded | anomalies |")
-	for _, c := range audit.Classes {
-		b.WriteString(" " + c.Title + " |")
-	}
-	b.WriteString("\n|---|---|---|---:|" + strings.Repeat("---:|", len(audit.Classes)) + "\n")
+	t := table{Head: append([]string{"strategy", "scenario", "graded", "anomalies"}, classTitles()...), Align: "lll" + strings.Repeat("r", 1+len(audit.Classes))}
 	for _, run := range r.Runs {
 		if run.AuditEndOfLoad == nil {
 			continue
@@ -466,13 +438,10 @@ func writeTwoAudits(b *strings.Builder, r *results.Results) {
 			when string
 			a    audit.Audit
 		}{{"end of load", *run.AuditEndOfLoad}, {"after settle", run.Audit}} {
-			fmt.Fprintf(b, "| %s | %s | %s | %d |", run.Strategy, label(run), g.when, g.a.Count())
-			for _, c := range audit.Classes {
-				fmt.Fprintf(b, " %d |", c.Of(g.a))
-			}
-			b.WriteString("\n")
+			t.Rows = append(t.Rows, append([]string{run.Strategy, label(run), g.when, fmt.Sprint(g.a.Count())}, classCells(g.a)...))
 		}
 	}
+	b.WriteString(t.markdown())
 	for _, run := range r.Runs {
 		if len(run.SettleRepaired) == 0 {
 			continue
