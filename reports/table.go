@@ -66,12 +66,3 @@ func (t table) terminal(w io.Writer) {
 		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
 	}
 }
-
-// cells formats each value with %v: one table row from figures.
-func cells(vs ...any) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = fmt.Sprint(v)
-	}
-	return out
-}
