@@ -123,18 +123,19 @@ func classCounts(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// faultMarkdown is summary.md's fault section; empty without faults.
-func faultMarkdown(r *results.Results) string {
+// faultsView is summary.md's fault section.
+type faultsView struct {
+	Persistence  string
+	Matrix, Runs table
+}
+
+// faultsOf is the fault section of r; nil without faults.
+func faultsOf(r *results.Results) *faultsView {
 	matrix := faultTable(r)
 	if matrix.Head == nil {
-		return ""
+		return nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Fault matrix\n\nEach cell: the worst anomaly the auditor found after settle under that fault (over every run of the cell), the most seconds of the measured phase without a completed flow, and how long after the fault ended throughput was back at half its pre-fault rate. Redis persistence: %s. Fault times are from the start of the measured phase.\n\n", persistenceOf(r))
-	b.WriteString(matrix.markdown())
-	b.WriteString("\nPer run: the fault timeline, errors by class inside the fault windows (from each fault's start to one second after its end) and outside them, the units the audit found lost (leaked) or re-sold (oversold), and the auditor's anomaly count at the end of load and after settle.\n\n")
-	b.WriteString(faultRunRows(r).markdown())
-	return b.String()
+	return &faultsView{persistenceOf(r), matrix, faultRunRows(r)}
 }
 
 func persistenceOf(r *results.Results) string {

@@ -87,22 +87,32 @@ func flashTable(w io.Writer, r *results.Results) {
 	t.terminal(w)
 }
 
-// flashMarkdown is summary.md's flash section ("" without a sale).
-func flashMarkdown(r *results.Results) string {
+// flashView is summary.md's flash section.
+type flashView struct {
+	Table     table
+	Explained string
+	Services  []serviceView
+}
+
+// serviceView is a run's service model and what it shed.
+type serviceView struct {
+	runRef
+	*results.Service
+}
+
+// flashOf is the flash section of r; nil without a sale.
+func flashOf(r *results.Results) *flashView {
 	t := flashRows(r)
 	if t.Head == nil {
-		return ""
+		return nil
 	}
-	var b strings.Builder
-	b.WriteString("\n## Flash sale\n\n" + t.markdown())
-	b.WriteString("\n" + FlashExplained + "\n")
+	v := &flashView{Table: t, Explained: FlashExplained}
 	for _, run := range flashRuns(r) {
-		if s := run.Service; s != nil {
-			fmt.Fprintf(&b, "\n%s (%s): service model %d calls in flight, queue %d; %d requests shed, deepest queue %d.", run.Strategy, label(run), s.Inflight, s.Queue, s.Shed, s.PeakQueue)
+		if run.Service != nil {
+			v.Services = append(v.Services, serviceView{refOf(run), run.Service})
 		}
 	}
-	b.WriteString("\n")
-	return b.String()
+	return v
 }
 
 // flashCharts are the sale's millisecond timelines: units left by strategy,

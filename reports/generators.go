@@ -8,15 +8,20 @@ import (
 	"github.com/stockbench/stockbench/results"
 )
 
-// writeGenerators adds, for runs measured by several generators (run
-// --procs, merge), a table of the generators: where each ran, what it cost
-// and measured, and whether its host was saturated. Nothing for a
-// single-process run.
-func writeGenerators(b *strings.Builder, r *results.Results) {
+// generatorsView is, for runs measured by several generators (run
+// --procs, merge), the table of the generators: where each ran, what it
+// cost and measured, and whether its host was saturated.
+type generatorsView struct {
+	SaturatedPct int
+	Table        table
+}
+
+// generatorsOf is the generators section of r; nil for a single-process
+// run.
+func generatorsOf(r *results.Results) *generatorsView {
 	if !sharded(r) {
-		return
+		return nil
 	}
-	fmt.Fprintf(b, "\n## Generators\n\nEach run was played by several generator processes, merged exactly (histograms) and audited once. A generator is saturated when the generators of its host used more than %d %% of its cores together: its figures may be the generators' limit, not the stores'.\n\n", results.SaturatedPct)
 	t := table{Head: []string{"strategy", "scenario", "generator", "host", "pid", "harness CPU %", "cores", "flows", "TPS", "flow P99 (ms)", "background loop (s)", "saturated"},
 		Align: "llllrrrrrrrl"}
 	for _, run := range r.Runs {
@@ -33,7 +38,7 @@ func writeGenerators(b *strings.Builder, r *results.Results) {
 				f1(s.HarnessCPUPct), fmt.Sprint(s.Cores), fmt.Sprint(s.Flows), f1(s.TPS), f2(s.FlowP99MS), f2(s.Harness.BackgroundLoopSec), sat})
 		}
 	}
-	b.WriteString(t.markdown())
+	return &generatorsView{results.SaturatedPct, t}
 }
 
 // generatorsNote is the terminal's line about several generators: how

@@ -178,34 +178,12 @@ func Crossings(r *results.Results) []Crossing {
 	return out
 }
 
-// crossingsMarkdown lists the crossings of a numeric sweep.
-func crossingsMarkdown(r *results.Results) string {
-	if r.Sweep == nil {
-		return ""
-	}
-	if _, _, ok := sweepX(r.Sweep); !ok {
-		return ""
-	}
-	_, unit, _ := sweepX(r.Sweep)
-	cs := Crossings(r)
-	var b strings.Builder
-	b.WriteString("\n### Where the verdicts cross\n\n")
-	if len(cs) == 0 {
-		fmt.Fprintf(&b, "No two strategies swap places on throughput or P99 over the swept %s.\n", r.Sweep.Param)
-		return b.String()
-	}
-	for _, c := range cs {
-		fmt.Fprintf(&b, "- %s: %s leads below ≈%s %s, %s above (between %s and %s).\n", c.Metric, c.Before,
-			strconv.FormatFloat(c.X, 'g', 3, 64), unit, c.After, strconv.FormatFloat(c.Lo, 'g', 3, 64), strconv.FormatFloat(c.Hi, 'g', 3, 64))
-	}
-	return b.String()
-}
-
-// rttSweepMarkdown tabulates a sweep over rtt: per value, the RTT each
-// store measured, and each strategy's throughput and P99.
-func rttSweepMarkdown(r *results.Results) string {
+// rttSweepTable tabulates a sweep over rtt: per value, the RTT each
+// store measured, and each strategy's throughput and P99; no head for
+// any other sweep.
+func rttSweepTable(r *results.Results) table {
 	if r.Sweep == nil || r.Sweep.Param != "rtt" {
-		return ""
+		return table{}
 	}
 	rows := results.Rows(r)
 	var names []string
@@ -242,10 +220,7 @@ func rttSweepMarkdown(r *results.Results) string {
 		}
 		t.Rows = append(t.Rows, row)
 	}
-	var b strings.Builder
-	b.WriteString("\n### Throughput and P99 against the network's RTT\n\n" + t.markdown())
-	b.WriteString("\nThe measured RTT is the median of the probe's round trips (SELECT 1, PING) on an idle connection before each run: the loopback base, plus the configured delay, plus the time the shaper and both ends (harness and server, asleep while they wait) take to wake on this machine.\n")
-	return b.String()
+	return t
 }
 
 func medianStr(vs []float64) string {

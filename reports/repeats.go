@@ -27,12 +27,3 @@ func repeatRows(r *results.Results) table {
 	}
 	return t
 }
-
-// repeatsMarkdown renders the repeats table of summary.md, or "".
-func repeatsMarkdown(r *results.Results) string {
-	t := repeatRows(r)
-	if t.Head == nil {
-		return ""
-	}
-	return "\n## Repeats (each run the headline folds)\n\n" + t.markdown()
-}
