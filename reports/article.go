@@ -138,23 +138,23 @@ func articleDifferences(r *results.Results) []string {
 	}
 }
 
-// articleMarkdown renders the side-by-side section of summary.md, or "" when
-// r is not an article preset run.
-func articleMarkdown(r *results.Results) string {
+// articleView is summary.md's section beside the article.
+type articleView struct {
+	Source      string
+	Table       table
+	Differences []string
+}
+
+// articleOf is the side-by-side section of r; nil when r is not an
+// article preset run.
+func articleOf(r *results.Results) *articleView {
 	if !IsArticlePreset(r) {
-		return ""
+		return nil
 	}
-	var b strings.Builder
-	b.WriteString("\n## Beside the article (--preset article)\n\n")
-	b.WriteString("Each pair is the article's published figure, then the one measured in this run (median, min–max over repeats). Source: " + ArticleSource + ". The article's figures are quoted, not measured here.\n\n")
-	b.WriteString("| strategy | scenario | TPS article | TPS measured | P99 ms article | P99 ms measured | oversell % article | oversell % measured | CPU % article | CPU % measured | core lines article | core lines measured |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	t := table{Head: []string{"strategy", "scenario", "TPS article", "TPS measured", "P99 ms article", "P99 ms measured", "oversell % article", "oversell % measured",
+		"CPU % article", "CPU % measured", "core lines article", "core lines measured"}, Align: "llrrrrrrrrrr"}
 	for _, a := range articleRows(r) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a.Strategy, a.Scenario, a.TPS, a.MTPS, a.P99, a.MP99,
-			a.Over, a.MOver, a.CPU, a.MCPU, a.Lines, a.MLines)
+		t.Rows = append(t.Rows, []string{a.Strategy, a.Scenario, a.TPS, a.MTPS, a.P99, a.MP99, a.Over, a.MOver, a.CPU, a.MCPU, a.Lines, a.MLines})
 	}
-	b.WriteString("\nSetup differences:\n\n")
-	for _, d := range articleDifferences(r) {
-		b.WriteString("- " + d + "\n")
-	}
-	return b.String()
+	return &articleView{ArticleSource, t, articleDifferences(r)}
 }

@@ -30,7 +30,7 @@ func TestOneHostCaveat(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := &results.Results{Env: c.env, Sweep: sweep, Runs: []results.Run{{Strategy: "lua-tcc", Scenario: "sustained", Value: "1"}}}
 			got := OneHostCaveat(r)
-			md := sweepMarkdown(r)
+			md := renderMarkdown("sweep", sweepOf(r))
 			page, err := HTML(r, nil)
 			if err != nil {
 				t.Fatal(err)

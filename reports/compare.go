@@ -13,7 +13,8 @@ import (
 // regressed rows. TPS and P99 are medians, with min–max when a file holds
 // repeats.
 func CompareTable(w io.Writer, vs []analysis.Verdict) int {
-	rows := [][]string{{"strategy", "scenario", "old TPS", "new TPS", "Δ%", "old P99 ms", "new P99 ms", "Δ%", "verdict"}}
+	t := table{Head: []string{"strategy", "scenario", "old TPS", "new TPS", "Δ%", "old P99 ms", "new P99 ms", "Δ%", "verdict"}}
+	t.Align = figuresAlign(len(t.Head))
 	bad := 0
 	for _, v := range vs {
 		sc := v.Scenario
@@ -32,13 +33,9 @@ func CompareTable(w io.Writer, vs []analysis.Verdict) int {
 		if v.Missing {
 			newTPS, newP99, dTPS, dP99 = "missing", "missing", "", ""
 		}
-		rows = append(rows, []string{v.Strategy, sc, spreadCell(v.OldTPS, f1), newTPS, dTPS, spreadCell(v.OldP99, f2), newP99, dP99, verdict})
+		t.Rows = append(t.Rows, []string{v.Strategy, sc, spreadCell(v.OldTPS, f1), newTPS, dTPS, spreadCell(v.OldP99, f2), newP99, dP99, verdict})
 	}
-	right := make([]bool, len(rows[0]))
-	for i := 2; i < len(right)-1; i++ {
-		right[i] = true
-	}
-	writeAligned(w, rows[0], rows[1:], right)
+	t.terminal(w)
 	return bad
 }
 

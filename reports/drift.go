@@ -3,7 +3,6 @@ package reports
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -122,39 +121,42 @@ func driftChart(rows []results.Row, sc string, m driftMetric) (*plot.Plot, error
 	return p, nil
 }
 
-// driftMarkdown is the summary's drift section: per timed run the first and
+// driftView is the summary's drift section: per timed run the first and
 // last windows side by side with the change, the memory and table sizes at
-// both ends, and the relay's verdict; empty when no run has drift.
-func driftMarkdown(r *results.Results) string {
-	var b strings.Builder
-	n := 0
+// both ends, and the relay's verdict; no rows when no run has drift.
+type driftView struct {
+	Table    table
+	Verdicts []relayVerdict
+}
+
+// relayVerdict is how a run's outbox relay kept up.
+type relayVerdict struct {
+	runRef
+	Verdict       string
+	FallingBehind bool
+}
+
+func driftOf(r *results.Results) driftView {
+	v := driftView{Table: table{Head: []string{"strategy", "scenario", "window", "flows/s first → last", "change", "P99 ms first → last", "change",
+		"harness RSS MiB", "mysqld RSS MiB", "Redis MiB", "orders rows", "disk reads/s"}, Align: "llrlrlrl"}}
 	for _, run := range r.Runs {
 		d := run.Drift
 		if d == nil {
 			continue
 		}
-		if n == 0 {
-			b.WriteString("\n## Drift over the run\n\n")
-			b.WriteString("First against last window of the measured phase (a sixth of it, between 10 s and 5 min): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), and the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png.\n\n")
-			b.WriteString("| strategy | scenario | window | flows/s first → last | change | P99 ms first → last | change | harness RSS MiB | mysqld RSS MiB | Redis MiB | orders rows | disk reads/s |\n|---|---|---:|---|---:|---|---:|---|---|---|---|---|\n")
-		}
-		n++
 		f, l := d.First, d.Last
-		fmt.Fprintf(&b, "| %s | %s | %.0f s | %.1f → %.1f | %+.1f %% | %.2f → %.2f | %+.1f %% | %s | %s | %s | %s | %.0f → %.0f |\n",
-			run.Strategy, label(run), d.WindowSec, f.FlowsPerSec, l.FlowsPerSec, d.FlowsChangePct, f.FlowP99MS, l.FlowP99MS, d.P99ChangePct,
+		v.Table.Rows = append(v.Table.Rows, []string{run.Strategy, label(run), fmt.Sprintf("%.0f s", d.WindowSec),
+			fmt.Sprintf("%.1f → %.1f", f.FlowsPerSec, l.FlowsPerSec), fmt.Sprintf("%+.1f %%", d.FlowsChangePct),
+			fmt.Sprintf("%.2f → %.2f", f.FlowP99MS, l.FlowP99MS), fmt.Sprintf("%+.1f %%", d.P99ChangePct),
 			arrow(f.HarnessRSSBytes, l.HarnessRSSBytes, mib), arrow(f.MySQLRSSBytes, l.MySQLRSSBytes, mib),
-			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), f.DiskReadsPerSec, l.DiskReadsPerSec)
+			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), fmt.Sprintf("%.0f → %.0f", f.DiskReadsPerSec, l.DiskReadsPerSec)})
 	}
 	for _, run := range r.Runs {
 		if d := run.Drift; d != nil && d.RelayVerdict != "" {
-			verdict := d.RelayVerdict
-			if d.RelayFallingBehind {
-				verdict = "**" + verdict + "**"
-			}
-			fmt.Fprintf(&b, "\n%s (%s): %s.\n", run.Strategy, label(run), verdict)
+			v.Verdicts = append(v.Verdicts, relayVerdict{refOf(run), d.RelayVerdict, d.RelayFallingBehind})
 		}
 	}
-	return b.String()
+	return v
 }
 
 func arrow(first, last, unit int64) string {

@@ -52,27 +52,29 @@ func cellText(c *results.FaultCell) string {
 	return s
 }
 
-// faultTable is the fault matrix as a header and rows of cells.
-func faultTable(r *results.Results) (head []string, rows [][]string) {
+// faultTable is the fault matrix as a table of cells in words; no head
+// without faults.
+func faultTable(r *results.Results) table {
 	m := results.Faults(r)
 	if len(m.Classes) == 0 {
-		return nil, nil
+		return table{}
 	}
-	head = append([]string{"strategy"}, m.Classes...)
+	t := table{Head: append([]string{"strategy"}, m.Classes...)}
 	for _, s := range m.Strategies {
 		row := []string{s}
 		for _, c := range m.Classes {
 			row = append(row, cellText(m.Cell(s, c)))
 		}
-		rows = append(rows, row)
+		t.Rows = append(t.Rows, row)
 	}
-	return head, rows
+	return t
 }
 
 // faultRunRows are one line per run under faults: the timeline and what it
 // did.
-func faultRunRows(r *results.Results) (head []string, rows [][]string) {
-	head = []string{"strategy", "faults (start–end s)", "outage s", "recover s", "errors in window", "errors outside", "units lost", "units re-sold", "anomalies end of load", "anomalies after settle"}
+func faultRunRows(r *results.Results) table {
+	var rows [][]string
+	head := []string{"strategy", "faults (start–end s)", "outage s", "recover s", "errors in window", "errors outside", "units lost", "units re-sold", "anomalies end of load", "anomalies after settle"}
 	for _, run := range r.Runs {
 		if len(run.Faults) == 0 {
 			continue
@@ -107,7 +109,7 @@ func faultRunRows(r *results.Results) (head []string, rows [][]string) {
 			classCounts(im.ErrorsInWindow), classCounts(im.ErrorsOutside), fmt.Sprint(im.UnitsLost), fmt.Sprint(im.UnitsResold),
 			eol, fmt.Sprint(run.Audit.Count())})
 	}
-	return head, rows
+	return table{Head: head, Rows: rows}
 }
 
 func classCounts(m map[string]int64) string {
@@ -121,19 +123,19 @@ func classCounts(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// faultMarkdown is summary.md's fault section; empty without faults.
-func faultMarkdown(r *results.Results) string {
-	head, rows := faultTable(r)
-	if head == nil {
-		return ""
+// faultsView is summary.md's fault section.
+type faultsView struct {
+	Persistence  string
+	Matrix, Runs table
+}
+
+// faultsOf is the fault section of r; nil without faults.
+func faultsOf(r *results.Results) *faultsView {
+	matrix := faultTable(r)
+	if matrix.Head == nil {
+		return nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Fault matrix\n\nEach cell: the worst anomaly the auditor found after settle under that fault (over every run of the cell), the most seconds of the measured phase without a completed flow, and how long after the fault ended throughput was back at half its pre-fault rate. Redis persistence: %s. Fault times are from the start of the measured phase.\n\n", persistenceOf(r))
-	writeMDTable(&b, head, rows)
-	h2, r2 := faultRunRows(r)
-	b.WriteString("\nPer run: the fault timeline, errors by class inside the fault windows (from each fault's start to one second after its end) and outside them, the units the audit found lost (leaked) or re-sold (oversold), and the auditor's anomaly count at the end of load and after settle.\n\n")
-	writeMDTable(&b, h2, r2)
-	return b.String()
+	return &faultsView{persistenceOf(r), matrix, faultRunRows(r)}
 }
 
 func persistenceOf(r *results.Results) string {
@@ -141,13 +143,6 @@ func persistenceOf(r *results.Results) string {
 		return "not set by stockbench"
 	}
 	return r.Env.RedisPersistence
-}
-
-func writeMDTable(b *strings.Builder, head []string, rows [][]string) {
-	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Repeat("---|", len(head)) + "\n")
-	for _, row := range rows {
-		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
-	}
 }
 
 // heatColor is a cell's colour: green clean and served throughout, amber

@@ -26,14 +26,16 @@ func flashRuns(r *results.Results) []results.Run {
 // FlashExplained says in prose what the flash table's columns mean.
 const FlashExplained = "Sold: units the clients were told they bought, of the stock. Sold out in: from the first acknowledged reserve to the last unit sold (reserved: to the last acknowledged reserve). Buyers served paid; refused were told out of stock; shed were turned away at once by the service model (busy); timed out got no answer in time. Refusal and winner P50/P99 are the reserve latencies of those answers, apart. Fair: of the first stock-many buyers to arrive who meant to pay, the share who bought (100 % is first come, first served). Unsold: units left on the shelf while buyers were turned away (undersell, the mirror of oversell) — a sale that did not sell out ranks after those that did. Late: buyers who started over 10 ms after their scheduled arrival (the harness could not keep up). RSS and CPU are the harness's own: its peak resident memory and its CPU per 1000 buyers."
 
-// flashRows is the flash table: one row per run with a sale's figures.
-func flashRows(r *results.Results) (head []string, rows [][]string) {
+// flashRows is the flash table: one row per run with a sale's figures;
+// no head without a sale.
+func flashRows(r *results.Results) table {
 	runs := flashRuns(r)
 	if len(runs) == 0 {
-		return nil, nil
+		return table{}
 	}
-	head = []string{"strategy", "scenario", "sold / stock", "sold out in ms", "reserved out in ms", "buyers", "served", "refused", "shed", "timed out",
+	head := []string{"strategy", "scenario", "sold / stock", "sold out in ms", "reserved out in ms", "buyers", "served", "refused", "shed", "timed out",
 		"refusal P50/P99 ms", "winner P50/P99 ms", "fair %", "unsold", "late", "harness RSS MB", "harness CPU ms / 1k buyers"}
+	var rows [][]string
 	for _, run := range runs {
 		f := run.Flash
 		sold := fmt.Sprintf("%d / %d", f.Sold, f.Stock)
@@ -53,7 +55,7 @@ func flashRows(r *results.Results) (head []string, rows [][]string) {
 			f2(f.RefusalMS.P50) + " / " + f2(f.RefusalMS.P99), f2(f.WinnerMS.P50) + " / " + f2(f.WinnerMS.P99),
 			f1(f.FairPct), fmt.Sprint(f.UnsoldUnits), fmt.Sprint(f.LateStarts), rss, cpu})
 	}
-	return head, rows
+	return table{head, rows, "ll" + strings.Repeat("r", len(head)-2)}
 }
 
 // flashTable prints a compact flash table for the terminal (nothing
@@ -63,12 +65,8 @@ func flashTable(w io.Writer, r *results.Results) {
 	if len(runs) == 0 {
 		return
 	}
-	head := []string{"flash", "sold", "sold out ms", "served", "refused", "shed", "timed out", "refusal P99", "fair %", "unsold", "late", "RSS MB"}
-	right := make([]bool, len(head))
-	for i := 1; i < len(right); i++ {
-		right[i] = true
-	}
-	var rows [][]string
+	t := table{Head: []string{"flash", "sold", "sold out ms", "served", "refused", "shed", "timed out", "refusal P99", "fair %", "unsold", "late", "RSS MB"}}
+	t.Align = "l" + strings.Repeat("r", len(t.Head)-1)
 	for _, run := range runs {
 		f := run.Flash
 		out := "not sold out"
@@ -83,33 +81,38 @@ func flashTable(w io.Writer, r *results.Results) {
 		if run.Repeat > 0 || run.Param != "" {
 			name += " " + label(run)
 		}
-		rows = append(rows, []string{name, fmt.Sprintf("%d/%d", f.Sold, f.Stock), out, fmt.Sprint(f.Served), fmt.Sprint(f.Refused),
+		t.Rows = append(t.Rows, []string{name, fmt.Sprintf("%d/%d", f.Sold, f.Stock), out, fmt.Sprint(f.Served), fmt.Sprint(f.Refused),
 			fmt.Sprint(f.Shed), fmt.Sprint(f.TimedOut), f1(f.RefusalMS.P99), f1(f.FairPct), fmt.Sprint(f.UnsoldUnits), fmt.Sprint(f.LateStarts), rss})
 	}
-	writeAligned(w, head, rows, right)
+	t.terminal(w)
 }
 
-// flashMarkdown is summary.md's flash section ("" without a sale).
-func flashMarkdown(r *results.Results) string {
-	head, rows := flashRows(r)
-	if head == nil {
-		return ""
+// flashView is summary.md's flash section.
+type flashView struct {
+	Table     table
+	Explained string
+	Services  []serviceView
+}
+
+// serviceView is a run's service model and what it shed.
+type serviceView struct {
+	runRef
+	*results.Service
+}
+
+// flashOf is the flash section of r; nil without a sale.
+func flashOf(r *results.Results) *flashView {
+	t := flashRows(r)
+	if t.Head == nil {
+		return nil
 	}
-	var b strings.Builder
-	b.WriteString("\n## Flash sale\n\n")
-	b.WriteString("| " + strings.Join(head, " | ") + " |\n|---|---|")
-	b.WriteString(strings.Repeat("---:|", len(head)-2) + "\n")
-	for _, row := range rows {
-		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
-	}
-	b.WriteString("\n" + FlashExplained + "\n")
+	v := &flashView{Table: t, Explained: FlashExplained}
 	for _, run := range flashRuns(r) {
-		if s := run.Service; s != nil {
-			fmt.Fprintf(&b, "\n%s (%s): service model %d calls in flight, queue %d; %d requests shed, deepest queue %d.", run.Strategy, label(run), s.Inflight, s.Queue, s.Shed, s.PeakQueue)
+		if run.Service != nil {
+			v.Services = append(v.Services, serviceView{refOf(run), run.Service})
 		}
 	}
-	b.WriteString("\n")
-	return b.String()
+	return v
 }
 
 // flashCharts are the sale's millisecond timelines: units left by strategy,

@@ -8,16 +8,22 @@ import (
 	"github.com/stockbench/stockbench/results"
 )
 
-// writeGenerators adds, for runs measured by several generators (run
-// --procs, merge), a table of the generators: where each ran, what it cost
-// and measured, and whether its host was saturated. Nothing for a
-// single-process run.
-func writeGenerators(b *strings.Builder, r *results.Results) {
+// generatorsView is, for runs measured by several generators (run
+// --procs, merge), the table of the generators: where each ran, what it
+// cost and measured, and whether its host was saturated.
+type generatorsView struct {
+	SaturatedPct int
+	Table        table
+}
+
+// generatorsOf is the generators section of r; nil for a single-process
+// run.
+func generatorsOf(r *results.Results) *generatorsView {
 	if !sharded(r) {
-		return
+		return nil
 	}
-	fmt.Fprintf(b, "\n## Generators\n\nEach run was played by several generator processes, merged exactly (histograms) and audited once. A generator is saturated when the generators of its host used more than %d %% of its cores together: its figures may be the generators' limit, not the stores'.\n\n", results.SaturatedPct)
-	b.WriteString("| strategy | scenario | generator | host | pid | harness CPU % | cores | flows | TPS | flow P99 (ms) | background loop (s) | saturated |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	t := table{Head: []string{"strategy", "scenario", "generator", "host", "pid", "harness CPU %", "cores", "flows", "TPS", "flow P99 (ms)", "background loop (s)", "saturated"},
+		Align: "llllrrrrrrrl"}
 	for _, run := range r.Runs {
 		for _, s := range run.Shards {
 			sat := ""
@@ -28,10 +34,11 @@ func writeGenerators(b *strings.Builder, r *results.Results) {
 			if s.Container != "" {
 				host += " (container " + s.Container + ")"
 			}
-			fmt.Fprintf(b, "| %s | %s | %d/%d | %s | %d | %s | %d | %d | %s | %s | %s | %s |\n", run.Strategy, label(run), s.Index, s.Of, host, s.PID,
-				f1(s.HarnessCPUPct), s.Cores, s.Flows, f1(s.TPS), f2(s.FlowP99MS), f2(s.Harness.BackgroundLoopSec), sat)
+			t.Rows = append(t.Rows, []string{run.Strategy, label(run), fmt.Sprintf("%d/%d", s.Index, s.Of), host, fmt.Sprint(s.PID),
+				f1(s.HarnessCPUPct), fmt.Sprint(s.Cores), fmt.Sprint(s.Flows), f1(s.TPS), f2(s.FlowP99MS), f2(s.Harness.BackgroundLoopSec), sat})
 		}
 	}
+	return &generatorsView{results.SaturatedPct, t}
 }
 
 // generatorsNote is the terminal's line about several generators: how

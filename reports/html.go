@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -36,19 +35,22 @@ func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 		}
 		views[i] = chartView{ID: "chart-" + c.Name, Title: c.Title, SVG: template.HTML(svg)}
 	}
-	head, rows, _ := comparison(r)
-	rhead, rrows := repeatRows(r)
-	fhead, frows := faultTable(r)
-	fdhead, fdrows := faultRunRows(r)
-	weights := analysis.WeightsOf(r)
-	flHead, flRows := flashRows(r)
+	// The same view as summary.md's: every section computed once.
+	v := summaryOf(r)
 	data := map[string]any{
-		"FlashHead": flHead, "FlashRows": flRows, "FlashExplained": FlashExplained,
-		"R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
-		"Recs": analysis.Recommend(r, weights), "Weights": weights.String(),
-		"Head": head, "Rows": rows, "RHead": rhead, "RRows": rrows,
-		"FHead": fhead, "FRows": frows, "FDHead": fdhead, "FDRows": fdrows, "Persistence": persistenceOf(r),
+		"FlashExplained": FlashExplained, "R": r, "Charts": views, "Config": string(cfg), "Env": string(env),
+		"Head": v.Comparison.Head, "Rows": v.Comparison.Rows, "RHead": v.Repeats.Head, "RRows": v.Repeats.Rows,
 		"Caveat": OneHostCaveat(r),
+	}
+	if f := v.Flash; f != nil {
+		data["FlashHead"], data["FlashRows"] = f.Table.Head, f.Table.Rows
+	}
+	if rec := v.Recommendation; rec != nil {
+		data["Recs"], data["Weights"] = rec.Recs, rec.Weights
+	}
+	if f := v.Faults; f != nil {
+		data["FHead"], data["FRows"], data["FDHead"], data["FDRows"] = f.Matrix.Head, f.Matrix.Rows, f.Runs.Head, f.Runs.Rows
+		data["Persistence"] = f.Persistence
 	}
 	if IsArticlePreset(r) {
 		data["Article"] = articleRows(r)

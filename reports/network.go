@@ -178,34 +178,12 @@ func Crossings(r *results.Results) []Crossing {
 	return out
 }
 
-// crossingsMarkdown lists the crossings of a numeric sweep.
-func crossingsMarkdown(r *results.Results) string {
-	if r.Sweep == nil {
-		return ""
-	}
-	if _, _, ok := sweepX(r.Sweep); !ok {
-		return ""
-	}
-	_, unit, _ := sweepX(r.Sweep)
-	cs := Crossings(r)
-	var b strings.Builder
-	b.WriteString("\n### Where the verdicts cross\n\n")
-	if len(cs) == 0 {
-		fmt.Fprintf(&b, "No two strategies swap places on throughput or P99 over the swept %s.\n", r.Sweep.Param)
-		return b.String()
-	}
-	for _, c := range cs {
-		fmt.Fprintf(&b, "- %s: %s leads below ≈%s %s, %s above (between %s and %s).\n", c.Metric, c.Before,
-			strconv.FormatFloat(c.X, 'g', 3, 64), unit, c.After, strconv.FormatFloat(c.Lo, 'g', 3, 64), strconv.FormatFloat(c.Hi, 'g', 3, 64))
-	}
-	return b.String()
-}
-
-// rttSweepMarkdown tabulates a sweep over rtt: per value, the RTT each
-// store measured, and each strategy's throughput and P99.
-func rttSweepMarkdown(r *results.Results) string {
+// rttSweepTable tabulates a sweep over rtt: per value, the RTT each
+// store measured, and each strategy's throughput and P99; no head for
+// any other sweep.
+func rttSweepTable(r *results.Results) table {
 	if r.Sweep == nil || r.Sweep.Param != "rtt" {
-		return ""
+		return table{}
 	}
 	rows := results.Rows(r)
 	var names []string
@@ -214,12 +192,10 @@ func rttSweepMarkdown(r *results.Results) string {
 			names = append(names, row.Strategy)
 		}
 	}
-	var b strings.Builder
-	b.WriteString("\n### Throughput and P99 against the network's RTT\n\n| rtt | measured MySQL RTT ms | measured Redis RTT ms |")
+	t := table{Head: []string{"rtt", "measured MySQL RTT ms", "measured Redis RTT ms"}, Align: "l" + strings.Repeat("r", 2+2*len(names))}
 	for _, n := range names {
-		fmt.Fprintf(&b, " %s flows/s | %s P99 ms |", n, n)
+		t.Head = append(t.Head, n+" flows/s", n+" P99 ms")
 	}
-	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|---:|", len(names)) + "\n")
 	for _, v := range r.Sweep.Values {
 		var mysql, redis []float64
 		for _, run := range r.Runs {
@@ -233,19 +209,18 @@ func rttSweepMarkdown(r *results.Results) string {
 				redis = append(redis, *p)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |", v, medianStr(mysql), medianStr(redis))
+		row := []string{v, medianStr(mysql), medianStr(redis)}
 		for _, n := range names {
 			i := slices.IndexFunc(rows, func(row results.Row) bool { return row.Strategy == n && row.Value == v })
 			if i < 0 {
-				b.WriteString(" — | — |")
+				row = append(row, "—", "—")
 				continue
 			}
-			fmt.Fprintf(&b, " %.1f | %.2f |", rows[i].TPS, rows[i].P99)
+			row = append(row, f1(rows[i].TPS), f2(rows[i].P99))
 		}
-		b.WriteString("\n")
+		t.Rows = append(t.Rows, row)
 	}
-	b.WriteString("\nThe measured RTT is the median of the probe's round trips (SELECT 1, PING) on an idle connection before each run: the loopback base, plus the configured delay, plus the time the shaper and both ends (harness and server, asleep while they wait) take to wake on this machine.\n")
-	return b.String()
+	return t
 }
 
 func medianStr(vs []float64) string {

@@ -1,12 +1,15 @@
 package reports
 
 import (
+	_ "embed"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"text/template"
 	"unicode/utf8"
 
 	"github.com/stockbench/stockbench/analysis"
@@ -17,8 +20,8 @@ import (
 // comparison is the headline table shared by the terminal and summary.md,
 // so the two never disagree: one row per strategy, scenario and sweep
 // value, repeats folded into "median (min–max)". Column names follow the
-// keys of results.json. right marks the numeric columns.
-func comparison(r *results.Results) (head []string, rows [][]string, right []bool) {
+// keys of results.json; the figures are right-aligned.
+func comparison(r *results.Results) table {
 	rs := results.Rows(r)
 	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "flow P99 ms", "flows")
@@ -30,10 +33,7 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 	}
 	head = append(head, "other anomalies")
 	head = append(head, "server CPU %", "core lines", "safety")
-	right = make([]bool, len(head))
-	for i := 2; i < len(head)-1; i++ {
-		right[i] = true
-	}
+	var rows [][]string
 	for _, row := range rs {
 		runs := row.Runs
 		cells := []string{row.Strategy, rowLabel(row)}
@@ -74,8 +74,12 @@ func comparison(r *results.Results) (head []string, rows [][]string, right []boo
 		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), safety)
 		rows = append(rows, cells)
 	}
-	return head, rows, right
+	return table{head, rows, figuresAlign(len(head))}
 }
+
+// figuresAlign aligns a table of n columns whose first two (strategy,
+// scenario) and last (a verdict) are words and the others figures.
+func figuresAlign(n int) string { return "ll" + strings.Repeat("r", n-3) + "l" }
 
 // wrap breaks text at spaces into lines of at most width columns, each
 // line after the first starting with indent.
@@ -97,33 +101,6 @@ func wrap(text string, width int, indent string) string {
 		n += wl
 	}
 	return b.String()
-}
-
-// writeAligned writes a table aligned for a terminal: columns two spaces
-// apart, right marks the right-aligned ones.
-func writeAligned(w io.Writer, head []string, rows [][]string, right []bool) {
-	all := append([][]string{head}, rows...)
-	widths := make([]int, len(head))
-	for _, row := range all {
-		for i, c := range row {
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
-	}
-	for _, row := range all {
-		var line strings.Builder
-		for i, c := range row {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if right[i] {
-				line.WriteString(pad + c)
-			} else {
-				line.WriteString(c + pad)
-			}
-			if i < len(row)-1 {
-				line.WriteString("  ")
-			}
-		}
-		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
-	}
 }
 
 // rowHead is the first columns of a table of rows: strategy, scenario and,
@@ -156,14 +133,11 @@ const TerminalWidth = 120
 // the classic table and the anomaly total; each class apart, and the
 // spread over repeats, are in summary.md and index.html. Cells are medians
 // over repeats.
-func terminal(r *results.Results) (head []string, rows [][]string, right []bool) {
+func terminal(r *results.Results) table {
 	rs := results.Rows(r)
 	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "P99 ms", "flows", "oversold", "oversell %", "anomalies", "CPU %", "safety")
-	right = make([]bool, len(head))
-	for i := 2; i < len(head)-1; i++ {
-		right[i] = true
-	}
+	var rows [][]string
 	for _, row := range rs {
 		med := func(f func(results.Run) float64) float64 { return results.SpreadOf(row.Runs, f).Median }
 		cells := []string{row.Strategy, rowLabel(row)}
@@ -188,15 +162,14 @@ func terminal(r *results.Results) (head []string, rows [][]string, right []bool)
 			pct(row.OversellRate), fmt.Sprint(row.Anomalies), cpu, safety)
 		rows = append(rows, cells)
 	}
-	return head, rows, right
+	return table{head, rows, figuresAlign(len(head))}
 }
 
 // Table writes the headline for a terminal, within TerminalWidth columns
 // (each anomaly class apart is in summary.md), then what made a strategy
 // UNSAFE, the generators and the recommended order.
 func Table(w io.Writer, r *results.Results) {
-	head, rows, right := terminal(r)
-	writeAligned(w, head, rows, right)
+	terminal(r).terminal(w)
 	for _, row := range results.Rows(r) {
 		if !row.Unsafe() {
 			continue
@@ -258,7 +231,26 @@ func safetyNote(r *results.Results) string {
 	return ""
 }
 
+func f0(x float64) string { return fmt.Sprintf("%.0f", x) }
 func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
+
+// classTitles are the titles of every anomaly class, in order.
+func classTitles() []string {
+	out := make([]string, len(audit.Classes))
+	for i, c := range audit.Classes {
+		out[i] = c.Title
+	}
+	return out
+}
+
+// classCells are a's count of every anomaly class, in order.
+func classCells(a audit.Audit) []string {
+	out := make([]string, len(audit.Classes))
+	for i, c := range audit.Classes {
+		out[i] = fmt.Sprint(c.Of(a))
+	}
+	return out
+}
 
 func spread(s results.Spread, f func(float64) string) string {
 	return f(s.Min) + " / " + f(s.Median) + " / " + f(s.Max)
@@ -266,42 +258,93 @@ func spread(s results.Spread, f func(float64) string) string {
 func f2(x float64) string  { return fmt.Sprintf("%.2f", x) }
 func pct(x float64) string { return fmt.Sprintf("%.3f", 100*x) }
 
-// Summary renders summary.md.
-func Summary(r *results.Results) string {
-	var b strings.Builder
-	b.WriteString("# stockbench results\n\n")
-	if r.Interrupted {
-		b.WriteString("**Interrupted:** the run was stopped early; figures cover what was measured.\n\n")
-	}
-	fmt.Fprintf(&b, "Backend %s · MySQL %s · Redis %s · %d cores (%s) · %s\n\n",
-		r.Env.Backend, r.Env.MySQLVersion, r.Env.RedisVersion, r.Env.Cores, r.Env.CPUModel, r.Env.StartedAt)
-	if n := NetworkLine(r); n != "" {
-		b.WriteString(n + "\n\n")
-	}
-	b.WriteString("## Comparison\n\n")
-	head, rows, right := comparison(r)
-	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
-	for _, rt := range right {
-		if rt {
-			b.WriteString("---:|")
-		} else {
-			b.WriteString("---|")
-		}
-	}
-	b.WriteString("\n")
-	for _, row := range rows {
-		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
-	}
-	b.WriteString("\nTPS counts completed reserve+confirm flows per second of the measured phase and flows counts them (flows = TPS × measured seconds; the warm-up is excluded); flow P99 is of the whole flow, pay delay excluded. The anomaly columns are the auditor's, counted from the stores after settling over the whole run: oversell % is oversold units / confirmed units. A run with any anomaly is UNSAFE. With repeats each cell is the median (min–max).\n")
-	b.WriteString(flashMarkdown(r))
-	b.WriteString(repeatsMarkdown(r))
-	b.WriteString(sweepMarkdown(r))
-	b.WriteString(articleMarkdown(r))
+// summaryView is what summary.md shows, computed once from the results;
+// templates/summary.md.tmpl lays it out. A nil or empty section is left
+// out.
+type summaryView struct {
+	Interrupted    bool
+	Env            results.Env
+	Network        string
+	Comparison     table
+	Flash          *flashView
+	Repeats        table
+	Sweep          *sweepView
+	Article        *articleView
+	Recommendation *recommendationView
+	Faults         *faultsView
+	Drift          driftView
+	Spread         table
+	Calibration    *calibrationView
+	Audit          table
+	Violations     []runNotes
+	TwoAudits      *twoAuditsView
+	Generators     *generatorsView
+	Latency        table
+	Outcomes       []outcomeView
+}
 
+// runRef names a run in a sentence: strategy (scenario label).
+type runRef struct{ Strategy, Label string }
+
+func refOf(run results.Run) runRef { return runRef{run.Strategy, label(run)} }
+
+// runNotes are lines said of one run.
+type runNotes struct {
+	runRef
+	Items []string
+}
+
+type recommendationView struct {
+	Weights, UnsafeTitles string
+	Table                 table
+	Recs                  []analysis.Recommendation
+}
+
+type calibrationView struct {
+	Concurrency  int
+	DurationSec  float64
+	Probes, Runs table
+}
+
+type twoAuditsView struct {
+	Table    table
+	Repaired []runNotes
+}
+
+type outcomeView struct {
+	runRef
+	Ops, Counters, Errors []string
+}
+
+//go:embed templates/summary.md.tmpl
+var summaryTmpl string
+
+var markdown = template.Must(template.New("summary.md").Funcs(template.FuncMap{
+	"table": table.markdown,
+	"join":  strings.Join,
+}).Parse(summaryTmpl))
+
+// renderMarkdown executes one template of summary.md.tmpl on its view.
+func renderMarkdown(name string, view any) string {
+	var b strings.Builder
+	if err := markdown.ExecuteTemplate(&b, name, view); err != nil {
+		// The views are the templates' own types: a failure is a bug here.
+		panic(fmt.Sprintf("reports: %s: %v", name, err))
+	}
+	return b.String()
+}
+
+// Summary renders summary.md.
+func Summary(r *results.Results) string { return renderMarkdown("summary", summaryOf(r)) }
+
+// summaryOf computes summary.md's view of r.
+func summaryOf(r *results.Results) summaryView {
+	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: NetworkLine(r), Comparison: comparison(r),
+		Flash: flashOf(r), Repeats: repeatRows(r), Sweep: sweepOf(r), Article: articleOf(r), Faults: faultsOf(r),
+		Drift: driftOf(r), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r)}
 	weights := analysis.WeightsOf(r)
 	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
-		fmt.Fprintf(&b, "\n## Recommendation for this workload\n\nWeights: %s. Every figure below was measured in this run. Safety comes first: a strategy the auditor caught with any anomaly (%s) is UNSAFE and ranks after every clean one, whatever its score; within each group a strategy whose flash sale did not sell out while it turned buyers away (unsold units) ranks after those that sold out; the weights order strategies only within each group.\n\n", weights, audit.UnsafeTitles())
-		b.WriteString("| rank | strategy | safety | score | consistency | throughput | latency | complexity |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
+		t := table{Head: []string{"rank", "strategy", "safety", "score", "consistency", "throughput", "latency", "complexity"}, Align: "rllrrrrr"}
 		for _, rec := range recs {
 			safety := "ok"
 			if rec.Unsafe {
@@ -309,102 +352,68 @@ func Summary(r *results.Results) string {
 			} else if rec.Unsold > 0 {
 				safety = "did not sell out"
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rec.Rank, rec.Strategy, safety, rec.Score,
-				rec.Consistency, rec.Throughput, rec.Latency, rec.Complexity)
+			t.Rows = append(t.Rows, []string{fmt.Sprint(rec.Rank), rec.Strategy, safety, f2(rec.Score),
+				f2(rec.Consistency), f2(rec.Throughput), f2(rec.Latency), f2(rec.Complexity)})
 		}
-		b.WriteString("\n")
-		for _, rec := range recs {
-			fmt.Fprintf(&b, "%d. %s\n", rec.Rank, rec.Reason)
-		}
+		v.Recommendation = &recommendationView{weights.String(), audit.UnsafeTitles(), t, recs}
 	}
-
-	b.WriteString(faultMarkdown(r))
-	b.WriteString(driftMarkdown(r))
-
 	if len(r.Aggregates) > 0 {
-		b.WriteString("\n## Spread over repeats (min / median / max)\n\n| strategy | scenario | runs | TPS | P99 (ms) | oversell % | server CPU % |\n|---|---|---:|---|---|---|---|\n")
+		v.Spread = table{Head: []string{"strategy", "scenario", "runs", "TPS", "P99 (ms)", "oversell %", "server CPU %"}, Align: "llr"}
 		for _, a := range r.Aggregates {
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", a.Strategy, a.Scenario, a.Repeats, spread(a.TPS, f1),
-				spread(a.FlowP99MS, f2), spread(a.OversellRate, pct), spread(a.ServerCPUPct, f1))
+			v.Spread.Rows = append(v.Spread.Rows, []string{a.Strategy, a.Scenario, fmt.Sprint(a.Repeats), spread(a.TPS, f1),
+				spread(a.FlowP99MS, f2), spread(a.OversellRate, pct), spread(a.ServerCPUPct, f1)})
 		}
 	}
 	if c := r.Calibration; c != nil {
-		fmt.Fprintf(&b, "\n## Calibration (raw ceilings, concurrency %d, %g s each)\n\n", c.Concurrency, c.DurationSec)
-		fmt.Fprintf(&b, "| probe | ops/s |\n|---|---:|\n| Redis EVALSHA, reserve-shaped script, one key | %.0f |\n| MySQL conditional UPDATE, one hot row | %.0f |\n| MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row | %.0f |\n\n",
-			c.RedisEvalshaOps, c.MySQLHotUpdateOps, c.MySQLHotTxnOps)
-		b.WriteString("| strategy | scenario | reserve attempts/s | % of its store's ceiling |\n|---|---|---:|---:|\n")
+		cv := &calibrationView{Concurrency: c.Concurrency, DurationSec: c.DurationSec,
+			Probes: table{Head: []string{"probe", "ops/s"}, Align: "lr", Rows: [][]string{
+				{"Redis EVALSHA, reserve-shaped script, one key", f0(c.RedisEvalshaOps)},
+				{"MySQL conditional UPDATE, one hot row", f0(c.MySQLHotUpdateOps)},
+				{"MySQL SELECT … FOR UPDATE + UPDATE txn, one hot row", f0(c.MySQLHotTxnOps)}}},
+			Runs: table{Head: []string{"strategy", "scenario", "reserve attempts/s", "% of its store's ceiling"}, Align: "llrr"}}
 		for _, run := range r.Runs {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", run.Strategy, label(run), f1(run.AttemptsPerSec), f1(run.CeilingPct))
+			cv.Runs.Rows = append(cv.Runs.Rows, []string{run.Strategy, label(run), f1(run.AttemptsPerSec), f1(run.CeilingPct)})
 		}
+		v.Calibration = cv
 	}
-
 	// One column per anomaly class: the section the headline's "other
 	// anomalies" points to.
-	b.WriteString("\n## Audit (whole run, warm-up included)\n\n| strategy | scenario | confirmed units |")
-	for _, c := range audit.Classes {
-		b.WriteString(" " + c.Title + " |")
-	}
-	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(audit.Classes)) + "\n")
+	v.Audit = table{Head: append([]string{"strategy", "scenario", "confirmed units"}, classTitles()...), Align: "ll" + strings.Repeat("r", 1+len(audit.Classes))}
+	v.Latency = table{Head: []string{"strategy", "scenario", "operation", "count", "p50", "p90", "p99", "p99.9", "max"}, Align: "lllrrrrrr"}
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "| %s | %s | %d |", run.Strategy, label(run), run.Audit.ConfirmedUnits)
-		for _, c := range audit.Classes {
-			fmt.Fprintf(&b, " %d |", c.Of(run.Audit))
-		}
-		b.WriteString("\n")
-	}
-	for _, run := range r.Runs {
+		v.Audit.Rows = append(v.Audit.Rows, append([]string{run.Strategy, label(run), fmt.Sprint(run.Audit.ConfirmedUnits)}, classCells(run.Audit)...))
 		if len(run.Audit.Violations) > 0 {
-			fmt.Fprintf(&b, "\n%s (%s) violations:\n", run.Strategy, label(run))
-			for _, v := range run.Audit.Violations {
-				fmt.Fprintf(&b, "- %s\n", v)
-			}
+			v.Violations = append(v.Violations, runNotes{refOf(run), run.Audit.Violations})
 		}
-	}
-
-	writeTwoAudits(&b, r)
-	writeGenerators(&b, r)
-
-	b.WriteString("\n## Latency (ms)\n\n| strategy | scenario | operation | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, run := range r.Runs {
 		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
-			p := run.LatencyMS[op]
-			if p.Count == 0 {
-				continue
+			if p := run.LatencyMS[op]; p.Count > 0 {
+				v.Latency.Rows = append(v.Latency.Rows, []string{run.Strategy, label(run), op, fmt.Sprint(p.Count), f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max)})
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", run.Strategy, label(run), op, p.Count, f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max))
 		}
+		v.Outcomes = append(v.Outcomes, outcomeOf(run))
 	}
+	return v
+}
 
-	b.WriteString("\n## Outcomes by operation\n\n")
-	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "- **%s** (%s): ", run.Strategy, label(run))
-		var parts []string
-		for _, op := range sortedKeys(run.Counts) {
-			var cs []string
-			for _, cls := range sortedKeys(run.Counts[op]) {
-				cs = append(cs, fmt.Sprintf("%s %d", cls, run.Counts[op][cls]))
-			}
-			parts = append(parts, op+" ("+strings.Join(cs, ", ")+")")
+// outcomeOf is a run's outcomes by operation and class, then the
+// harness's figures and the strategy's counters, by key.
+func outcomeOf(run results.Run) outcomeView {
+	o := outcomeView{runRef: refOf(run), Errors: run.Errors}
+	for _, op := range sortedKeys(run.Counts) {
+		var cs []string
+		for _, cls := range sortedKeys(run.Counts[op]) {
+			cs = append(cs, fmt.Sprintf("%s %d", cls, run.Counts[op][cls]))
 		}
-		b.WriteString(strings.Join(parts, "; "))
-		// The harness's figures and the strategy's counters, by key.
-		figs := run.Harness.Figures()
-		for k, v := range run.Counters {
-			figs[k] = v
-		}
-		if len(figs) > 0 {
-			var cs []string
-			for _, k := range sortedKeys(figs) {
-				cs = append(cs, fmt.Sprintf("%s %.4g", k, figs[k]))
-			}
-			b.WriteString("; counters: " + strings.Join(cs, ", "))
-		}
-		b.WriteString("\n")
-		for _, e := range run.Errors {
-			fmt.Fprintf(&b, "  - error: %s\n", e)
-		}
+		o.Ops = append(o.Ops, op+" ("+strings.Join(cs, ", ")+")")
 	}
-	return b.String()
+	figs := run.Harness.Figures()
+	for k, v := range run.Counters {
+		figs[k] = v
+	}
+	for _, k := range sortedKeys(figs) {
+		o.Counters = append(o.Counters, fmt.Sprintf("%s %.4g", k, figs[k]))
+	}
+	return o
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -442,79 +451,79 @@ func rowLabel(row results.Row) string {
 	return row.Scenario
 }
 
-// writeTwoAudits writes, for runs graded twice, the audit at the end of load
-// and after settle side by side, and what settle repaired.
-func writeTwoAudits(b *strings.Builder, r *results.Results) {
+// twoAuditsOf is, for runs graded twice, the audit at the end of load and
+// after settle side by side, and what settle repaired; nil when no run was.
+func twoAuditsOf(r *results.Results) *twoAuditsView {
+	v := &twoAuditsView{Table: table{Head: append([]string{"strategy", "scenario", "graded", "anomalies"}, classTitles()...),
+		Align: "lll" + strings.Repeat("r", 1+len(audit.Classes))}}
 	graded := false
-	for _, run := range r.Runs {
-		graded = graded || run.AuditEndOfLoad != nil
-	}
-	if !graded {
-		return
-	}
-	b.WriteString("\n## Audit at the end of load and after settle\n\nThe stores are graded twice: when the load ends, before any strategy code repairs anything, and after the strategy's Settle.\n\n")
-	b.WriteString("| strategy | scenario | graded | anomalies |")
-	for _, c := range audit.Classes {
-		b.WriteString(" " + c.Title + " |")
-	}
-	b.WriteString("\n|---|---|---|---:|" + strings.Repeat("---:|", len(audit.Classes)) + "\n")
 	for _, run := range r.Runs {
 		if run.AuditEndOfLoad == nil {
 			continue
 		}
+		graded = true
 		for _, g := range []struct {
 			when string
 			a    audit.Audit
 		}{{"end of load", *run.AuditEndOfLoad}, {"after settle", run.Audit}} {
-			fmt.Fprintf(b, "| %s | %s | %s | %d |", run.Strategy, label(run), g.when, g.a.Count())
-			for _, c := range audit.Classes {
-				fmt.Fprintf(b, " %d |", c.Of(g.a))
-			}
-			b.WriteString("\n")
+			v.Table.Rows = append(v.Table.Rows, append([]string{run.Strategy, label(run), g.when, fmt.Sprint(g.a.Count())}, classCells(g.a)...))
 		}
+	}
+	if !graded {
+		return nil
 	}
 	for _, run := range r.Runs {
 		if len(run.SettleRepaired) == 0 {
 			continue
 		}
-		keys := make([]string, 0, len(run.SettleRepaired))
-		for k := range run.SettleRepaired {
-			keys = append(keys, k)
+		n := runNotes{runRef: refOf(run)}
+		for _, k := range sortedKeys(run.SettleRepaired) {
+			n.Items = append(n.Items, fmt.Sprintf("%s %+d", k, run.SettleRepaired[k]))
 		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = fmt.Sprintf("%s %+d", k, run.SettleRepaired[k])
-		}
-		fmt.Fprintf(b, "\n%s (%s): settle repaired %s.\n", run.Strategy, label(run), strings.Join(parts, ", "))
+		v.Repaired = append(v.Repaired, n)
 	}
+	return v
 }
 
-// sweepMarkdown points a sweep's reader at its charts and, when the run's
-// cluster ran on this one machine, says next to them what such a run can
-// and cannot show.
-func sweepMarkdown(r *results.Results) string {
+// sweepView points a sweep's reader at its charts, tabulates a sweep over
+// rtt, lists where a numeric sweep's verdicts cross and, when the run's
+// cluster ran on this one machine, says what such a run can and cannot
+// show.
+type sweepView struct {
+	Param     string
+	Values    []string
+	Charts    []string
+	RTT       table // no head: not a sweep over rtt
+	Numeric   bool  // the values are numbers or durations: crossings apply
+	Unit      string
+	Crossings []crossingView
+	Caveat    string
+}
+
+// crossingView is a Crossing in words.
+type crossingView struct{ Metric, Before, After, X, Lo, Hi string }
+
+// sweepOf is the sweep section of r; nil without a sweep.
+func sweepOf(r *results.Results) *sweepView {
 	if r.Sweep == nil {
-		return ""
+		return nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Sweep of --%s over %s\n\n", r.Sweep.Param, strings.Join(r.Sweep.Values, ", "))
-	b.WriteString("Charts: ")
-	var names []string
+	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(r), Caveat: OneHostCaveat(r)}
 	rows := results.Rows(r)
 	for _, m := range sweepMetrics {
 		// A metric no row has (CAS retries without cas) has no chart.
 		if slices.ContainsFunc(rows, func(row results.Row) bool { _, ok := m.row(row); return ok }) {
-			names = append(names, "charts/sweep-"+m.name+".png")
+			v.Charts = append(v.Charts, "charts/sweep-"+m.name+".png")
 		}
 	}
-	b.WriteString(strings.Join(names, ", ") + " (one line per strategy against the swept value).\n")
-	b.WriteString(rttSweepMarkdown(r))
-	b.WriteString(crossingsMarkdown(r))
-	if c := OneHostCaveat(r); c != "" {
-		b.WriteString("\n**On one machine:** " + c + "\n")
+	_, v.Unit, v.Numeric = sweepX(r.Sweep)
+	if v.Numeric {
+		g := func(x float64) string { return strconv.FormatFloat(x, 'g', 3, 64) }
+		for _, c := range Crossings(r) {
+			v.Crossings = append(v.Crossings, crossingView{c.Metric, c.Before, c.After, g(c.X), g(c.Lo), g(c.Hi)})
+		}
 	}
-	return b.String()
+	return v
 }
 
 // OneHostCaveat is the honesty note a run on a cluster whose nodes all ran
