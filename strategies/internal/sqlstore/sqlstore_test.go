@@ -174,6 +174,7 @@ func serverCount(t *testing.T, name string) int64 {
 // abandoned, and an hour's backlog outgrew settle's deadline (issue #27).
 // It counts commits and statements on the server, never time; orders not
 // due or already decided are left alone, and each expiry is reported once.
+// Pending (what settle's deadline grows with) counts the reserved orders.
 func TestExpireDueInBatches(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
@@ -236,6 +237,10 @@ func TestExpireDueInBatches(t *testing.T) {
 					reported[ref.OrderID]++
 				}
 			}}
+			base := Base{Orders: o}
+			if n, err := base.Pending(ctx); err != nil || n != int64(c.orders+1) {
+				t.Fatalf("Pending = %d, %v; want the %d reserved orders", n, err, c.orders+1)
+			}
 			commits0, stmts0 := serverCount(t, "Com_commit"), serverCount(t, "Questions")
 			n, err := o.ExpireDue(ctx)
 			commits := serverCount(t, "Com_commit") - commits0
@@ -260,6 +265,9 @@ func TestExpireDueInBatches(t *testing.T) {
 				t.Errorf("%d statements for %d due orders, want at most %d", stmts, c.orders, maxStmts)
 			}
 
+			if n, err := base.Pending(ctx); err != nil || n != 1 {
+				t.Errorf("Pending after the expiry = %d, %v; want 1 (the live reservation)", n, err)
+			}
 			if len(reported) != c.orders {
 				t.Errorf("OnFinal reported %d expiries, want %d", len(reported), c.orders)
 			}
