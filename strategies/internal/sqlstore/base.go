@@ -19,6 +19,8 @@ type Base struct {
 	bgErrors atomic.Int64
 }
 
+var _ strategies.Pending = (*Base)(nil)
+
 // NewBase builds a Base whose stock movements use move.
 func NewBase(cfg strategies.Config, move MoveFunc) Base {
 	cfg = cfg.WithDefaults()
@@ -53,6 +55,17 @@ func (b *Base) Settle(ctx context.Context) error {
 		return fmt.Errorf("settle: %w", err)
 	}
 	return nil
+}
+
+// Pending counts the orders still reserved: what Settle's expiry may have
+// to decide, so the harness gives Settle a deadline that grows with the
+// backlog. One index count. Safe for concurrent use.
+func (b *Base) Pending(ctx context.Context) (int64, error) {
+	var n int64
+	if err := b.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE state='reserved'").Scan(&n); err != nil {
+		return 0, fmt.Errorf("pending orders: %w", err)
+	}
+	return n, nil
 }
 
 // Restock adds r.Qty units to the SKU's total and available stock and
