@@ -11,7 +11,7 @@ var coreLines = map[string]int{
 	"strategies/conditional":          41,
 	"strategies/internal/groupcommit": 259,
 	"strategies/internal/redisstock":  1176,
-	"strategies/internal/sqlstore":    533,
+	"strategies/internal/sqlstore":    605,
 	"strategies/luatcc":               446,
 	"strategies/naive":                131,
 	"strategies/outbox":               826,
