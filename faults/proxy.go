@@ -67,7 +67,7 @@ func (p Plan) CheckFor(ep servers.Endpoints) error {
 	for _, f := range p {
 		switch {
 		case f.Kind == Lose && len(ep.RedisCluster) > 0 && !clusterLosers[ep.Backend]:
-			return fmt.Errorf("fault %s: on a Redis Cluster the %s backend cannot roll the masters back (the local backend can)", f, ep.Backend)
+			return fmt.Errorf("fault %s: on a Redis Cluster the %s backend cannot roll the masters back (the local and docker backends can)", f, ep.Backend)
 		case f.Kind == Lose:
 		case f.Target == Redis && len(ep.RedisCluster) > 0:
 			return fmt.Errorf("fault %s: on a Redis Cluster only redis-lose is supported (its nodes advertise their own addresses; one node's fault is not the store's)", f)
@@ -83,7 +83,7 @@ func (p Plan) CheckFor(ep servers.Endpoints) error {
 
 // clusterLosers are the backends whose provider rolls a Redis Cluster
 // back as a whole (servers.DataLoser on every master).
-var clusterLosers = map[string]bool{"local": true}
+var clusterLosers = map[string]bool{"local": true, "docker": true}
 
 // Listen starts the proxy in front of ep's MySQL and Redis and returns
 // endpoints that lead through it: the DSN's and the Redis address's (or

@@ -318,7 +318,7 @@ func TestListenRefusesClusters(t *testing.T) {
 }
 
 // TestCheckForClusters: on a Redis Cluster redis-lose is allowed where the
-// provider rolls every master back (local), and refused elsewhere; every
+// provider rolls every master back (local, docker), and refused elsewhere; every
 // other Redis fault, process or network, stays refused; a Galera cluster
 // refuses MySQL's process faults.
 func TestCheckForClusters(t *testing.T) {
@@ -333,7 +333,8 @@ func TestCheckForClusters(t *testing.T) {
 	}{
 		{"lose on a local cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, ""},
 		{"lose and app-crash on a local cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s", "app-crash@3s"}, ""},
-		{"lose on a docker cluster", "docker", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, "docker backend cannot roll the masters back"},
+		{"lose on a docker cluster", "docker", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, ""},
+		{"lose on a cluster of another backend", "kubernetes", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, "kubernetes backend cannot roll the masters back"},
 		{"lose on an external cluster", "external", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, "only network faults"},
 		{"pause on a cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-pause@1s+1s"}, "only redis-lose is supported"},
 		{"kill on a cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-restart@1s+1s"}, "only redis-lose is supported"},

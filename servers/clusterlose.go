@@ -34,6 +34,25 @@ func (l *Local) clusterNodes(target string) []*localRole {
 	return slices.Clone(l.redisNodes)
 }
 
+// NodePIDs are the current processes of the Redis Cluster's nodes (a roll
+// back starts new ones), for CPU figures: ok is false when target is not a
+// cluster the provider keeps track of, pids nil while a node is down.
+func (l *Local) NodePIDs(target string) (pids []int, ok bool) {
+	nodes := l.clusterNodes(target)
+	if nodes == nil {
+		return nil, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range nodes {
+		if r.down {
+			return nil, true
+		}
+		pids = append(pids, r.pid)
+	}
+	return pids, true
+}
+
 // eachNode runs fn on every node at once and returns the first error.
 func eachNode[N any](nodes []N, fn func(N) error) error {
 	errs := make([]error, len(nodes))

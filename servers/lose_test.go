@@ -6,7 +6,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -117,30 +119,72 @@ func TestLocalRollBack(t *testing.T) {
 	}
 }
 
-// TestLocalClusterRollBack: on a Redis Cluster a roll back brings every
-// master back holding what it held at the checkpoint — keys on every
-// master written before it kept, later ones and later changes lost — each
-// as a new process (run id changed) on its port with its node id and its
-// slots, the cluster ok on every node; and the client the run holds
-// (a ClusterClient that sends no command again) works on after it.
-func TestLocalClusterRollBack(t *testing.T) {
+// TestClusterRollBack: on a Redis Cluster a roll back brings every master
+// back holding what it held at the checkpoint — keys on every master
+// written before it kept, later ones and later changes lost — each as a
+// new process (run id changed; local: a new pid, which the CPU figures
+// follow) on its port with its node id and its slots, the cluster ok on
+// every node; and the client the run holds (a ClusterClient that sends no
+// command again) works on after it. Local and docker providers, with and
+// without AOF.
+func TestClusterRollBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs servers; not in the -short tier")
 	}
-	for _, persistence := range []string{PersistenceNone, PersistenceEverysec} {
-		t.Run(persistence, func(t *testing.T) {
-			l, err := NewLocal()
-			if err != nil {
-				t.Fatal(err)
+	cases := []struct{ backend, persistence string }{
+		{"local", PersistenceNone},
+		{"local", PersistenceEverysec},
+		{"docker", PersistenceNone},
+		{"docker", PersistenceEverysec},
+	}
+	for _, tc := range cases {
+		t.Run(tc.backend+"/"+tc.persistence, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			var (
+				ep      Endpoints
+				faulter interface {
+					Faulter
+					DataLoser
+				}
+				// pids are the nodes' processes (local only).
+				pids func() []int
+			)
+			switch tc.backend {
+			case "local":
+				l, err := NewLocal()
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.RedisPersistence, l.RedisCluster = tc.persistence, 3
+				defer l.Stop()
+				addrs, _, err := l.startRedisCluster(ctx, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ep = Endpoints{RedisCluster: addrs, RedisAddr: addrs[0], RedisPersistence: tc.persistence}
+				faulter = l
+				pids = func() []int {
+					p, ok := l.NodePIDs(TargetRedis)
+					if !ok || len(p) != 3 {
+						t.Fatalf("node pids: %v, %v; want 3", p, ok)
+					}
+					return p
+				}
+			case "docker":
+				d := needDocker(t)
+				if d.Network != NetworkHost {
+					t.Skipf("docker without host networking: no cluster")
+				}
+				d.RedisPersistence, d.RedisCluster = tc.persistence, 3
+				defer d.Stop()
+				var err error
+				if ep, err = d.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				faulter = d
 			}
-			l.RedisPersistence, l.RedisCluster = persistence, 3
-			defer l.Stop()
-			ctx := context.Background()
-			addrs, _, err := l.startRedisCluster(ctx, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ep := Endpoints{RedisCluster: addrs, RedisAddr: addrs[0], RedisPersistence: persistence}
+			addrs := ep.RedisCluster
 			c := ep.RedisClient(func(o *redis.Options) { o.MaxRetries = -1 }).(*redis.ClusterClient)
 			defer c.Close()
 			// layout is each node's id and run id, and the slot ranges by
@@ -148,7 +192,7 @@ func TestLocalClusterRollBack(t *testing.T) {
 			layout := func() (ids, runs []string, slots map[[2]int]string) {
 				slots = map[[2]int]string{}
 				for _, a := range addrs {
-					n := redis.NewClient(&redis.Options{Addr: a})
+					n := redis.NewClient(&redis.Options{Addr: a, Password: ep.RedisPassword})
 					id, err := n.ClusterMyID(ctx).Result()
 					if err != nil {
 						t.Fatal(err)
@@ -197,7 +241,7 @@ func TestLocalClusterRollBack(t *testing.T) {
 			if len(masters) != 3 {
 				t.Fatalf("%d keys on %d masters (%v), want keys on all 3", keys, len(masters), masters)
 			}
-			if err := l.Checkpoint(ctx, TargetRedis); err != nil {
+			if err := faulter.Checkpoint(ctx, TargetRedis); err != nil {
 				t.Fatal(err)
 			}
 			for i := 0; i < keys; i++ {
@@ -209,8 +253,20 @@ func TestLocalClusterRollBack(t *testing.T) {
 				}
 			}
 			ids, runs, slots := layout()
-			if err := l.RollBack(ctx, TargetRedis); err != nil {
+			var before []int
+			if pids != nil {
+				before = pids()
+			}
+			if err := faulter.RollBack(ctx, TargetRedis); err != nil {
 				t.Fatal(err)
+			}
+			if pids != nil {
+				// The CPU figures follow the new processes.
+				for i, pid := range pids() {
+					if pid == before[i] || syscall.Kill(pid, 0) != nil || syscall.Kill(before[i], 0) == nil {
+						t.Errorf("node %s: pid %d after the roll back, was %d: want a new, live process and the old one gone", addrs[i], pid, before[i])
+					}
+				}
 			}
 			idsAfter, runsAfter, slotsAfter := layout()
 			for i, a := range addrs {
@@ -260,10 +316,10 @@ func TestLocalClusterRollBack(t *testing.T) {
 			}
 			// A second loss needs a checkpoint of its own; process faults
 			// on one node stay refused.
-			if err := l.RollBack(ctx, TargetRedis); err == nil || !strings.Contains(err.Error(), "no checkpoint") {
+			if err := faulter.RollBack(ctx, TargetRedis); err == nil || !strings.Contains(err.Error(), "no checkpoint") {
 				t.Fatalf("roll back without a checkpoint: %v, want refused", err)
 			}
-			if err := l.Pause(ctx, TargetRedis); !errors.Is(err, ErrNoFaults) {
+			if err := faulter.Pause(ctx, TargetRedis); !errors.Is(err, ErrNoFaults) {
 				t.Fatalf("pause of the cluster's redis: %v, want ErrNoFaults", err)
 			}
 		})
