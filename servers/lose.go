@@ -14,7 +14,9 @@ import (
 // crash under AOF everysec or a failover to a lagging replica does: the
 // server comes back holding what it held some time ago, every write since
 // lost, acknowledged or not. Only Redis loses data (MySQL is the system of
-// record: its commits are durable). Calls for one target must not overlap.
+// record: its commits are durable). On a Redis Cluster the whole store
+// loses data: every master is checkpointed and rolled back (clusterlose.go,
+// dockerlose.go). Calls for one target must not overlap.
 type DataLoser interface {
 	// Checkpoint records what the target's server holds now. The server
 	// keeps serving (Redis: a SAVE, a few ms on stockbench's data).
