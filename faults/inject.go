@@ -67,7 +67,7 @@ func (in *Injector) Check() error {
 		case f.Process() && in.Faulter == nil:
 			return fmt.Errorf("fault %s: no process faults on these servers", f)
 		case f.Kind == Lose && !canLose(in.Faulter):
-			return fmt.Errorf("fault %s: these servers cannot be rolled back (a single Redis that stockbench started, local or docker, can)", f)
+			return fmt.Errorf("fault %s: these servers cannot be rolled back (a Redis or Redis Cluster that stockbench started, local or docker, can)", f)
 		case f.Network() && in.Proxy == nil:
 			return fmt.Errorf("fault %s: no proxy in front of the stores (faults.Listen)", f)
 		case f.Kind == AppCrash && in.OnAppCrash == nil:

@@ -57,15 +57,20 @@ func CheckEndpoints(ep servers.Endpoints) error {
 }
 
 // CheckFor checks a plan against started endpoints: the backend (For) and,
-// for the faults on a clustered store, CheckEndpoints' refusals.
+// for the faults on a clustered store, CheckEndpoints' refusals. On a
+// Redis Cluster only redis-lose is allowed, and only where the provider
+// rolls every master back (clusterLosers).
 func (p Plan) CheckFor(ep servers.Endpoints) error {
 	if err := p.For(ep.Backend); err != nil {
 		return err
 	}
 	for _, f := range p {
 		switch {
+		case f.Kind == Lose && len(ep.RedisCluster) > 0 && !clusterLosers[ep.Backend]:
+			return fmt.Errorf("fault %s: on a Redis Cluster the %s backend cannot roll the masters back (the local and docker backends can)", f, ep.Backend)
+		case f.Kind == Lose:
 		case f.Target == Redis && len(ep.RedisCluster) > 0:
-			return fmt.Errorf("fault %s: faults on a Redis Cluster are not supported (its nodes advertise their own addresses; one node's fault is not the store's)", f)
+			return fmt.Errorf("fault %s: on a Redis Cluster only redis-lose is supported (its nodes advertise their own addresses; one node's fault is not the store's)", f)
 		case f.Target == MySQL && len(ep.MySQLCluster) > 1:
 			return fmt.Errorf("fault %s: faults on a Galera cluster are not supported (one node's fault is not the store's)", f)
 		}
@@ -75,6 +80,10 @@ func (p Plan) CheckFor(ep servers.Endpoints) error {
 	}
 	return nil
 }
+
+// clusterLosers are the backends whose provider rolls a Redis Cluster
+// back as a whole (servers.DataLoser on every master).
+var clusterLosers = map[string]bool{"local": true, "docker": true}
 
 // Listen starts the proxy in front of ep's MySQL and Redis and returns
 // endpoints that lead through it: the DSN's and the Redis address's (or

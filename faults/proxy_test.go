@@ -315,8 +315,56 @@ func TestListenRefusesClusters(t *testing.T) {
 			t.Errorf("Listen(%s): %v, want %q", c.want, err, c.want)
 		}
 	}
-	plan, _ := ParsePlan([]string{"redis-pause@1s+1s"})
-	if err := plan.CheckFor(servers.Endpoints{Backend: "local", RedisCluster: []string{"a", "b"}}); err == nil {
-		t.Error("a process fault on a Redis Cluster accepted")
+}
+
+// TestCheckForClusters: on a Redis Cluster redis-lose is allowed where the
+// provider rolls every master back (local, docker), and refused elsewhere; every
+// other Redis fault, process or network, stays refused; a Galera cluster
+// refuses MySQL's process faults.
+func TestCheckForClusters(t *testing.T) {
+	dsn := "root@tcp(127.0.0.1:1)/x"
+	cluster := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
+	cases := []struct {
+		name    string
+		backend string
+		ep      servers.Endpoints
+		specs   []string
+		want    string // empty: allowed
+	}{
+		{"lose on a local cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, ""},
+		{"lose and app-crash on a local cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s", "app-crash@3s"}, ""},
+		{"lose on a docker cluster", "docker", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, ""},
+		{"lose on a cluster of another backend", "kubernetes", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, "kubernetes backend cannot roll the masters back"},
+		{"lose on an external cluster", "external", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s"}, "only network faults"},
+		{"pause on a cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-pause@1s+1s"}, "only redis-lose is supported"},
+		{"kill on a cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-restart@1s+1s"}, "only redis-lose is supported"},
+		{"restart beside a lose", "local", servers.Endpoints{RedisCluster: cluster}, []string{"redis-lose@1s+1s", "redis-restart@4s"}, "only redis-lose is supported"},
+		{"latency on a cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"latency:redis=20ms@1s+1s"}, "only redis-lose is supported"},
+		{"partition on a cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"partition:redis@1s+1s"}, "only redis-lose is supported"},
+		{"reset on a cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"reset:redis@1s"}, "only redis-lose is supported"},
+		{"mysql latency beside a cluster", "local", servers.Endpoints{RedisCluster: cluster}, []string{"latency:mysql=20ms@1s+1s"}, "network faults on a Redis Cluster"},
+		{"lose on a single redis", "local", servers.Endpoints{RedisAddr: "127.0.0.1:1"}, []string{"redis-lose@1s+1s"}, ""},
+		{"lose on a single docker redis", "docker", servers.Endpoints{RedisAddr: "127.0.0.1:1"}, []string{"redis-lose@1s+1s"}, ""},
+		{"mysql restart on galera", "local", servers.Endpoints{RedisAddr: "127.0.0.1:1", MySQLCluster: []string{dsn, dsn, dsn}}, []string{"mysql-restart@1s"}, "Galera"},
+		{"lose beside galera", "local", servers.Endpoints{RedisAddr: "127.0.0.1:1", MySQLCluster: []string{dsn, dsn, dsn}}, []string{"redis-lose@1s+1s"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			plan, err := ParsePlan(c.specs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep := c.ep
+			ep.Backend, ep.MySQLDSN = c.backend, dsn
+			err = plan.CheckFor(ep)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("CheckFor(%v): %v, want it allowed", c.specs, err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("CheckFor(%v): %v, want an error with %q", c.specs, err, c.want)
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Fatalf("CheckFor(%v): error of more than one line: %q", c.specs, err)
+			}
+		})
 	}
 }

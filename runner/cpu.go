@@ -80,6 +80,16 @@ func newCPUSampler(ep servers.Endpoints, f servers.Faulter) *cpuSampler {
 			}
 		} else if len(ep.ExtraPIDs[kind]) > 0 {
 			cur = staticPID(append([]int{pid}, ep.ExtraPIDs[kind]...)...)
+			if np, ok := f.(nodePIDs); ok {
+				// A cluster rolled back runs as new processes.
+				static := cur
+				cur = func() []int {
+					if pids, ok := np.NodePIDs(kind); ok {
+						return pids
+					}
+					return static()
+				}
+			}
 		}
 		src[kind] = procSource(cur)
 	}
@@ -90,6 +100,12 @@ func newCPUSampler(ep servers.Endpoints, f servers.Faulter) *cpuSampler {
 		}
 	}
 	return &cpuSampler{sources: src}
+}
+
+// nodePIDs is a Faulter that follows a cluster's node processes
+// (servers.Local).
+type nodePIDs interface {
+	NodePIDs(target string) ([]int, bool)
 }
 
 func staticPID(pids ...int) func() []int { return func() []int { return pids } }

@@ -105,6 +105,10 @@ type Docker struct {
 	path   *netpath.Path
 	// checkpoint is the Redis data Checkpoint saved (dockerlose.go).
 	checkpoint *redisCheckpoint
+	// redisNodes are a Redis Cluster's node containers and nodeCheckpoints
+	// what Checkpoint saved of each (the cluster loses data as a whole).
+	redisNodes      []*dockerRole
+	nodeCheckpoints []*redisCheckpoint
 }
 
 // dockerPool connects to the engine and checks that it answers.
@@ -355,8 +359,13 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 	d.watches = append(d.watches, myCPU, rdCPU)
 	d.mu.Unlock()
 	ep.CPU = map[string]func() (time.Duration, time.Time, bool){"mysql": myCPU.latest, "redis": rdCPU.latest}
+	var nodes []*dockerRole
 	if len(rdMore) > 0 {
-		ep.CPU["redis"] = d.watchNodesCPU(rdCPU, rdMore)
+		var ws []*cpuWatch
+		ep.CPU["redis"], ws = d.watchNodesCPU(rdCPU, rdMore)
+		for i, r := range append([]*dockertest.Resource{rd}, rdMore...) {
+			nodes = append(nodes, &dockerRole{res: r, cpu: ws[i], port: "6379/tcp", addr: ep.RedisCluster[i]})
+		}
 	}
 	d.mu.Lock()
 	d.roles = map[string]*dockerRole{TargetMySQL: {res: my, cpu: myCPU, port: "3306/tcp", addr: myAddr},
@@ -365,6 +374,7 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 		// One node's fault is not the run's Redis stalling (dockerfaulter.go).
 		delete(d.roles, TargetRedis)
 	}
+	d.redisNodes = nodes
 	d.ep = ep
 	d.mu.Unlock()
 

@@ -110,8 +110,9 @@ func sumCPU(ws []*cpuWatch) func() (time.Duration, time.Time, bool) {
 }
 
 // watchNodesCPU follows the CPU of a cluster's further nodes beside first's
-// and returns the whole cluster's CPU as one server's: the run's Redis.
-func (d *Docker) watchNodesCPU(first *cpuWatch, more []*dockertest.Resource) func() (time.Duration, time.Time, bool) {
+// and returns the whole cluster's CPU as one server's (the run's Redis),
+// and each node's watch, first's first.
+func (d *Docker) watchNodesCPU(first *cpuWatch, more []*dockertest.Resource) (func() (time.Duration, time.Time, bool), []*cpuWatch) {
 	ws := []*cpuWatch{first}
 	for _, r := range more {
 		w := d.watchCPU(r.Container.ID)
@@ -120,5 +121,5 @@ func (d *Docker) watchNodesCPU(first *cpuWatch, more []*dockertest.Resource) fun
 		d.mu.Unlock()
 		ws = append(ws, w)
 	}
-	return sumCPU(ws)
+	return sumCPU(ws), ws
 }

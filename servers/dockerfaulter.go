@@ -65,7 +65,12 @@ func (d *Docker) Kill(ctx context.Context, target string) error {
 	if err != nil {
 		return err
 	}
-	id := r.res.Container.ID
+	return d.kill(ctx, target, r.res.Container.ID)
+}
+
+// kill kills container id (SIGKILL) and waits until it has stopped;
+// target names it in errors.
+func (d *Docker) kill(ctx context.Context, target, id string) error {
 	c, err := d.pool.Client.InspectContainerWithContext(id, ctx)
 	if err != nil {
 		return fmt.Errorf("docker %s: inspect: %w", target, err)

@@ -160,6 +160,12 @@ func (l *Local) Kill(ctx context.Context, target string) error {
 	if err != nil {
 		return err
 	}
+	return l.kill(ctx, target, r)
+}
+
+// kill kills r's process group with SIGKILL and waits until its server is
+// gone; target names it in errors.
+func (l *Local) kill(ctx context.Context, target string, r *localRole) error {
 	l.mu.Lock()
 	pid, down := r.pid, r.down
 	r.down = true

@@ -59,6 +59,9 @@ type Local struct {
 	// roles are the single servers (not cluster nodes) by target, for
 	// process faults (faulter.go).
 	roles map[string]*localRole
+	// redisNodes are a Redis Cluster's nodes, for Checkpoint and RollBack
+	// (clusterlose.go): the cluster loses data as a whole.
+	redisNodes []*localRole
 }
 
 // NewLocal finds the server binaries or says what to install.

@@ -14,7 +14,9 @@ import (
 // crash under AOF everysec or a failover to a lagging replica does: the
 // server comes back holding what it held some time ago, every write since
 // lost, acknowledged or not. Only Redis loses data (MySQL is the system of
-// record: its commits are durable). Calls for one target must not overlap.
+// record: its commits are durable). On a Redis Cluster the whole store
+// loses data: every master is checkpointed and rolled back (clusterlose.go,
+// dockerlose.go). Calls for one target must not overlap.
 type DataLoser interface {
 	// Checkpoint records what the target's server holds now. The server
 	// keeps serving (Redis: a SAVE, a few ms on stockbench's data).
@@ -45,12 +47,22 @@ func (l *Local) redisRole(target string) (*localRole, error) {
 }
 
 // Checkpoint SAVEs the local Redis into its data directory and keeps the
-// file as the checkpoint.
+// file as the checkpoint; on a Redis Cluster, every master's
+// (clusterlose.go).
 func (l *Local) Checkpoint(ctx context.Context, target string) error {
+	if nodes := l.clusterNodes(target); nodes != nil {
+		return l.checkpointCluster(ctx, nodes)
+	}
 	r, err := l.redisRole(target)
 	if err != nil {
 		return err
 	}
+	return l.checkpointNode(ctx, r)
+}
+
+// checkpointNode SAVEs one Redis server and keeps its dump as the
+// checkpoint.
+func (l *Local) checkpointNode(ctx context.Context, r *localRole) error {
 	c := redis.NewClient(&redis.Options{Addr: r.addr, Password: l.RedisPassword, MaxRetries: -1})
 	defer c.Close()
 	if err := c.Save(ctx).Err(); err != nil {
@@ -67,23 +79,46 @@ func (l *Local) Checkpoint(ctx context.Context, target string) error {
 // multi-part AOF), a fresh append-only directory whose base is the
 // checkpoint, the lost writes' AOF removed — and starts it again. The
 // dump.rdb is removed once loaded, so a later restart without persistence
-// comes up empty as before.
+// comes up empty as before. On a Redis Cluster every master is rolled back
+// (clusterlose.go).
 func (l *Local) RollBack(ctx context.Context, target string) error {
+	if nodes := l.clusterNodes(target); nodes != nil {
+		return l.rollBackCluster(ctx, nodes)
+	}
 	r, err := l.redisRole(target)
 	if err != nil {
 		return err
 	}
-	cp := filepath.Join(r.dir, checkpointFile)
-	snap, err := os.ReadFile(cp)
+	snap, err := readCheckpoint(r)
 	if err != nil {
-		return fmt.Errorf("local redis roll back: no checkpoint: %w", err)
+		return err
 	}
 	if err := l.Kill(ctx, target); err != nil {
 		return err
 	}
-	dump := filepath.Join(r.dir, "dump.rdb")
+	if err := l.restoreNode(r, snap); err != nil {
+		return err
+	}
+	if err := l.respawnNode(ctx, r); err != nil {
+		return err
+	}
+	return cleanCheckpoint(r)
+}
+
+// readCheckpoint reads a server's checkpoint.
+func readCheckpoint(r *localRole) ([]byte, error) {
+	snap, err := os.ReadFile(filepath.Join(r.dir, checkpointFile))
+	if err != nil {
+		return nil, fmt.Errorf("local redis roll back: no checkpoint: %w", err)
+	}
+	return snap, nil
+}
+
+// restoreNode puts snap where a killed server's start loads data from.
+func (l *Local) restoreNode(r *localRole, snap []byte) error {
+	var err error
 	if l.RedisPersistence == PersistenceNone || l.RedisPersistence == "" {
-		err = os.WriteFile(dump, snap, 0o600)
+		err = os.WriteFile(filepath.Join(r.dir, "dump.rdb"), snap, 0o600)
 	} else {
 		aof := filepath.Join(r.dir, "appendonlydir")
 		err = errors.Join(os.RemoveAll(aof), os.Mkdir(aof, 0o700),
@@ -93,6 +128,11 @@ func (l *Local) RollBack(ctx context.Context, target string) error {
 	if err != nil {
 		return fmt.Errorf("local redis roll back: %w", err)
 	}
+	return nil
+}
+
+// respawnNode starts a killed server again and records its new process.
+func (l *Local) respawnNode(ctx context.Context, r *localRole) error {
 	pid, err := r.respawn(ctx)
 	if err != nil {
 		return fmt.Errorf("roll back: restart: %w", err)
@@ -100,10 +140,18 @@ func (l *Local) RollBack(ctx context.Context, target string) error {
 	l.mu.Lock()
 	r.pid, r.down = pid, false
 	l.mu.Unlock()
-	if err := os.Remove(dump); err != nil && !errors.Is(err, os.ErrNotExist) {
+	return nil
+}
+
+// cleanCheckpoint removes the loaded dump.rdb and the checkpoint.
+func cleanCheckpoint(r *localRole) error {
+	if err := os.Remove(filepath.Join(r.dir, "dump.rdb")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("local redis roll back: %w", err)
 	}
-	return os.Remove(cp)
+	if err := os.Remove(filepath.Join(r.dir, checkpointFile)); err != nil {
+		return fmt.Errorf("local redis roll back: %w", err)
+	}
+	return nil
 }
 
 var _ DataLoser = (*Local)(nil)

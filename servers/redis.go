@@ -32,11 +32,18 @@ func (l *Local) startRedisCluster(ctx context.Context, n int) (addrs []string, p
 		if err != nil {
 			return nil, nil, err
 		}
-		port, pid, _, err := l.startRedis(ctx, clusterArgs(bus)...)
+		port, pid, dir, err := l.startRedis(ctx, clusterArgs(bus)...)
 		if err != nil {
 			return nil, nil, err
 		}
-		addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		// A roll back starts the node again on its port, bus port and
+		// directory: its nodes.conf there keeps its id and its slots.
+		l.mu.Lock()
+		l.redisNodes = append(l.redisNodes, &localRole{pid: pid, dir: dir, addr: addr,
+			respawn: func(ctx context.Context) (int, error) { return l.runRedis(ctx, dir, port, clusterArgs(bus)) }})
+		l.mu.Unlock()
+		addrs = append(addrs, addr)
 		buses = append(buses, strconv.Itoa(bus))
 		pids = append(pids, pid)
 	}
