@@ -161,6 +161,9 @@ const maxViolationTexts = 20
 // is meaningful when no operation is in flight.
 type Auditor struct {
 	DB *sql.DB
+	// restocked is what the journalled restocks the harness issued added
+	// to Ledger, per SKU (ledgerOf); set by AuditFrom.
+	restocked map[string]int64
 	// Redis is the Redis of a strategy that keeps stock there; nil when the
 	// strategy keeps none (then Redis is not checked at all).
 	Redis redis.UniversalClient
@@ -229,16 +232,16 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	if a.Ledger != nil {
 		// The ledger the stores are graded against: the initial stock plus
 		// the journalled restocks the harness issued.
-		ledger, err := a.ledgerOf(ctx, a.Ledger, acks, &out, k)
+		restocked, err := a.ledgerOf(ctx, acks, &out, k)
 		if err != nil {
 			return out, err
 		}
-		a.Ledger = ledger
+		a.restocked = restocked
 	}
 	var total int64
 	if a.Progress != nil {
 		if a.Ledger != nil {
-			total = int64(len(a.Ledger))
+			total = int64(a.ledgerLen())
 		} else if err := a.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM inventory").Scan(&total); err != nil {
 			return out, fmt.Errorf("audit: count inventory: %w", err)
 		}
@@ -251,9 +254,8 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	ledgerSeen := 0
 	var done int64
 	finish := func(s *SKUAudit, before int) {
-		if l, ok := a.Ledger[s.SKU]; ok {
+		if _, ok := a.ledgerSKU(s.SKU); ok {
 			ledgerSeen++
-			_ = l
 		}
 		out.SKUsAudited++
 		out.ConfirmedUnits += s.ConfirmedUnits
@@ -316,7 +318,7 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	if err != nil {
 		return out, err
 	}
-	if ledgerSeen < len(a.Ledger) {
+	if ledgerSeen < a.ledgerLen() {
 		if err := a.missingFromMySQL(ctx, k); err != nil {
 			return out, err
 		}
@@ -463,10 +465,7 @@ func (a Auditor) scanInventory(ctx context.Context, fn func(batch []SKUAudit, re
 // (only called when some are missing), reading the inventory by primary
 // key in batches.
 func (a Auditor) missingFromMySQL(ctx context.Context, k sink) error {
-	skus := make([]string, 0, len(a.Ledger))
-	for sku := range a.Ledger {
-		skus = append(skus, sku)
-	}
+	skus := a.ledgerSKUs()
 	sort.Strings(skus)
 	for start := 0; start < len(skus); start += 500 {
 		part := skus[start:min(start+500, len(skus))]
@@ -517,7 +516,7 @@ func (a Auditor) inBatch(ctx context.Context, query string, args []string, fn fu
 // checkSKU grades one SKU's MySQL side against the ledger.
 func (a Auditor) checkSKU(s *SKUAudit, k sink) {
 	s.Ledger = s.Total
-	if l, ok := a.Ledger[s.SKU]; ok {
+	if l, ok := a.ledgerSKU(s.SKU); ok {
 		s.Ledger = l
 		if s.Total != l {
 			k.violate("mysql %s: total %d != ledger %d (initial + journalled restocks the harness issued)", s.SKU, s.Total, l)

@@ -19,20 +19,19 @@ type journalRow struct {
 	qty     int64
 }
 
-// ledgerOf is the stock put in per SKU: the harness's initial stock plus
-// every restock journal row whose id the harness issued (an ack in state
+// ledgerOf is what the restocks added to the stock put in per SKU (the
+// harness's initial stock, a.Ledger, is the rest: see ledgerSKU): every
+// restock journal row whose id the harness issued (an ack in state
 // AckRestocked or AckRestockUnknown, same SKU and quantity). The journal is
 // written in the same transaction as the total, so a restock whose reply
 // was lost is counted exactly as it happened, fault announced or not. A
 // journal row no restock ack names is stock nobody put in (an invariant
 // violation; its units then show as phantom), and an acknowledged restock
-// the journal lacks is a lost ack. initial is not modified. Stores without
-// a journal table (made by an older stockbench) count as an empty journal.
-func (a Auditor) ledgerOf(ctx context.Context, initial map[string]int64, src AckSource, out *Audit, k sink) (map[string]int64, error) {
-	ledger := make(map[string]int64, len(initial))
-	for sku, n := range initial {
-		ledger[sku] = n
-	}
+// the journal lacks is a lost ack. Stores without a journal table (made
+// by an older stockbench) count as an empty journal. The initial stock is
+// not copied: one entry per SKU is the catalog's size, and restocks are few.
+func (a Auditor) ledgerOf(ctx context.Context, src AckSource, out *Audit, k sink) (map[string]int64, error) {
+	restocked := map[string]int64{}
 	// Restocks are few (one per sold-out SKU refill): kept apart from the
 	// stream of acks, which is read batch by batch.
 	var acks []inventory.Ack
@@ -63,7 +62,7 @@ func (a Auditor) ledgerOf(ctx context.Context, initial map[string]int64, src Ack
 		case ack.SKU != r.sku || ack.Qty != r.qty:
 			k.violate("mysql %s: restock journal row %s holds %d units of %s; the harness issued %d units of %s", r.sku, r.id, r.qty, r.sku, ack.Qty, ack.SKU)
 		default:
-			ledger[r.sku] += r.qty
+			restocked[r.sku] += r.qty
 		}
 	}
 	for _, ack := range acks {
@@ -72,7 +71,40 @@ func (a Auditor) ledgerOf(ctx context.Context, initial map[string]int64, src Ack
 			k.note("restock %s of %d units to %s acknowledged, not in the restock journal", ack.OrderID, ack.Qty, ack.SKU)
 		}
 	}
-	return ledger, nil
+	return restocked, nil
+}
+
+// ledgerSKU is the stock put in for sku: the initial stock plus the
+// journalled restocks the harness issued; false when the ledger has none.
+func (a Auditor) ledgerSKU(sku string) (int64, bool) {
+	n, ok := a.Ledger[sku]
+	r, restocked := a.restocked[sku]
+	return n + r, ok || restocked
+}
+
+// ledgerSKUs are the SKUs the ledger holds, in no order.
+func (a Auditor) ledgerSKUs() []string {
+	skus := make([]string, 0, len(a.Ledger)+len(a.restocked))
+	for sku := range a.Ledger {
+		skus = append(skus, sku)
+	}
+	for sku := range a.restocked {
+		if _, ok := a.Ledger[sku]; !ok {
+			skus = append(skus, sku)
+		}
+	}
+	return skus
+}
+
+// ledgerLen is how many SKUs the ledger holds.
+func (a Auditor) ledgerLen() int {
+	n := len(a.Ledger)
+	for sku := range a.restocked {
+		if _, ok := a.Ledger[sku]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // journal reads the restock journal.

@@ -78,6 +78,7 @@ func (ph *phase) end(incomplete bool) results.Phase {
 		r.PerSec = float64(r.Done) / el.Seconds()
 	}
 	ph.p.list = append(ph.p.list, r)
+	writeHeapProfile(ph.p.name, ph.name)
 	return r
 }
 
