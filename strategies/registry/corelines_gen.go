@@ -12,7 +12,7 @@ var coreLines = map[string]int{
 	"strategies/internal/groupcommit": 259,
 	"strategies/internal/redisstock":  1176,
 	"strategies/internal/sqlstore":    605,
-	"strategies/luatcc":               446,
+	"strategies/luatcc":               452,
 	"strategies/naive":                131,
 	"strategies/outbox":               826,
 	"strategies/outboxlocal":          692,
