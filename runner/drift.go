@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,17 +189,17 @@ func relayBacklog(ctx context.Context, db *sql.DB, now time.Time, p *results.Dri
 
 // driftOf turns the samples and the merged per-second buckets of a timed
 // run's measured phase (measured seconds long) into its Drift.
-func driftOf(every time.Duration, points []results.DriftPoint, series []bucket, measured time.Duration) *results.Drift {
+func driftOf(every time.Duration, points []results.DriftPoint, series []bucket, lat *latStore, measured time.Duration) *results.Drift {
 	secs := measured.Seconds()
 	if secs <= 0 {
 		return nil
 	}
 	d := &results.Drift{EverySec: every.Seconds(), Points: points, WindowSec: results.DriftWindowSec(secs)}
 	for from := 0.0; from < secs; from += 60 {
-		d.Minutes = append(d.Minutes, window(points, series, from, min(secs, from+60)))
+		d.Minutes = append(d.Minutes, window(points, series, lat, from, min(secs, from+60)))
 	}
-	d.First = window(points, series, 0, d.WindowSec)
-	d.Last = window(points, series, max(0, secs-d.WindowSec), secs)
+	d.First = window(points, series, lat, 0, d.WindowSec)
+	d.Last = window(points, series, lat, max(0, secs-d.WindowSec), secs)
 	d.FlowsChangePct = results.ChangePct(d.First.FlowsPerSec, d.Last.FlowsPerSec)
 	d.P99ChangePct = results.ChangePct(d.First.FlowP99MS, d.Last.FlowP99MS)
 	if d.First.RelayLagMaxMS != nil && d.Last.RelayLagMaxMS != nil {
@@ -226,21 +225,17 @@ func driftOf(every time.Duration, points []results.DriftPoint, series []bucket, 
 }
 
 // window is the DriftWindow of seconds [from, to) of the measured phase.
-func window(points []results.DriftPoint, series []bucket, from, to float64) results.DriftWindow {
+func window(points []results.DriftPoint, series []bucket, lat *latStore, from, to float64) results.DriftWindow {
 	w := results.DriftWindow{FromSec: from, ToSec: to}
 	var flows int64
-	var lat []int32
-	for i := int(from); i < int(to+0.999) && i < len(series); i++ {
+	end := int(to + 0.999)
+	for i := int(from); i < end && i < len(series); i++ {
 		flows += series[i].flows
-		lat = append(lat, series[i].flowLat...)
 	}
 	if to > from {
 		w.FlowsPerSec = float64(flows) / (to - from)
 	}
-	if n := len(lat); n > 0 {
-		slices.Sort(lat)
-		w.FlowP99MS = float64(lat[min(n-1, int(float64(n)*0.99))]) / 1000
-	}
+	w.FlowP99MS = float64(lat.quantile(int(from), end, 0.99)) / 1000
 	var firstIn *results.DriftPoint
 	for _, p := range points {
 		if p.Second < from || p.Second > to+0.5 {

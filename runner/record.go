@@ -43,18 +43,22 @@ type recorder struct {
 	failedAt []map[string]int64
 	// sale, when set (fixed scenarios), keeps the sale's own figures.
 	sale *sale
+	// lat holds the folded flow latencies of seconds before sealed (shared
+	// by a run's stripes); series[i].flowLat the young ones (latency.go).
+	lat    *latStore
+	sealed int
 }
 
 // bucket is one second of the time series.
 type bucket struct {
 	flows, attempts, errors int64
-	flowLat                 []int32          // µs
+	flowLat                 []int32          // µs, until the second is folded into lat
 	failed                  map[string]int64 // failed operations by outcome class
 }
 
 func newRecorder(from, to time.Time) *recorder {
 	return &recorder{from: from, to: to, hist: map[string]*hdrhistogram.Histogram{},
-		counts: map[string]map[string]int64{}, journeys: map[string]int64{}}
+		counts: map[string]map[string]int64{}, journeys: map[string]int64{}, lat: &latStore{}}
 }
 
 // in reports whether an operation started at t is measured.
@@ -92,7 +96,24 @@ func (r *recorder) flow(confirmAt time.Time, lat time.Duration) {
 	r.latency("flow", lat)
 	b := r.bucketAt(confirmAt)
 	b.flows++
-	b.flowLat = append(b.flowLat, int32(min(lat.Microseconds(), 1<<31-1)))
+	us := int32(min(lat.Microseconds(), 1<<31-1))
+	i := max(0, int(confirmAt.Sub(r.from)/time.Second))
+	if i < r.sealed {
+		r.lat.add(i, []int32{us}) // a late flow of a folded second
+		return
+	}
+	b.flowLat = append(b.flowLat, us)
+	r.fold(i - 1)
+}
+
+// fold moves the raw latencies of the seconds before upTo into the shared
+// store: a stripe folds a second once it records flows two seconds past it.
+func (r *recorder) fold(upTo int) {
+	for ; r.sealed < upTo && r.sealed < len(r.series); r.sealed++ {
+		b := &r.series[r.sealed]
+		r.lat.add(r.sealed, b.flowLat)
+		b.flowLat = nil
+	}
 }
 
 func (r *recorder) latency(name string, d time.Duration) {
@@ -165,6 +186,15 @@ const maxErrorTexts = 10
 func (r *recorder) merge(o *recorder) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.fold(len(o.series))
+	if r.lat != o.lat {
+		r.fold(len(r.series))
+		if r.flows == 0 && len(r.series) == 0 {
+			r.lat = o.lat // a fresh total takes the stripes' shared store
+		} else {
+			r.lat.absorb(o.lat)
+		}
+	}
 	if o.sale != nil {
 		if r.sale == nil {
 			r.sale = &sale{stock: o.sale.stock}
@@ -214,7 +244,6 @@ func (r *recorder) merge(o *recorder) {
 		m.flows += b.flows
 		m.attempts += b.attempts
 		m.errors += b.errors
-		m.flowLat = append(m.flowLat, b.flowLat...)
 		for cls, n := range b.failed {
 			if m.failed == nil {
 				m.failed = map[string]int64{}
@@ -229,11 +258,7 @@ func (r *recorder) seriesPoints() []results.SeriesPoint {
 	out := make([]results.SeriesPoint, len(r.series))
 	for i, b := range r.series {
 		p := results.SeriesPoint{Second: i + 1, Flows: b.flows, Attempts: b.attempts, Errors: b.errors}
-		if n := len(b.flowLat); n > 0 {
-			lat := append([]int32(nil), b.flowLat...)
-			slices.Sort(lat)
-			p.FlowP99MS = float64(lat[min(n-1, int(float64(n)*0.99))]) / 1000
-		}
+		p.FlowP99MS = float64(r.lat.quantile(i, i+1, 0.99)) / 1000
 		out[i] = p
 	}
 	return out
@@ -251,8 +276,10 @@ func stripeCount(workers, procs int) int { return max(1, min(workers, 4*procs)) 
 
 func newStripes(n int, from, to time.Time) stripes {
 	s := make(stripes, n)
+	lat := &latStore{}
 	for i := range s {
 		s[i] = newRecorder(from, to)
+		s[i].lat = lat
 	}
 	return s
 }

@@ -92,7 +92,7 @@ func TestRecorderMerge(t *testing.T) {
 		t.Fatalf("series %+v", total.series)
 	}
 	pts := total.seriesPoints()
-	if pts[1].FlowP99MS != 2 || pts[3].FlowP99MS != 4 {
+	if !nearMS(pts[1].FlowP99MS, 2) || !nearMS(pts[3].FlowP99MS, 4) {
 		t.Fatalf("series points %+v", pts)
 	}
 }
