@@ -58,30 +58,38 @@ func (b *latBins) add(raw []int32) {
 		in[i] = latBin(v)
 	}
 	slices.Sort(in)
-	var idx []uint16
-	var n []uint32
-	j := 0
-	push := func(i uint16, c uint32) {
-		if k := len(idx) - 1; k >= 0 && idx[k] == i {
-			n[k] += c
-			return
-		}
-		idx, n = append(idx, i), append(n, c)
-	}
+	var o latBins
 	for k := 0; k < len(in); {
 		e := k
 		for e < len(in) && in[e] == in[k] {
 			e++
 		}
-		for j < len(b.idx) && b.idx[j] <= in[k] {
-			push(b.idx[j], b.n[j])
-			j++
-		}
-		push(in[k], uint32(e-k))
+		o.idx, o.n = append(o.idx, in[k]), append(o.n, uint32(e-k))
 		k = e
 	}
-	for ; j < len(b.idx); j++ {
-		push(b.idx[j], b.n[j])
+	b.merge(o)
+}
+
+// merge adds o's counts to b.
+func (b *latBins) merge(o latBins) {
+	if len(o.idx) == 0 {
+		return
+	}
+	idx := make([]uint16, 0, len(b.idx)+len(o.idx))
+	n := make([]uint32, 0, len(b.idx)+len(o.idx))
+	i, j := 0, 0
+	for i < len(b.idx) || j < len(o.idx) {
+		switch {
+		case j == len(o.idx) || (i < len(b.idx) && b.idx[i] < o.idx[j]):
+			idx, n = append(idx, b.idx[i]), append(n, b.n[i])
+			i++
+		case i == len(b.idx) || o.idx[j] < b.idx[i]:
+			idx, n = append(idx, o.idx[j]), append(n, o.n[j])
+			j++
+		default:
+			idx, n = append(idx, b.idx[i]), append(n, b.n[i]+o.n[j])
+			i, j = i+1, j+1
+		}
 	}
 	b.idx, b.n = slices.Clip(idx), slices.Clip(n)
 }
@@ -105,22 +113,29 @@ func (s *latStore) add(i int, raw []int32) {
 	s.secs[i].add(raw)
 }
 
-// absorb adds another store's seconds to s (recorders built apart).
+// absorb adds another store's seconds to s (recorders built apart); o
+// must be complete (every recorder writing to it folded).
 func (s *latStore) absorb(o *latStore) {
 	if o == nil || o == s {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for i, b := range o.secs {
-		raw := make([]int32, 0, len(b.idx))
-		for k, ix := range b.idx {
-			for range b.n[k] {
-				raw = append(raw, int32(latBinValue(ix)))
-			}
-		}
-		s.add(i, raw)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.secs) < len(o.secs) {
+		s.secs = append(s.secs, latBins{})
 	}
+	for i, b := range o.secs {
+		s.secs[i].merge(b)
+	}
+}
+
+// empty reports whether s holds no second.
+func (s *latStore) empty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.secs) == 0
 }
 
 // quantile is the q-quantile (µs) of seconds [from, to), 0 when they hold

@@ -118,7 +118,35 @@ func TestStripesFold(t *testing.T) {
 	if total.flows != 4 || len(pts) != 3 || !nearMS(pts[0].FlowP99MS, 4) || !nearMS(pts[2].FlowP99MS, 3) || pts[1].FlowP99MS != 0 {
 		t.Fatalf("flows %d, points %+v", total.flows, pts)
 	}
-	if got := float64(total.lat.quantile(0, 3, 0.5)) / 1000; !nearMS(got, 3) {
+	if got := float64(total.latencies().quantile(0, 3, 0.5)) / 1000; !nearMS(got, 3) {
 		t.Fatalf("median of 1, 2, 3, 4 ms (rank 2): %v ms", got)
+	}
+}
+
+// TestMergeRunsOnce: stripes of two runs merged one by one into a total
+// count every flow once, and neither run's store is written to.
+func TestMergeRunsOnce(t *testing.T) {
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, b := newStripes(2, from, time.Time{}), newStripes(2, from, time.Time{})
+	for i, r := range []*recorder{a.at(0), a.at(1), b.at(0), b.at(1)} {
+		r.flow(from.Add(time.Duration(i)*time.Second), time.Millisecond)
+	}
+	total := newRecorder(time.Time{}, time.Time{})
+	for _, r := range []*recorder{a.at(0), b.at(0), a.at(1), b.at(1)} {
+		total.merge(r)
+	}
+	count := func(s *latStore) (n uint32) {
+		for _, b := range s.secs {
+			for _, c := range b.n {
+				n += c
+			}
+		}
+		return n
+	}
+	if n := count(total.latencies()); n != 4 || total.flows != 4 {
+		t.Fatalf("%d flows, %d latencies in the total's store", total.flows, n)
+	}
+	if count(a.at(0).lat) != 2 || count(b.at(0).lat) != 2 {
+		t.Fatalf("a run's store changed: %d and %d", count(a.at(0).lat), count(b.at(0).lat))
 	}
 }

@@ -47,6 +47,10 @@ type recorder struct {
 	// by a run's stripes); series[i].flowLat the young ones (latency.go).
 	lat    *latStore
 	sealed int
+	// others are the stores of the recorders merged into this one, each
+	// once, read into lat only when asked (latencies): until then their
+	// other stripes may still fold into them.
+	others []*latStore
 }
 
 // bucket is one second of the time series.
@@ -187,12 +191,12 @@ func (r *recorder) merge(o *recorder) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.fold(len(o.series))
-	if r.lat != o.lat {
-		r.fold(len(r.series))
-		if r.flows == 0 && len(r.series) == 0 {
-			r.lat = o.lat // a fresh total takes the stripes' shared store
-		} else {
-			r.lat.absorb(o.lat)
+	if o.lat != r.lat && !slices.Contains(r.others, o.lat) {
+		r.others = append(r.others, o.lat)
+	}
+	for _, s := range o.others {
+		if s != r.lat && !slices.Contains(r.others, s) {
+			r.others = append(r.others, s)
 		}
 	}
 	if o.sale != nil {
@@ -253,12 +257,29 @@ func (r *recorder) merge(o *recorder) {
 	}
 }
 
+// latencies is the flow latencies of every second, this recorder's and
+// those of the recorders merged into it: call it once they are all merged.
+// A total merged from one run's stripes reads their shared store as is.
+func (r *recorder) latencies() *latStore {
+	r.fold(len(r.series))
+	if len(r.others) == 1 && r.lat.empty() {
+		r.lat = r.others[0]
+	} else {
+		for _, s := range r.others {
+			r.lat.absorb(s)
+		}
+	}
+	r.others = nil
+	return r.lat
+}
+
 // seriesPoints turns the merged buckets into the report's time series.
 func (r *recorder) seriesPoints() []results.SeriesPoint {
+	lat := r.latencies()
 	out := make([]results.SeriesPoint, len(r.series))
 	for i, b := range r.series {
 		p := results.SeriesPoint{Second: i + 1, Flows: b.flows, Attempts: b.attempts, Errors: b.errors}
-		p.FlowP99MS = float64(r.lat.quantile(i, i+1, 0.99)) / 1000
+		p.FlowP99MS = float64(lat.quantile(i, i+1, 0.99)) / 1000
 		out[i] = p
 	}
 	return out

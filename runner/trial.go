@@ -446,7 +446,7 @@ func (t *trial) figures(context.Context) error {
 	}
 	run.Series = total.seriesPoints()
 	if t.drifted {
-		run.Drift = driftOf(t.driftEvery, t.driftPoints, total.series, total.lat, window)
+		run.Drift = driftOf(t.driftEvery, t.driftPoints, total.series, total.latencies(), window)
 	}
 	run.Counters = countersOf(t.strat)
 	var ops int64

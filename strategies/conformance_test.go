@@ -119,40 +119,73 @@ func (f *fixture) burst(prefix, buyer string, n int) (ok, limited int64) {
 }
 
 // burstPastCheck is burst with the orders table's insert gap held (a
-// locking read of the whole table, REPEATABLE READ) until at least waiting
-// tries are inserting their order, held on it: for a strategy whose reserve
-// reads before it inserts, each of those read the table with none of the
-// burst's orders in it. It returns how many tries reserved.
+// locking read of the whole table, REPEATABLE READ, on every node of a
+// cluster: a node's locks are its own) until at least waiting tries are
+// inserting their order, held on it: for a strategy whose reserve reads
+// before it inserts, each of those read the table with none of the burst's
+// orders in it. No insert commits while the gates hold, so none replicates
+// to abort a gate (Galera). It returns how many tries reserved.
 func (f *fixture) burstPastCheck(prefix, buyer string, n, waiting int) int64 {
 	f.t.Helper()
 	ctx := context.Background()
-	tx, err := env.DB.BeginTx(ctx, nil)
-	if err != nil {
-		f.t.Fatal(err)
+	nodes := []*sql.DB{env.DB}
+	if len(env.MySQLNodes) > 1 {
+		nodes = nil
+		for _, dsn := range env.MySQLNodes {
+			db, err := sql.Open("mysql", dsn)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			defer db.Close()
+			nodes = append(nodes, db)
+		}
 	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, "SELECT order_id FROM orders FOR UPDATE")
-	if err != nil {
-		f.t.Fatal(err)
+	var gates []*sql.Tx
+	for _, db := range nodes {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		defer tx.Rollback()
+		rows, err := tx.QueryContext(ctx, "SELECT order_id FROM orders FOR UPDATE")
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		rows.Close()
+		gates = append(gates, tx)
 	}
-	rows.Close()
 	var ok int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		ok, _ = f.burst(prefix, buyer, n)
 	}()
+	// On a failure below: let the tries go and wait for them before the
+	// test ends (after the release the roll backs do nothing).
+	defer func() {
+		for _, tx := range gates {
+			_ = tx.Rollback()
+		}
+		<-done
+	}()
 	waitfor.Until(f.t, fmt.Sprintf("%d tries did not queue on the orders table", waiting), func() bool {
 		// The processlist, not INNODB_TRX: MariaDB does not always list an
 		// autocommit statement's lock wait there.
-		var w int
-		if err := env.DB.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT INTO orders%'").Scan(&w); err != nil {
-			f.t.Fatal(err)
+		sum := 0
+		for _, db := range nodes {
+			var w int
+			if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT INTO orders%'").Scan(&w); err != nil {
+				f.t.Fatal(err)
+			}
+			sum += w
 		}
-		return w >= waiting
+		return sum >= waiting
 	})
-	if err := tx.Commit(); err != nil {
-		f.t.Fatal(err)
+	// Release the gates (they wrote nothing): on a cluster, the inserts a
+	// released node commits replicate and may abort a gate still held
+	// elsewhere, which releases it too.
+	for _, tx := range gates {
+		_ = tx.Rollback()
 	}
 	<-done
 	return ok
