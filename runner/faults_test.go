@@ -159,9 +159,12 @@ func TestFaultKindsInARun(t *testing.T) {
 			// may fail but by its deadline: a fault left in place (a store
 			// still paused or down) stops flows or fails calls outright,
 			// while a few timeouts are what a starved machine gives any
-			// run (seen with the test at nice 19 beside a saturating run).
+			// run (seen with the test at nice 19 beside a saturating run)
+			// — and a commit whose deadline passed in flight is of unknown
+			// outcome (seen under two burners after a MySQL restart).
 			outside := maps.Clone(im.ErrorsOutside)
 			delete(outside, "timeout")
+			delete(outside, "outcome_unknown")
 			if sum(outside) != 0 || im.OutageOutsideSec != 0 {
 				t.Errorf("failed operations (%v) or seconds without a flow (%d) outside the fault window", im.ErrorsOutside, im.OutageOutsideSec)
 			}

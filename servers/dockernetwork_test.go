@@ -110,7 +110,7 @@ func TestDockerNetworkProfile(t *testing.T) {
 		}
 		return m.MedianMS, r.MedianMS
 	}
-	prevM, prevR := probe(first, "rtt 0")
+	probe(first, "rtt 0")
 	var last netpath.Profile
 	for _, s := range []string{"1ms", "4ms"} {
 		pr, err := netpath.Parse(s)
@@ -120,11 +120,12 @@ func TestDockerNetworkProfile(t *testing.T) {
 		if err := d.SetNetwork(ctx, pr); err != nil {
 			t.Fatal(err)
 		}
-		m, r := probe(pr, "rtt "+s)
-		if m <= prevM || r <= prevR {
-			t.Errorf("rtt %s: medians mysql %.3f, redis %.3f ms; not above the previous step's %.3f, %.3f", s, m, r, prevM, prevR)
-		}
-		prevM, prevR, last = m, r, pr
+		// The step took effect when its fastest round trip is past its RTT
+		// (probe checks that); the medians are not compared with the last
+		// step's: on a loaded machine an idle probe's median at RTT 0 was
+		// 7.5 ms, above the 1 ms step's.
+		probe(pr, "rtt "+s)
+		last = pr
 	}
 	// A server container that a fault restarts rejoins the holder's
 	// namespace: the rule and the shaper still hold its replies.

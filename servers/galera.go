@@ -80,12 +80,17 @@ func (l *Local) startGalera(ctx context.Context, n int) (dsns []string, pids []i
 		pids = append(pids, pid)
 		dsns = append(dsns, WithDriverParams(fmt.Sprintf("root@tcp(127.0.0.1:%d)/", ports[0])))
 		// Join one node at a time: each takes its state from the first.
-		if err := waitGalera(ctx, dsns, l.StartTimeout); err != nil {
+		if err := waitGalera(ctx, dsns, galeraStartTimeout(l.StartTimeout)); err != nil {
 			return nil, nil, err
 		}
 	}
 	return dsns, pids, nil
 }
+
+// galeraStartTimeout bounds a Galera node's start: a joiner copies the
+// first node's data (rsync state transfer) before it answers, which on a
+// loaded 2-core machine took over a minute (a CI run under two burners).
+func galeraStartTimeout(start time.Duration) time.Duration { return 3 * start }
 
 // waitGalera waits until every node says the cluster has len(dsns) nodes
 // and it is Synced.

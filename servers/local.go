@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,7 +279,11 @@ func (l *Local) runMySQL(ctx context.Context, dir string, mariadb bool, port int
 		return 0, fmt.Errorf("local mysql: %w", err)
 	}
 	dsn := WithDriverParams(fmt.Sprintf("root@tcp(%s)/", net.JoinHostPort(l.host(), strconv.Itoa(port))))
-	err = l.waitReady(ctx, cmd, func(ctx context.Context) error {
+	timeout := l.StartTimeout
+	if slices.Contains(extra, "--wsrep-on=ON") {
+		timeout = galeraStartTimeout(l.StartTimeout)
+	}
+	err = l.waitReady(ctx, cmd, timeout, func(ctx context.Context) error {
 		db, err := sql.Open("mysql", dsn)
 		if err != nil {
 			return err
@@ -389,7 +394,7 @@ func (l *Local) runRedis(ctx context.Context, dir string, port int, extra []stri
 		return 0, fmt.Errorf("local redis: %w", err)
 	}
 	addr := net.JoinHostPort(l.host(), strconv.Itoa(port))
-	err = l.waitReady(ctx, cmd, func(ctx context.Context) error { return pingRedis(ctx, addr, l.RedisPassword) })
+	err = l.waitReady(ctx, cmd, l.StartTimeout, func(ctx context.Context) error { return pingRedis(ctx, addr, l.RedisPassword) })
 	if err == nil {
 		return cmd.Process.Pid, nil
 	}
@@ -457,13 +462,13 @@ func (l *Local) spawn(bin string, args ...string) (*exec.Cmd, error) {
 
 // waitReady polls ready until it succeeds, the process exits, or the start
 // timeout passes.
-func (l *Local) waitReady(ctx context.Context, cmd *exec.Cmd, ready func(context.Context) error) error {
+func (l *Local) waitReady(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, ready func(context.Context) error) error {
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	ctx, cancel := context.WithTimeout(ctx, l.StartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
 	for {
@@ -484,7 +489,7 @@ func (l *Local) waitReady(ctx context.Context, cmd *exec.Cmd, ready func(context
 			l.forget(cmd)
 			return errExited
 		case <-ctx.Done():
-			return fmt.Errorf("not ready after %s: %v", l.StartTimeout, last)
+			return fmt.Errorf("not ready after %s: %v", timeout, last)
 		case <-time.After(30 * time.Millisecond):
 		}
 	}

@@ -96,7 +96,9 @@ func StartWith(tune func(*servers.Options)) (env Env, stop func(), err error) {
 	if err != nil {
 		return env, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Generous: only a hang reaches it. A Galera cluster's joiners copy
+	// state one after another, over a minute each on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	ep, err := p.Start(ctx)
 	cancel()
 	if err != nil {
