@@ -220,3 +220,38 @@ func TestFlashRepeatBuyers(t *testing.T) {
 		})
 	}
 }
+
+// TestIDsSortInIssueOrder: every generator's ids (orders, and buyers where
+// the journeys name one) sort in the order they were issued, across the
+// digit counts where unpadded numbers stop sorting (9 → 10, 99999 →
+// 100000): they are primary keys, and an id sorting into the middle of the
+// earlier ones turns each insert into a random page write.
+func TestIDsSortInIssueOrder(t *testing.T) {
+	const n = 100_050
+	flash := NewFlash(FlashParams{Stock: 10, Buyers: n, LimitPerBuyer: 1, RepeatBuyers: 0.1, RepeatTries: 2, TTL: time.Second, Seed: 1})
+	race := NewRace(RaceParams{Stock: 10, Buyers: n, TTL: time.Second, Seed: 1})
+	source := NewSource(SustainedParams{SKUs: 1, Mix: Mix{Confirm: 1}, Seed: 1}, 7)
+	cases := []struct {
+		name string
+		next func() (order, buyer string)
+	}{
+		{"flash", func() (string, string) { j := flash.Next(); return j.OrderID, j.Buyer }},
+		{"race", func() (string, string) { j := race.Next(); return j.OrderID, "" }},
+		{"sustained", func() (string, string) { j := source.Next(time.Second); return j.OrderID, "" }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lastOrder, lastBuyer := "", ""
+			for i := 0; i < n; i++ {
+				order, buyer := c.next()
+				if order <= lastOrder {
+					t.Fatalf("order id %d %q sorts before the one issued before it, %q", i, order, lastOrder)
+				}
+				if buyer < lastBuyer {
+					t.Fatalf("buyer id %q (journey %d) sorts before the one issued before it, %q", buyer, i, lastBuyer)
+				}
+				lastOrder, lastBuyer = order, buyer
+			}
+		})
+	}
+}

@@ -107,8 +107,9 @@ type SustainedParams struct {
 // concurrent use.
 type Source struct {
 	p      SustainedParams
-	worker int
-	seq    int
+	seq int
+	// prefix starts the worker's order ids: "s<seed>-w<worker>".
+	prefix string
 	rng    *rand.Rand
 	zipf   *rand.Zipf
 }
@@ -116,7 +117,7 @@ type Source struct {
 // NewSource builds the journey source of one worker.
 func NewSource(p SustainedParams, worker int) *Source {
 	rng := rand.New(rand.NewPCG(p.Seed, uint64(worker)+1))
-	s := &Source{p: p, worker: worker, rng: rng}
+	s := &Source{p: p, rng: rng, prefix: fmt.Sprintf("s%d-w%d", p.Seed, worker)}
 	if p.Skew.Kind == "zipf" && p.SKUs > 1 {
 		s.zipf = rand.NewZipf(rng, p.Skew.S, 1, uint64(p.SKUs-1))
 	}
@@ -137,7 +138,7 @@ func (s *Source) PickSKU() int {
 // Next returns the worker's next journey; ttl is the reservation lifetime.
 func (s *Source) Next(ttl time.Duration) Journey {
 	s.seq++
-	j := Journey{OrderID: fmt.Sprintf("s%d-w%d-%d", s.p.Seed, s.worker, s.seq), SKU: SKUName(s.PickSKU()), Qty: 1, TTL: ttl}
+	j := Journey{OrderID: seqID(s.prefix, s.seq), SKU: SKUName(s.PickSKU()), Qty: 1, TTL: ttl}
 	reserve := Phase{Ops: []Op{Reserve}}
 	pay := s.p.PayDelay.Draw(s.rng)
 	switch x := s.rng.Float64(); {
