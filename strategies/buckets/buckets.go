@@ -49,6 +49,7 @@ func New(cfg strategies.Config) *Strategy {
 	cfg = cfg.WithDefaults()
 	s := &Strategy{n: cfg.Buckets}
 	s.Base = sqlstore.NewBase(cfg, s.move)
+	s.Base.Orders.TxOpts = readCommitted
 	return s
 }
 
@@ -116,25 +117,14 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 		if err := sqlstore.HoldForBuyer(ctx, tx, r); err != nil {
 			return err
 		}
-		// In primary-key order from the start, then from bucket 0: the scan
-		// stops at the first match (an ORDER BY on an expression would
-		// read, and lock, every matching bucket before sorting).
-		var b int
-		err := tx.QueryRowContext(ctx,
-			"SELECT bucket FROM stock_buckets WHERE sku=? AND bucket>=? AND available>=? ORDER BY bucket LIMIT 1 FOR UPDATE SKIP LOCKED",
-			r.SKU, start, r.Qty).Scan(&b)
-		if errors.Is(err, sql.ErrNoRows) && start > 0 {
-			err = tx.QueryRowContext(ctx,
-				"SELECT bucket FROM stock_buckets WHERE sku=? AND bucket<? AND available>=? ORDER BY bucket LIMIT 1 FOR UPDATE SKIP LOCKED",
-				r.SKU, start, r.Qty).Scan(&b)
-		}
+		b, err := pickBucket(ctx, tx, "available", r.SKU, r.Qty, start)
 		switch {
 		case err == nil:
 			_, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET available=available-?, occupied=occupied+? WHERE sku=? AND bucket=?",
 				r.Qty, r.Qty, r.SKU, b)
 			return err
 		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("reserve: pick bucket: %w", err)
+			return fmt.Errorf("reserve: %w", err)
 		}
 		// Every bucket that holds enough is locked, or none holds enough.
 		// A plain read of what is committed tells which: at a sell-out,
@@ -170,6 +160,26 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	return err
 }
 
+// pickBucket locks the first bucket of sku, in primary-key order from
+// start and then from bucket 0, whose column col holds at least qty and that
+// no other transaction has locked (FOR UPDATE SKIP LOCKED), and returns its
+// number; sql.ErrNoRows when every such bucket is locked or none holds qty.
+// The scan stops at the first match: an ORDER BY on an expression (the
+// wrap-around in one statement) would read, and lock, every matching
+// bucket before sorting.
+func pickBucket(ctx context.Context, tx *sql.Tx, col, sku string, qty int64, start int) (int, error) {
+	q := "SELECT bucket FROM stock_buckets WHERE sku=? AND bucket%s? AND " + col + ">=? ORDER BY bucket LIMIT 1 FOR UPDATE SKIP LOCKED"
+	var b int
+	err := tx.QueryRowContext(ctx, fmt.Sprintf(q, ">="), sku, start, qty).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) && start > 0 {
+		err = tx.QueryRowContext(ctx, fmt.Sprintf(q, "<"), sku, start, qty).Scan(&b)
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("pick bucket: %w", err)
+	}
+	return b, err
+}
+
 // noteRefusal counts a refusal, and a false sold-out when the buckets held
 // at least the quantity in sum just after it (a plain read: a moment later
 // than the refusal, never a lock).
@@ -183,17 +193,31 @@ func (s *Strategy) noteRefusal(ctx context.Context, r inventory.Reservation) {
 	}
 }
 
-// move is the MoveFunc: the order's units leave occupied in the bucket its
-// id hashes to, or the next one holding enough; a bucket's occupied count
-// is only a share of the SKU's, so any bucket may give them up. If no
-// single bucket holds the quantity (possible above 1 unit), the units are
-// taken from several, under their row locks.
+// move is the MoveFunc: the order's units leave occupied in any bucket
+// holding enough of them — a bucket's occupied count is only a share of the
+// SKU's, so any bucket may give them up. First a bucket no other
+// transaction holds (SKIP LOCKED, from the one the order id hashes to), so
+// that confirms spread over the buckets as reserves do instead of queueing
+// on the one the id names; when every such bucket is locked, each bucket in
+// turn with a conditional UPDATE that waits for its lock. If no single
+// bucket holds the quantity (possible above 1 unit), the units are taken
+// from several, under their row locks. The transaction runs at READ
+// COMMITTED (New sets the Orders' TxOpts): a bucket passed over is released
+// at once, not held to the commit.
 func (s *Strategy) move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
 	q := "UPDATE stock_buckets SET occupied=occupied-?, sold=sold+? WHERE sku=? AND bucket=? AND occupied>=?"
 	if m == sqlstore.ToAvailable {
 		q = "UPDATE stock_buckets SET occupied=occupied-?, available=available+? WHERE sku=? AND bucket=? AND occupied>=?"
 	}
 	start := bucketOf(ord.ID, s.n)
+	b, err := pickBucket(ctx, tx, "occupied", ord.SKU, ord.Qty, start)
+	switch {
+	case err == nil:
+		_, err := tx.ExecContext(ctx, q, ord.Qty, ord.Qty, ord.SKU, b, ord.Qty)
+		return err
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
 	for i := 0; i < s.n; i++ {
 		res, err := tx.ExecContext(ctx, q, ord.Qty, ord.Qty, ord.SKU, (start+i)%s.n, ord.Qty)
 		if err != nil {

@@ -387,6 +387,12 @@ type Orders struct {
 	// the retry of a transition whose commit reply was lost), so it must be
 	// idempotent.
 	OnFinal func(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState, marker bool)
+	// TxOpts are the options of Finish's and the expiry's transactions
+	// (nil: the server's default isolation). Every read those transactions
+	// make is a locking one, so their outcome does not depend on the
+	// level; a Move that passes over rows it does not change may ask for
+	// READ COMMITTED, which releases them at once instead of at commit.
+	TxOpts *sql.TxOptions
 }
 
 // Finish moves order ref to `to` (StateConfirmed or StateCancelled):
@@ -400,7 +406,7 @@ type Orders struct {
 func (o Orders) Finish(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState) error {
 	var applied inventory.OrderState
 	var marker bool
-	err := InTx(ctx, o.DB, func(tx *sql.Tx) error {
+	err := InTxWith(ctx, o.DB, o.TxOpts, func(tx *sql.Tx) error {
 		applied, marker = "", false
 		ord, found, err := LockOrder(ctx, tx, ref.OrderID)
 		if err != nil {
@@ -510,7 +516,7 @@ func (o Orders) ExpireDue(ctx context.Context) (int, error) {
 // then the stock.
 func (o Orders) expire(ctx context.Context, g dueGroup) ([]Order, error) {
 	var done []Order
-	err := InTx(ctx, o.DB, func(tx *sql.Tx) error {
+	err := InTxWith(ctx, o.DB, o.TxOpts, func(tx *sql.Tx) error {
 		done = done[:0]
 		locked, err := LockOrders(ctx, tx, g.ids)
 		if err != nil {
