@@ -112,8 +112,13 @@ func TestFaultKindsInARun(t *testing.T) {
 	}{
 		// The run's Redis calls end at their context's deadline, as the
 		// MySQL driver's do: a stalled Redis shows as timeouts.
+		// A paused MySQL need not: database/sql's Commit takes no
+		// context, so a worker whose COMMIT was in flight waits the pause
+		// out and succeeds late (seen under two burners: all 16 workers
+		// stalled, a second without a flow, not one timeout). The pause
+		// must still be visible (checked below for every case).
 		{"lua-tcc", "redis-pause@1s+1500ms", "timeout"},
-		{"conditional", "mysql-pause@1s+1500ms", "timeout"},
+		{"conditional", "mysql-pause@1s+1500ms", ""},
 		{"lua-tcc", "redis-restart@1s+1s", ""},
 		{"conditional", "mysql-restart@1s", ""},
 		{"lua-tcc", "latency:redis=800ms@1s+1s", ""},
