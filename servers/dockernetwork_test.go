@@ -92,7 +92,7 @@ func TestDockerNetworkProfile(t *testing.T) {
 	defer func() { conns.Close() }()
 	// probe times 50 round trips per store, checks none was faster than
 	// the configured RTT less its jitter, and returns the medians.
-	probe := func(pr netpath.Profile, what string) (mysqlMS, redisMS float64) {
+	probe := func(pr netpath.Profile, what string) {
 		t.Helper()
 		m, r, err := ProbeRTT(ctx, conns, 50)
 		if err != nil {
@@ -108,7 +108,6 @@ func TestDockerNetworkProfile(t *testing.T) {
 				t.Errorf("%s: %s: fastest round trip %.3f ms, below %s", what, c.store, c.got, least)
 			}
 		}
-		return m.MedianMS, r.MedianMS
 	}
 	probe(first, "rtt 0")
 	var last netpath.Profile

@@ -53,6 +53,7 @@ func (l *Local) startGalera(ctx context.Context, n int) (dsns []string, pids []i
 		gid, _ = strconv.Atoi(u.Gid)
 	}
 	var first string // gcomm address of the bootstrap node
+	startTimeout := galeraStartTimeout(l.StartTimeout)
 	for i := 0; i < n; i++ {
 		ports := make([]int, 4) // client, group communication, IST, SST
 		for j := range ports {
@@ -73,14 +74,14 @@ func (l *Local) startGalera(ctx context.Context, n int) (dsns []string, pids []i
 			extra = append(extra, "--wsrep-new-cluster")
 			first = gcomm
 		}
-		pid, err := l.startMySQLNode(ctx, ports[0], runAs, uid, gid, extra)
+		pid, err := l.startMySQLNode(ctx, ports[0], runAs, uid, gid, extra, startTimeout)
 		if err != nil {
 			return nil, nil, fmt.Errorf("galera node %d: %w", i+1, err)
 		}
 		pids = append(pids, pid)
 		dsns = append(dsns, WithDriverParams(fmt.Sprintf("root@tcp(127.0.0.1:%d)/", ports[0])))
 		// Join one node at a time: each takes its state from the first.
-		if err := waitGalera(ctx, dsns, galeraStartTimeout(l.StartTimeout)); err != nil {
+		if err := waitGalera(ctx, dsns, startTimeout); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,8 +245,9 @@ func (l *Local) initMySQL(ctx context.Context, runAs string, uid, gid int) (dir 
 }
 
 // runMySQL starts a server on an initialised directory and waits until it
-// answers. errExited (wrapped) means it exited during start.
-func (l *Local) runMySQL(ctx context.Context, dir string, mariadb bool, port int, runAs string, extra []string) (pid int, err error) {
+// answers, for up to timeout. errExited (wrapped) means it exited during
+// start.
+func (l *Local) runMySQL(ctx context.Context, dir string, mariadb bool, port int, runAs string, extra []string, timeout time.Duration) (pid int, err error) {
 	user := "--user=root"
 	if runAs != "" {
 		user = "--user=" + runAs
@@ -279,10 +279,6 @@ func (l *Local) runMySQL(ctx context.Context, dir string, mariadb bool, port int
 		return 0, fmt.Errorf("local mysql: %w", err)
 	}
 	dsn := WithDriverParams(fmt.Sprintf("root@tcp(%s)/", net.JoinHostPort(l.host(), strconv.Itoa(port))))
-	timeout := l.StartTimeout
-	if slices.Contains(extra, "--wsrep-on=ON") {
-		timeout = galeraStartTimeout(l.StartTimeout)
-	}
 	err = l.waitReady(ctx, cmd, timeout, func(ctx context.Context) error {
 		db, err := sql.Open("mysql", dsn)
 		if err != nil {
@@ -309,10 +305,10 @@ func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
 		if port, err = freePort(); err != nil {
 			return 0, 0, err
 		}
-		pid, err = l.runMySQL(ctx, dir, mariadb, port, "", nil)
+		pid, err = l.runMySQL(ctx, dir, mariadb, port, "", nil, l.StartTimeout)
 		if err == nil {
 			l.setRole(TargetMySQL, pid, func(ctx context.Context) (int, error) {
-				return l.runMySQL(ctx, dir, mariadb, port, "", nil)
+				return l.runMySQL(ctx, dir, mariadb, port, "", nil, l.StartTimeout)
 			})
 			return port, pid, nil
 		}
@@ -324,13 +320,14 @@ func (l *Local) startMySQL(ctx context.Context) (port, pid int, err error) {
 	return 0, 0, errors.New("local mysql: no free port after 3 tries")
 }
 
-// startMySQLNode starts one server of a cluster on a chosen port.
-func (l *Local) startMySQLNode(ctx context.Context, port int, runAs string, uid, gid int, extra []string) (pid int, err error) {
+// startMySQLNode starts one server of a cluster on a chosen port, waiting
+// up to timeout for it to answer.
+func (l *Local) startMySQLNode(ctx context.Context, port int, runAs string, uid, gid int, extra []string, timeout time.Duration) (pid int, err error) {
 	dir, mariadb, err := l.initMySQL(ctx, runAs, uid, gid)
 	if err != nil {
 		return 0, err
 	}
-	return l.runMySQL(ctx, dir, mariadb, port, runAs, extra)
+	return l.runMySQL(ctx, dir, mariadb, port, runAs, extra, timeout)
 }
 
 // startRedis starts one redis-server; extra are further arguments.
