@@ -134,8 +134,8 @@ func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)
 // width so that ids sort in the order they were issued: they are primary
 // keys (orders, buyer_holds), and an id that sorts into the middle of the
 // ones before it makes every insert land on an old, half-split page — on an
-// hour-long run the index then outgrows the buffer pool and throughput
-// decays with the table's size (#27). Nine digits outlast any run.
+// hour-long run the index outgrows the buffer pool and every insert may
+// read a page from disk (#27). Nine digits outlast any run.
 func seqID(prefix string, n int) string { return fmt.Sprintf("%s-%09d", prefix, n) }
 
 // Generator hands out a fixed scenario's journeys one at a time, in buyer
@@ -154,15 +154,19 @@ type FlashGen struct {
 	// buyer counts the buyers so far; left is the tries the current one
 	// has still to make.
 	buyer, left int
+	// orders and buyers start the ids: "flash-<seed>", "buyer-<seed>".
+	orders, buyers string
 }
 
 // NewFlash is the generator of p's journeys.
-func NewFlash(p FlashParams) *FlashGen { return &FlashGen{p: p, rng: newRand(p.Seed)} }
+func NewFlash(p FlashParams) *FlashGen {
+	return &FlashGen{p: p, rng: newRand(p.Seed), orders: fmt.Sprintf("flash-%d", p.Seed), buyers: fmt.Sprintf("buyer-%d", p.Seed)}
+}
 
 // Next returns the next buyer's journey.
 func (g *FlashGen) Next() Journey {
 	p := g.p
-	j := Journey{OrderID: seqID(fmt.Sprintf("flash-%d", p.Seed), g.i), SKU: FlashSKU, Qty: 1, TTL: p.TTL,
+	j := Journey{OrderID: seqID(g.orders, g.i), SKU: FlashSKU, Qty: 1, TTL: p.TTL,
 		Kind: "buy", Phases: []Phase{{Ops: []Op{Reserve}}}, Limit: p.LimitPerBuyer}
 	g.i++
 	if p.LimitPerBuyer > 0 || p.RepeatBuyers > 0 {
@@ -176,7 +180,7 @@ func (g *FlashGen) Next() Journey {
 			}
 		}
 		g.left--
-		j.Buyer = seqID(fmt.Sprintf("buyer-%d", p.Seed), g.buyer-1)
+		j.Buyer = seqID(g.buyers, g.buyer-1)
 	}
 	pay := p.PayDelay.Draw(g.rng)
 	if g.rng.Float64() < p.Abandon {
@@ -232,10 +236,14 @@ type RaceGen struct {
 	p   RaceParams
 	rng *rand.Rand
 	i   int
+	// orders starts the order ids: "race-<seed>".
+	orders string
 }
 
 // NewRace is the generator of p's journeys.
-func NewRace(p RaceParams) *RaceGen { return &RaceGen{p: p, rng: newRand(p.Seed)} }
+func NewRace(p RaceParams) *RaceGen {
+	return &RaceGen{p: p, rng: newRand(p.Seed), orders: fmt.Sprintf("race-%d", p.Seed)}
+}
 
 // Race builds the journeys of the race scenario (all of them).
 func Race(p RaceParams) []Journey { return drain(NewRace(p), p.Buyers) }
@@ -254,7 +262,7 @@ func (g *RaceGen) Next() Journey {
 		x -= k.Share
 	}
 	pay := p.PayDelay.Draw(rng)
-	j := Journey{OrderID: seqID(fmt.Sprintf("race-%d", p.Seed), i), SKU: FlashSKU, Qty: 1, TTL: p.TTL, Kind: kind}
+	j := Journey{OrderID: seqID(g.orders, i), SKU: FlashSKU, Qty: 1, TTL: p.TTL, Kind: kind}
 	reserve := Phase{Ops: []Op{Reserve}}
 	switch kind {
 	case "confirm-cancel-race":

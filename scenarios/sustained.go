@@ -106,7 +106,7 @@ type SustainedParams struct {
 // worker's sequence of choices is the same from run to run. Not safe for
 // concurrent use.
 type Source struct {
-	p      SustainedParams
+	p   SustainedParams
 	seq int
 	// prefix starts the worker's order ids: "s<seed>-w<worker>".
 	prefix string
