@@ -160,6 +160,17 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	return err
 }
 
+// pickQueries are pickBucket's two statements (from start, then below it)
+// for each column, built once rather than on every reserve and confirm.
+var pickQueries = func() map[string][2]string {
+	m := map[string][2]string{}
+	for _, col := range []string{"available", "occupied"} {
+		q := "SELECT bucket FROM stock_buckets WHERE sku=? AND bucket%s? AND " + col + ">=? ORDER BY bucket LIMIT 1 FOR UPDATE SKIP LOCKED"
+		m[col] = [2]string{fmt.Sprintf(q, ">="), fmt.Sprintf(q, "<")}
+	}
+	return m
+}()
+
 // pickBucket locks the first bucket of sku, in primary-key order from
 // start and then from bucket 0, whose column col holds at least qty and that
 // no other transaction has locked (FOR UPDATE SKIP LOCKED), and returns its
@@ -168,11 +179,11 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 // wrap-around in one statement) would read, and lock, every matching
 // bucket before sorting.
 func pickBucket(ctx context.Context, tx *sql.Tx, col, sku string, qty int64, start int) (int, error) {
-	q := "SELECT bucket FROM stock_buckets WHERE sku=? AND bucket%s? AND " + col + ">=? ORDER BY bucket LIMIT 1 FOR UPDATE SKIP LOCKED"
+	q := pickQueries[col]
 	var b int
-	err := tx.QueryRowContext(ctx, fmt.Sprintf(q, ">="), sku, start, qty).Scan(&b)
+	err := tx.QueryRowContext(ctx, q[0], sku, start, qty).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) && start > 0 {
-		err = tx.QueryRowContext(ctx, fmt.Sprintf(q, "<"), sku, start, qty).Scan(&b)
+		err = tx.QueryRowContext(ctx, q[1], sku, start, qty).Scan(&b)
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("pick bucket: %w", err)
