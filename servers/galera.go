@@ -56,27 +56,27 @@ func (l *Local) startGalera(ctx context.Context, n int) (dsns []string, pids []i
 	startTimeout := galeraStartTimeout(l.StartTimeout)
 	for i := 0; i < n; i++ {
 		ports := make([]int, 4) // client, group communication, IST, SST
-		for j := range ports {
-			if ports[j], err = freePort(); err != nil {
-				return nil, nil, err
+		var pid int
+		// A node that exits during its start is started again, on new
+		// ports in a new directory, twice at most: a joiner's state
+		// transfer listens on ports of its own (rsync's daemon among them)
+		// and fails on one taken in the meantime.
+		for attempt := 1; ; attempt++ {
+			for j := range ports {
+				if ports[j], err = freePort(); err != nil {
+					return nil, nil, err
+				}
+			}
+			pid, err = l.startGaleraNode(ctx, i, first, lib, ports, runAs, uid, gid, startTimeout)
+			if err == nil || !errors.Is(err, errExited) || attempt == 3 {
+				break
 			}
 		}
-		gcomm := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
-		join := "gcomm://" + first
-		extra := []string{
-			"--wsrep-on=ON", "--wsrep-provider=" + lib, "--wsrep-cluster-name=stockbench",
-			"--wsrep-cluster-address=" + join, "--wsrep-node-address=" + gcomm,
-			fmt.Sprintf("--wsrep-provider-options=gmcast.listen_addr=tcp://%s;ist.recv_addr=127.0.0.1:%d", gcomm, ports[2]),
-			"--wsrep-sst-method=rsync", fmt.Sprintf("--wsrep-sst-receive-address=127.0.0.1:%d", ports[3]),
-			"--binlog-format=ROW", "--default-storage-engine=InnoDB", "--innodb-autoinc-lock-mode=2",
-		}
-		if i == 0 {
-			extra = append(extra, "--wsrep-new-cluster")
-			first = gcomm
-		}
-		pid, err := l.startMySQLNode(ctx, ports[0], runAs, uid, gid, extra, startTimeout)
 		if err != nil {
 			return nil, nil, fmt.Errorf("galera node %d: %w", i+1, err)
+		}
+		if i == 0 {
+			first = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 		}
 		pids = append(pids, pid)
 		dsns = append(dsns, WithDriverParams(fmt.Sprintf("root@tcp(127.0.0.1:%d)/", ports[0])))
@@ -86,6 +86,25 @@ func (l *Local) startGalera(ctx context.Context, n int) (dsns []string, pids []i
 		}
 	}
 	return dsns, pids, nil
+}
+
+// startGaleraNode starts node i (0: the one that bootstraps the cluster,
+// others join first, its gcomm address) on ports: client, group
+// communication, IST, SST.
+func (l *Local) startGaleraNode(ctx context.Context, i int, first, lib string, ports []int, runAs string, uid, gid int, timeout time.Duration) (int, error) {
+	gcomm := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
+	join := "gcomm://" + first
+	extra := []string{
+		"--wsrep-on=ON", "--wsrep-provider=" + lib, "--wsrep-cluster-name=stockbench",
+		"--wsrep-cluster-address=" + join, "--wsrep-node-address=" + gcomm,
+		fmt.Sprintf("--wsrep-provider-options=gmcast.listen_addr=tcp://%s;ist.recv_addr=127.0.0.1:%d", gcomm, ports[2]),
+		"--wsrep-sst-method=rsync", fmt.Sprintf("--wsrep-sst-receive-address=127.0.0.1:%d", ports[3]),
+		"--binlog-format=ROW", "--default-storage-engine=InnoDB", "--innodb-autoinc-lock-mode=2",
+	}
+	if i == 0 {
+		extra = append(extra, "--wsrep-new-cluster")
+	}
+	return l.startMySQLNode(ctx, ports[0], runAs, uid, gid, extra, timeout)
 }
 
 // galeraStartTimeout bounds a Galera node's start: a joiner copies the

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -553,7 +554,20 @@ func (l *Local) Stop() error {
 	return errors.Join(errs...)
 }
 
+// freePort picks a port for a server to listen on: one that nothing
+// listens on now and that lies below the kernel's ephemeral range
+// (ip_local_port_range), from which every outgoing connection takes its
+// local port. A port from that range, which listening on :0 gives, can be
+// taken by some client's connection between being chosen here and the
+// server binding it, and a machine running tests opens thousands.
 func freePort() (int, error) {
+	lo, hi := listenRange(ephemeralLow())
+	for range 64 {
+		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))); err == nil {
+			defer ln.Close()
+			return ln.Addr().(*net.TCPAddr).Port, nil
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
@@ -562,18 +576,48 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default 32768 when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		if n, err := strconv.Atoi(f[0]); err == nil {
+			return n
+		}
+	}
+	return 32768
+}
+
+// listenRange is where freePort looks for a port, given the ephemeral
+// range's first port: the 16384 ports below it, above the privileged ones
+// (at least 1024 ports).
+func listenRange(ephemeralLow int) (lo, hi int) {
+	hi = max(ephemeralLow, 2048)
+	return max(1024, hi-16384), hi
+}
+
 func tailFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return lastLine(b)
 }
 
-// lastLine returns the first line that names an error other than the
-// generic "Aborting", or else the last line.
+// lastLine returns the first line MariaDB marks [ERROR], else the first
+// that names an error, either other than the generic "Aborting"; or else
+// the last line. The mark comes first because a command line Galera logs
+// (its state-transfer script's, with --log-error=…/error.log) names one.
 func lastLine(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	for _, l := range lines {
-		if strings.Contains(strings.ToLower(l), "error") && !strings.Contains(l, "Aborting") {
-			return strings.TrimSpace(l)
+	for _, names := range []func(string) bool{
+		func(l string) bool { return strings.Contains(l, "[ERROR]") },
+		func(l string) bool { return strings.Contains(strings.ToLower(l), "error") },
+	} {
+		for _, l := range lines {
+			if names(l) && !strings.Contains(l, "Aborting") {
+				return strings.TrimSpace(l)
+			}
 		}
 	}
 	return strings.TrimSpace(lines[len(lines)-1])

@@ -113,10 +113,25 @@ func TestLastLine(t *testing.T) {
 		{"a\n[ERROR] Can't find file x\n[ERROR] Aborting\n", "[ERROR] Can't find file x"}, // the cause, not the generic abort
 		{"starting\nready\n", "ready"}, // no error: last line
 		{"[ERROR] Aborting", "[ERROR] Aborting"},
+		{"[Note] WSREP: Running: 'wsrep_sst_rsync --log-error=/d/error.log'\n[ERROR] WSREP: Failed to read 'ready <addr>'\n", "[ERROR] WSREP: Failed to read 'ready <addr>'"}, // an option's name is no error
 	}
 	for _, c := range cases {
 		if got := lastLine([]byte(c.in)); got != c.want {
 			t.Errorf("lastLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestListenRange(t *testing.T) {
+	cases := []struct{ low, lo, hi int }{
+		{32768, 16384, 32768}, // Linux's default ephemeral range
+		{49152, 32768, 49152}, // the IANA range
+		{10000, 1024, 10000},  // a low range: never a privileged port
+		{1024, 1024, 2048},    // nothing below it: still a range
+	}
+	for _, c := range cases {
+		if lo, hi := listenRange(c.low); lo != c.lo || hi != c.hi {
+			t.Errorf("listenRange(%d) = %d, %d, want %d, %d", c.low, lo, hi, c.lo, c.hi)
 		}
 	}
 }
