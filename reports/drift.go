@@ -123,14 +123,16 @@ func driftChart(rows []results.Row, sc string, m driftMetric) (*plot.Plot, error
 
 // driftView is the summary's drift section: per timed run the first and
 // last windows side by side with the change, the memory and table sizes at
-// both ends, and the relay's verdict; no rows when no run has drift.
+// both ends, the relay's verdict and what a change in flows/s followed; no
+// rows when no run has drift.
 type driftView struct {
 	Table    table
-	Verdicts []relayVerdict
+	Verdicts []driftVerdict
 }
 
-// relayVerdict is how a run's outbox relay kept up.
-type relayVerdict struct {
+// driftVerdict is a sentence on a run's drift: how its outbox relay kept
+// up (FallingBehind: it did not), or what a change in its flows/s followed.
+type driftVerdict struct {
 	runRef
 	Verdict       string
 	FallingBehind bool
@@ -153,7 +155,12 @@ func driftOf(r *results.Results) driftView {
 	}
 	for _, run := range r.Runs {
 		if d := run.Drift; d != nil && d.RelayVerdict != "" {
-			v.Verdicts = append(v.Verdicts, relayVerdict{refOf(run), d.RelayVerdict, d.RelayFallingBehind})
+			v.Verdicts = append(v.Verdicts, driftVerdict{refOf(run), d.RelayVerdict, d.RelayFallingBehind})
+		}
+	}
+	for _, run := range r.Runs {
+		if d := run.Drift; d != nil && d.CostVerdict != "" {
+			v.Verdicts = append(v.Verdicts, driftVerdict{refOf(run), d.CostVerdict, false})
 		}
 	}
 	return v

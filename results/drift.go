@@ -28,6 +28,11 @@ type Drift struct {
 	// backlog's age grew through the run: the relay did not keep up with
 	// the strategy's own throughput (see RelayVerdict).
 	RelayFallingBehind bool `json:"relay_falling_behind,omitempty"`
+	// CostVerdict says, for a run whose flows/s moved 10 % or more from
+	// the first window to the last, how the CPU each flow cost and the
+	// reference work moved: a machine that slowed told apart from a run
+	// whose own cost per flow grew.
+	CostVerdict string `json:"cost_verdict,omitempty"`
 	// RelayVerdict says in one sentence how the relay kept up (outbox).
 	RelayVerdict string `json:"relay_verdict,omitempty"`
 }
@@ -59,6 +64,15 @@ type DriftPoint struct {
 	// strategies without a relay.
 	RelayLagMS   *float64 `json:"relay_lag_ms,omitempty"`
 	RelayBacklog *int64   `json:"relay_backlog,omitempty"`
+	// CPUSec is the CPU time, in seconds, each process had used by the
+	// sample: "mysql", "redis", "harness", as the run's CPU figures read
+	// them (a restarted server's count starts again).
+	CPUSec map[string]float64 `json:"cpu_sec,omitempty"`
+	// RefCPUMS is the CPU time a fixed reference computation (SHA-256
+	// over a block in cache; the same at every sample) took on the
+	// sampler's thread. It rises when the machine computes slower (a core
+	// shared on the host, a lower clock), whatever the run does.
+	RefCPUMS float64 `json:"ref_cpu_ms,omitempty"`
 }
 
 // DriftWindow is a stretch of the measured phase: flows per second and the
@@ -78,6 +92,11 @@ type DriftWindow struct {
 	// DiskReadsPerSec is the growth of BufferPoolDiskReads over the
 	// window's samples, per second.
 	DiskReadsPerSec float64 `json:"disk_reads_per_sec,omitempty"`
+	// CPUMSPerFlow is each process's CPU time per flow between the
+	// window's first and last samples, in ms; RefCPUMS the median
+	// reference cost of its samples.
+	CPUMSPerFlow map[string]float64 `json:"cpu_ms_per_flow,omitempty"`
+	RefCPUMS     float64            `json:"ref_cpu_ms,omitempty"`
 }
 
 // DriftWindowSec is the length of the first and last windows compared for

@@ -150,6 +150,19 @@ func (c *cpuSampler) readAll() map[string]cpuReading {
 	return out
 }
 
+// seconds reads every source once: each process's CPU time so far, in
+// seconds, by name.
+func (c *cpuSampler) seconds() map[string]float64 {
+	if c == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, r := range c.readAll() {
+		out[k] = r.cpu.Seconds()
+	}
+	return out
+}
+
 // sample reads every source into the accumulators.
 func (c *cpuSampler) sample() {
 	r := c.readAll()

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,15 +21,17 @@ import (
 
 // driftSampler samples a run's resources through its load, every period,
 // on a goroutine of its own: the harness's memory, the servers', the
-// stockbench tables' sizes and the outbox relay's backlog. Each sample is
-// a handful of cheap reads (estimates from information_schema, not counts
-// over the tables), so sampling does not load the stores. Its memory is a
-// few hundred bytes a sample.
+// stockbench tables' sizes, the outbox relay's backlog, the processes' CPU
+// time and the cost of a fixed reference work (refWork). Each sample is a
+// handful of cheap reads (estimates from information_schema, not counts
+// over the tables) and a few ms of one core, so sampling does not load
+// the stores. Its memory is a few hundred bytes a sample.
 type driftSampler struct {
 	conns    servers.Conns
 	mysqlPID int
 	relay    bool
 	every    time.Duration
+	cpu      func() map[string]float64 // CPU seconds by process; nil: none
 
 	mu     sync.Mutex
 	at     []time.Time
@@ -43,10 +47,11 @@ func driftEvery(d time.Duration) time.Duration {
 }
 
 // startDrift samples until stopped. relay says the strategy has an outbox
-// relay whose backlog is worth sampling.
-func startDrift(conns servers.Conns, mysqlPID int, relay bool, every time.Duration) *driftSampler {
+// relay whose backlog is worth sampling; cpu reads the processes' CPU
+// seconds.
+func startDrift(conns servers.Conns, mysqlPID int, relay bool, every time.Duration, cpu func() map[string]float64) *driftSampler {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &driftSampler{conns: conns, mysqlPID: mysqlPID, relay: relay, every: every, stop: cancel, done: make(chan struct{})}
+	s := &driftSampler{conns: conns, mysqlPID: mysqlPID, relay: relay, every: every, cpu: cpu, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(every)
@@ -85,6 +90,12 @@ func (s *driftSampler) sample(ctx context.Context) {
 	defer cancel()
 	now := time.Now()
 	var p results.DriftPoint
+	if d, ok := refWork(); ok {
+		p.RefCPUMS = float64(d.Microseconds()) / 1000
+	}
+	if s.cpu != nil {
+		p.CPUSec = s.cpu()
+	}
 	p.HarnessRSSBytes, _ = procMem("self")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -202,6 +213,7 @@ func driftOf(every time.Duration, points []results.DriftPoint, series []bucket, 
 	d.Last = window(points, series, lat, max(0, secs-d.WindowSec), secs)
 	d.FlowsChangePct = results.ChangePct(d.First.FlowsPerSec, d.Last.FlowsPerSec)
 	d.P99ChangePct = results.ChangePct(d.First.FlowP99MS, d.Last.FlowP99MS)
+	d.CostVerdict = costVerdict(d)
 	if d.First.RelayLagMaxMS != nil && d.Last.RelayLagMaxMS != nil {
 		var worst float64
 		for _, p := range points {
@@ -236,10 +248,15 @@ func window(points []results.DriftPoint, series []bucket, lat *latStore, from, t
 		w.FlowsPerSec = float64(flows) / (to - from)
 	}
 	w.FlowP99MS = float64(lat.quantile(int(from), end, 0.99)) / 1000
-	var firstIn *results.DriftPoint
+	var firstIn, lastIn *results.DriftPoint
+	var refs []float64
 	for _, p := range points {
 		if p.Second < from || p.Second > to+0.5 {
 			continue
+		}
+		lastIn = &p
+		if p.RefCPUMS > 0 {
+			refs = append(refs, p.RefCPUMS)
 		}
 		if firstIn == nil {
 			firstIn = &p
@@ -256,5 +273,100 @@ func window(points []results.DriftPoint, series []bucket, lat *latStore, from, t
 			w.RelayLagMaxMS = &v
 		}
 	}
+	w.RefCPUMS = median(refs)
+	if firstIn != nil && lastIn != nil {
+		w.CPUMSPerFlow = cpuPerFlow(*firstIn, *lastIn, series)
+	}
 	return w
+}
+
+// cpuPerFlow is each process's CPU time per flow between samples a and b,
+// in ms: the CPU it used between them over the flows of the whole seconds
+// between them. A process whose count went back (it restarted) or that
+// either sample lacks is left out; nil when no flow fell between them.
+func cpuPerFlow(a, b results.DriftPoint, series []bucket) map[string]float64 {
+	var flows int64
+	for i := max(0, int(math.Round(a.Second))); i < int(math.Round(b.Second)) && i < len(series); i++ {
+		flows += series[i].flows
+	}
+	if flows == 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, to := range b.CPUSec {
+		if from, ok := a.CPUSec[k]; ok && to >= from {
+			out[k] = 1000 * (to - from) / float64(flows)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// median of xs (0 for none); xs is reordered.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
+}
+
+// costVerdict says, when flows/s moved by 10 % or more from the first
+// window to the last, how the CPU per flow of each process and the
+// reference work moved, and what that points at: the machine (the fixed
+// work slowed at least half as much as a flow's CPU grew), the run's own
+// cost (CPU per flow grew, the reference did not), or neither (each flow
+// cost the same CPU: the run got less of it, or waited); likewise for a
+// machine that sped up. Empty when the
+// flows held, or when the windows lack the figures.
+func costVerdict(d *results.Drift) string {
+	f, l := d.First, d.Last
+	if math.Abs(d.FlowsChangePct) < 10 || len(f.CPUMSPerFlow) == 0 || len(l.CPUMSPerFlow) == 0 {
+		return ""
+	}
+	var names []string
+	var sf, sl float64
+	for k, v := range f.CPUMSPerFlow {
+		if w, ok := l.CPUMSPerFlow[k]; ok {
+			names = append(names, k)
+			sf, sl = sf+v, sl+w
+		}
+	}
+	if len(names) == 0 || sf == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	cpu := results.ChangePct(sf, sl)
+	var parts []string
+	worst, worstName := math.Inf(-1), ""
+	for _, k := range names {
+		c := results.ChangePct(f.CPUMSPerFlow[k], l.CPUMSPerFlow[k])
+		parts = append(parts, fmt.Sprintf("%s %+.0f %%", k, c))
+		if c > worst {
+			worst, worstName = c, k
+		}
+	}
+	v := fmt.Sprintf("flows/s %+.0f %% from the first %.0f s to the last; CPU per flow %+.0f %% (%s)",
+		d.FlowsChangePct, d.WindowSec, cpu, strings.Join(parts, ", "))
+	if f.RefCPUMS <= 0 || l.RefCPUMS <= 0 {
+		return v
+	}
+	ref := results.ChangePct(f.RefCPUMS, l.RefCPUMS)
+	v += fmt.Sprintf("; the same reference work %+.0f %% CPU", ref)
+	switch {
+	case ref >= 10 && ref >= cpu/2:
+		return v + ": the machine itself did the same work slower"
+	case ref <= -10 && ref <= cpu/2:
+		return v + ": the machine itself did the same work faster"
+	case math.Abs(cpu) >= 10:
+		return v + fmt.Sprintf(": the run's own cost per flow changed, most in %s", worstName)
+	case d.FlowsChangePct < 0:
+		return v + ": each flow cost about the same CPU, the run got less of it (other work on the machine, or waits)"
+	}
+	return v
 }

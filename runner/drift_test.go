@@ -74,3 +74,56 @@ func TestProcMem(t *testing.T) {
 		t.Fatalf("unknown process: %d %d", r, p)
 	}
 }
+
+// TestCostVerdict: a change in flows/s of 10 % or more is laid beside the
+// CPU per flow of each process and the reference work, and put down to the
+// machine only when the reference moved with the CPU per flow.
+func TestCostVerdict(t *testing.T) {
+	// 60 s at 100 flows a second: each 10 s between samples holds 1000
+	// flows, so a process using c CPU-seconds per 10 s costs c ms a flow.
+	series := make([]bucket, 60)
+	for i := range series {
+		series[i].flows = 100
+	}
+	point := func(sec, mysql, harness, ref float64) results.DriftPoint {
+		return results.DriftPoint{Second: sec, CPUSec: map[string]float64{"mysql": mysql, "harness": harness}, RefCPUMS: ref}
+	}
+	for _, c := range []struct {
+		name       string
+		flowsPct   float64
+		first      [2]results.DriftPoint
+		last       [2]results.DriftPoint
+		want, none string
+	}{
+		{"flows held: no verdict", -5, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 12, 12, 10)}, "", "flows"},
+		{"the machine slowed", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 14), point(50, 11.4, 11.4, 14)}, "CPU per flow +40 % (harness +40 %, mysql +40 %); the same reference work +40 % CPU: the machine itself did the same work slower", ""},
+		{"the store's own cost", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10.2), point(50, 12, 11, 10.2)}, "CPU per flow +50 % (harness +0 %, mysql +100 %); the same reference work +2 % CPU: the run's own cost per flow changed, most in mysql", "machine"},
+		{"less CPU for the run", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 11, 11, 10)}, "each flow cost about the same CPU, the run got less of it", "did the same work"},
+		{"the machine sped up", 25, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 8), point(50, 10.8, 10.8, 8)}, "the machine itself did the same work faster", ""},
+		{"no reference: figures only", -30, [2]results.DriftPoint{point(0, 0, 0, 0), point(10, 1, 1, 0)}, [2]results.DriftPoint{point(40, 10, 10, 0), point(50, 12, 12, 0)}, "CPU per flow +100 %", "reference"},
+		{"a restarted server is left out", -30, [2]results.DriftPoint{point(0, 5, 0, 10), point(10, 6, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 2, 12, 10)}, "CPU per flow +100 % (harness +100 %)", "mysql"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pts := append(c.first[:], c.last[:]...)
+			d := &results.Drift{WindowSec: 10, FlowsChangePct: c.flowsPct,
+				First: window(pts, series, &latStore{}, 0, 10), Last: window(pts, series, &latStore{}, 40, 50)}
+			got := costVerdict(d)
+			if c.want == "" && got != "" || !strings.Contains(got, c.want) || c.none != "" && strings.Contains(got, c.none) {
+				t.Fatalf("verdict %q, want it to say %q and not %q", got, c.want, c.none)
+			}
+		})
+	}
+}
+
+// TestRefWork: the reference work's CPU time is read on Linux, and is
+// some milliseconds, not a whole second (its loop was not optimised away
+// nor made unbounded).
+func TestRefWork(t *testing.T) {
+	d, ok := refWork()
+	if !ok {
+		t.Skip("no per-thread CPU time here")
+	}
+	if d <= 0 || d >= time.Second {
+		t.Fatalf("reference work took %v of CPU", d)
+	}
+}

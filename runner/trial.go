@@ -282,7 +282,7 @@ func (t *trial) load(ctx context.Context) error {
 			pid = o.Segment.ServerPIDs[servers.TargetMySQL]
 		}
 		_, relay := countersOf(t.strat)["outbox_relayed"]
-		drift = startDrift(t.conns, pid, relay, driftEvery(o.Duration))
+		drift = startDrift(t.conns, pid, relay, driftEvery(o.Duration), t.cpu.seconds)
 	}
 	t.peakReset = resetPeakRSS()
 	cpuFrom := selfCPU()
