@@ -99,6 +99,11 @@ func SpreadOf(runs []Run, f func(Run) float64) Spread {
 	for i, r := range runs {
 		xs[i] = f(r)
 	}
+	return SpreadOfValues(xs)
+}
+
+// SpreadOfValues is the min / median / max of xs, which it sorts.
+func SpreadOfValues(xs []float64) Spread {
 	sort.Float64s(xs)
 	n := len(xs)
 	if n == 0 {

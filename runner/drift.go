@@ -273,7 +273,7 @@ func window(points []results.DriftPoint, series []bucket, lat *latStore, from, t
 			w.RelayLagMaxMS = &v
 		}
 	}
-	w.RefCPUMS = median(refs)
+	w.RefCPUMS = results.SpreadOfValues(refs).Median
 	if firstIn != nil && lastIn != nil {
 		w.CPUMSPerFlow = cpuPerFlow(*firstIn, *lastIn, series)
 	}
@@ -304,26 +304,14 @@ func cpuPerFlow(a, b results.DriftPoint, series []bucket) map[string]float64 {
 	return out
 }
 
-// median of xs (0 for none); xs is reordered.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	if n := len(xs); n%2 == 0 {
-		return (xs[n/2-1] + xs[n/2]) / 2
-	}
-	return xs[len(xs)/2]
-}
-
 // costVerdict says, when flows/s moved by 10 % or more from the first
 // window to the last, how the CPU per flow of each process and the
 // reference work moved, and what that points at: the machine (the fixed
 // work slowed at least half as much as a flow's CPU grew), the run's own
 // cost (CPU per flow grew, the reference did not), or neither (each flow
 // cost the same CPU: the run got less of it, or waited); likewise for a
-// machine that sped up. Empty when the
-// flows held, or when the windows lack the figures.
+// machine that sped up. Empty when the flows held, or when the windows
+// lack the figures.
 func costVerdict(d *results.Drift) string {
 	f, l := d.First, d.Last
 	if math.Abs(d.FlowsChangePct) < 10 || len(f.CPUMSPerFlow) == 0 || len(l.CPUMSPerFlow) == 0 {

@@ -562,18 +562,19 @@ func (l *Local) Stop() error {
 // server binding it, and a machine running tests opens thousands.
 func freePort() (int, error) {
 	lo, hi := listenRange(ephemeralLow())
-	for range 64 {
-		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))); err == nil {
+	var err error
+	for try := range 65 {
+		port := 0 // the last try: any port the kernel gives
+		if try < 64 {
+			port = lo + rand.IntN(hi-lo)
+		}
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
 			defer ln.Close()
 			return ln.Addr().(*net.TCPAddr).Port, nil
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("find a free port: %w", err)
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's
