@@ -76,6 +76,10 @@ var driftMetrics = []driftMetric{
 			}
 			return xys
 		}},
+	{"history", "InnoDB history list over the run", "transactions not yet purged (thousands)",
+		sampled(func(p results.DriftPoint) (float64, bool) {
+			return float64(p.HistoryLength) / 1000, p.HistoryLength > 0
+		})},
 	{"relay-lag", "Outbox relay lag over the run", "age of the oldest unapplied event (s)",
 		sampled(func(p results.DriftPoint) (float64, bool) {
 			if p.RelayLagMS == nil {
@@ -140,7 +144,7 @@ type driftVerdict struct {
 
 func driftOf(r *results.Results) driftView {
 	v := driftView{Table: table{Head: []string{"strategy", "scenario", "window", "flows/s first → last", "change", "P99 ms first → last", "change",
-		"harness RSS MiB", "mysqld RSS MiB", "Redis MiB", "orders rows", "disk reads/s"}, Align: "llrlrlrl"}}
+		"harness RSS MiB", "mysqld RSS MiB", "Redis MiB", "orders rows", "disk reads/s", "InnoDB history"}, Align: "llrlrlrl"}}
 	for _, run := range r.Runs {
 		d := run.Drift
 		if d == nil {
@@ -151,7 +155,8 @@ func driftOf(r *results.Results) driftView {
 			fmt.Sprintf("%.1f → %.1f", f.FlowsPerSec, l.FlowsPerSec), fmt.Sprintf("%+.1f %%", d.FlowsChangePct),
 			fmt.Sprintf("%.2f → %.2f", f.FlowP99MS, l.FlowP99MS), fmt.Sprintf("%+.1f %%", d.P99ChangePct),
 			arrow(f.HarnessRSSBytes, l.HarnessRSSBytes, mib), arrow(f.MySQLRSSBytes, l.MySQLRSSBytes, mib),
-			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), fmt.Sprintf("%.0f → %.0f", f.DiskReadsPerSec, l.DiskReadsPerSec)})
+			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), fmt.Sprintf("%.0f → %.0f", f.DiskReadsPerSec, l.DiskReadsPerSec),
+			arrow(f.HistoryLength, l.HistoryLength, 1)})
 	}
 	for _, run := range r.Runs {
 		if d := run.Drift; d != nil && d.RelayVerdict != "" {

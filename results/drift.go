@@ -59,6 +59,12 @@ type DriftPoint struct {
 	// disk. Its growth between samples shows when the tables outgrow the
 	// buffer pool (the cost of table growth, named).
 	BufferPoolDiskReads int64 `json:"buffer_pool_disk_reads,omitempty"`
+	// HistoryLength is InnoDB's history list length: the transactions
+	// whose undo records the purge has not yet removed. While it grows,
+	// every change leaves old index entries and undo behind that later
+	// reads step over and the purge must catch up with — a cost of the
+	// store that grows with the run, not with its tables' size.
+	HistoryLength int64 `json:"innodb_history_length,omitempty"`
 	// RelayLagMS is the age of the oldest event the outbox relay has not
 	// applied (0 when none waits), RelayBacklog how many wait. Absent for
 	// strategies without a relay.
@@ -92,6 +98,9 @@ type DriftWindow struct {
 	// DiskReadsPerSec is the growth of BufferPoolDiskReads over the
 	// window's samples, per second.
 	DiskReadsPerSec float64 `json:"disk_reads_per_sec,omitempty"`
+	// HistoryLength is InnoDB's history list length at the window's last
+	// sample (DriftPoint.HistoryLength).
+	HistoryLength int64 `json:"innodb_history_length,omitempty"`
 	// CPUMSPerFlow is each process's CPU time per flow between the
 	// window's first and last samples, in ms; RefCPUMS the median
 	// reference cost of its samples.

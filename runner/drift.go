@@ -110,6 +110,7 @@ func (s *driftSampler) sample(ctx context.Context) {
 		tableSizes(ctx, s.conns.DB, &p)
 		var name string
 		_ = s.conns.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_reads'").Scan(&name, &p.BufferPoolDiskReads)
+		_ = s.conns.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'").Scan(&name, &p.HistoryLength)
 		if s.relay {
 			relayBacklog(ctx, s.conns.DB, now, &p)
 		}
@@ -264,7 +265,7 @@ func window(points []results.DriftPoint, series []bucket, lat *latStore, from, t
 			w.DiskReadsPerSec = float64(p.BufferPoolDiskReads-firstIn.BufferPoolDiskReads) / (p.Second - firstIn.Second)
 		}
 		w.HarnessRSSBytes, w.MySQLRSSBytes, w.RedisUsedBytes = p.HarnessRSSBytes, p.MySQLRSSBytes, p.RedisUsedBytes
-		w.OrdersRows, w.OutboxRows = p.OrdersRows, p.OutboxRows
+		w.OrdersRows, w.OutboxRows, w.HistoryLength = p.OrdersRows, p.OutboxRows, p.HistoryLength
 		if p.RelayLagMS != nil {
 			v := *p.RelayLagMS
 			if w.RelayLagMaxMS != nil {
@@ -352,7 +353,14 @@ func costVerdict(d *results.Drift) string {
 	case ref <= -10 && ref <= cpu/2:
 		return v + ": the machine itself did the same work faster"
 	case math.Abs(cpu) >= 10:
-		return v + fmt.Sprintf(": the run's own cost per flow changed, most in %s", worstName)
+		v += fmt.Sprintf(": the run's own cost per flow changed, most in %s", worstName)
+		if worstName == "mysql" && (f.HistoryLength > 0 || l.HistoryLength > 0) {
+			// What in MySQL grew with it: the unpurged history, and
+			// the pages the buffer pool no longer held.
+			v += fmt.Sprintf(" (InnoDB history list %d → %d, buffer-pool disk reads %.1f → %.1f/s)",
+				f.HistoryLength, l.HistoryLength, f.DiskReadsPerSec, l.DiskReadsPerSec)
+		}
+		return v
 	case d.FlowsChangePct < 0:
 		return v + ": each flow cost about the same CPU, the run got less of it (other work on the machine, or waits)"
 	}

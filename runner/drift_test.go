@@ -88,6 +88,7 @@ func TestCostVerdict(t *testing.T) {
 	point := func(sec, mysql, harness, ref float64) results.DriftPoint {
 		return results.DriftPoint{Second: sec, CPUSec: map[string]float64{"mysql": mysql, "harness": harness}, RefCPUMS: ref}
 	}
+	history := func(p results.DriftPoint, n int64) results.DriftPoint { p.HistoryLength = n; return p }
 	for _, c := range []struct {
 		name       string
 		flowsPct   float64
@@ -98,6 +99,7 @@ func TestCostVerdict(t *testing.T) {
 		{"flows held: no verdict", -5, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 12, 12, 10)}, "", "flows"},
 		{"the machine slowed", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 14), point(50, 11.4, 11.4, 14)}, "CPU per flow +40 % (harness +40 %, mysql +40 %); the same reference work +40 % CPU: the machine itself did the same work slower", ""},
 		{"the store's own cost", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10.2), point(50, 12, 11, 10.2)}, "CPU per flow +50 % (harness +0 %, mysql +100 %); the same reference work +2 % CPU: the run's own cost per flow changed, most in mysql", "machine"},
+		{"the store's own cost, its history named", -30, [2]results.DriftPoint{point(0, 0, 0, 10), history(point(10, 1, 1, 10), 200)}, [2]results.DriftPoint{point(40, 10, 10, 10.2), history(point(50, 12, 11, 10.2), 90000)}, "most in mysql (InnoDB history list 200 → 90000", ""},
 		{"less CPU for the run", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 11, 11, 10)}, "each flow cost about the same CPU, the run got less of it", "did the same work"},
 		{"the machine sped up", 25, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 8), point(50, 10.8, 10.8, 8)}, "the machine itself did the same work faster", ""},
 		{"no reference: figures only", -30, [2]results.DriftPoint{point(0, 0, 0, 0), point(10, 1, 1, 0)}, [2]results.DriftPoint{point(40, 10, 10, 0), point(50, 12, 12, 0)}, "CPU per flow +100 %", "reference"},
