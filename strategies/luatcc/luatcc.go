@@ -47,8 +47,8 @@ type Strategy struct {
 
 	skus redisstock.Catalog
 
-	bgErrors, deferred, recovered, expired, reloads, restocksCaught, soldCorrected atomic.Int64
-	confirms                                                                       *groupcommit.Group[*confirmItem]
+	bgErrors, deferred, recovered, expired, reloads, restocksCaught, soldCorrected, soldUnchecked atomic.Int64
+	confirms                                                                                      *groupcommit.Group[*confirmItem]
 }
 
 var _ strategies.Strategy = (*Strategy)(nil)
@@ -282,11 +282,14 @@ func (s *Strategy) recoverSKU(ctx context.Context, row redisstock.SKURow, g redi
 	}
 	// Sales MySQL committed that this Redis will never count (a
 	// confirm of a reservation Redis lost): drift, corrected now.
-	n, err := s.rs.CorrectSold(ctx, s.db, sku)
+	n, unchecked, err := s.rs.CorrectSold(ctx, s.db, sku)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	s.soldCorrected.Add(max(n, -n))
+	if unchecked {
+		s.soldUnchecked.Add(1)
+	}
 	return nil
 }
 
@@ -325,6 +328,7 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_reloads":         float64(s.reloads.Load()),
 		"tcc_restocks_caught": float64(s.restocksCaught.Load()),
 		"tcc_sold_corrected":  float64(s.soldCorrected.Load()),
+		"tcc_sold_unchecked":  float64(s.soldUnchecked.Load()),
 		"redis_rebuilds":      float64(s.rs.Fence.Rebuilds()),
 	})
 }

@@ -22,54 +22,153 @@ import (
 // for good. MySQL's guard refuses to oversell it, but every sell-out then
 // gives an acknowledged reserve that its confirm refuses.
 //
-// It reads Redis first, at one instant (Snapshot: the counts, the hash's
-// generation and the live reservations), then MySQL at one instant after
-// it (a read-only repeatable-read transaction): the row's sold and which
-// of those live reservations MySQL holds as confirmed (a confirm between
-// its MySQL commit and its Redis write). Every unit Redis counts as sold
-// was committed in MySQL before Redis counted it, so Redis sold must be
-// MySQL's sold less those in-flight confirms; the difference is units no
-// Redis write will ever count. Trys, decisions and restocks move units but
-// never change that difference, so the correction (sold.lua) needs no
-// quiet instant: it applies at once on a hot SKU, unless the hash was built
-// again or corrected since the snapshot (its generation changed), and never
-// takes available below 0. A correction applied to a server that restarted
-// meanwhile is harmless: the fence rebuilds that hash before any Try sells
-// from it. Safe for concurrent use and from several instances.
-func (s Store) CorrectSold(ctx context.Context, db *sql.DB, sku string) (int64, error) {
+// Every unit Redis counts as sold was committed in MySQL before Redis
+// counted it, so Redis sold, read at one instant, must be MySQL's sold,
+// read at one instant after it, less the confirms MySQL holds whose Redis
+// write had not happened at the first instant; the difference is units no
+// Redis write will ever count. It reads Redis first (Snapshot: the counts,
+// the hash's generation and the live reservations), then MySQL in a
+// read-only repeatable-read transaction (the row's sold and which of those
+// live reservations MySQL holds as confirmed). That alone misses one kind
+// of in-flight confirm: an order reserved after the snapshot whose confirm
+// committed in MySQL before MySQL was read — a whole flow inside the gap,
+// which a hot SKU under load runs — and would count it as drift, moving a
+// unit that the order's own Redis write then moves again (Redis sold one
+// over, available one short, until the next pass). So a difference is
+// checked before it is applied (see exactDrift): Redis is read again
+// inside MySQL's instant, and the reservations that appeared meanwhile
+// are asked of MySQL too. The correction (sold.lua) then applies on a hot
+// SKU, unless the hash was built again or corrected since the snapshot
+// (its generation changed), and never takes available below 0. A
+// correction applied to a server that restarted meanwhile is harmless:
+// the fence rebuilds that hash before any Try sells from it. Safe for
+// concurrent use and from several instances.
+//
+// unchecked says a difference was found but could not be checked in
+// correctAttempts tries (an order reserved after the snapshot was also
+// counted by Redis before the second read, every time): nothing was
+// moved, and the next pass tries again.
+func (s Store) CorrectSold(ctx context.Context, db *sql.DB, sku string) (moved int64, unchecked bool, err error) {
+	for range correctAttempts {
+		d, checked, err := s.exactDrift(ctx, db, sku)
+		switch {
+		case err != nil || d.units == 0:
+			return 0, false, err
+		case !checked:
+			continue
+		}
+		n, err := soldScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku)}, d.gen, d.units).Int64()
+		if err != nil {
+			return 0, false, fmt.Errorf("correct sold %s: %w", sku, err)
+		}
+		return n, false, nil
+	}
+	return 0, true, nil
+}
+
+// correctAttempts bounds how often one CorrectSold computes a difference
+// it could not check.
+const correctAttempts = 3
+
+// betweenReads runs between CorrectSold's first Redis read and its MySQL
+// read; tests put a whole order flow there.
+var betweenReads = func() {}
+
+// soldDrift is a difference exactDrift computed: the units Redis's sold
+// is short of MySQL's, and the hash generation it was read under.
+type soldDrift struct {
+	units int64
+	gen   string
+}
+
+// exactDrift computes sku's sold difference (see CorrectSold); zero when
+// the hash is missing. A non-zero one is checked unless Redis counted,
+// between its two reads, a confirm of an order it had not seen live at the
+// first: that order may be one reserved after it and committed in MySQL
+// before MySQL was read, which nothing then tells from drift.
+func (s Store) exactDrift(ctx context.Context, db *sql.DB, sku string) (d soldDrift, checked bool, err error) {
 	snap, err := s.Snapshot(ctx, sku)
 	if err != nil || snap.Missing {
-		return 0, err
+		return d, false, err
 	}
-	ids := make([]string, 0, len(snap.Live))
-	for id := range snap.Live {
-		ids = append(ids, id)
-	}
+	betweenReads()
 	var sold int64
-	var confirmed []string
 	err = readOnly(ctx, db, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, "SELECT sold FROM inventory WHERE sku=?", sku).Scan(&sold); err != nil {
 			return err
 		}
-		var err error
-		confirmed, err = confirmedAmong(ctx, tx, ids)
-		return err
+		inflight, err := confirmedUnits(ctx, tx, snap.Live)
+		if err != nil {
+			return err
+		}
+		sold -= inflight
+		if sold == snap.Stock.Sold {
+			return nil
+		}
+		// A difference: Redis again, MySQL's instant fixed. An order
+		// MySQL holds as confirmed was reserved before that instant, so
+		// now it is live, or Redis has counted its confirm; and the
+		// confirms Redis counted since the snapshot are all of orders it
+		// saw live then exactly when sold grew by theirs alone.
+		again, err := s.recheck(ctx, sku, snap.Live)
+		if err != nil {
+			return err
+		}
+		if again.missing || again.gen != snap.Gen || again.sold-snap.Stock.Sold != again.confirmed {
+			return nil
+		}
+		checked = true
+		since := map[string]int64{}
+		for id, q := range again.live {
+			if _, seen := snap.Live[id]; !seen {
+				since[id] = q
+			}
+		}
+		late, err := confirmedUnits(ctx, tx, since)
+		if err != nil {
+			return err
+		}
+		sold -= late
+		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("correct sold %s: %w", sku, err)
+		return d, false, fmt.Errorf("correct sold %s: %w", sku, err)
 	}
-	for _, id := range confirmed {
-		sold -= snap.Live[id]
+	return soldDrift{units: sold - snap.Stock.Sold, gen: snap.Gen}, checked, nil
+}
+
+// rechecked is recheck.lua's reply.
+type rechecked struct {
+	missing         bool
+	sold, confirmed int64
+	gen             string
+	live            map[string]int64
+}
+
+// recheck reads sku's sold, generation and live reservations again, and
+// the units of the earlier live ones Redis has counted as confirmed since.
+func (s Store) recheck(ctx context.Context, sku string, earlier map[string]int64) (rechecked, error) {
+	args := make([]any, 0, len(earlier)+1)
+	args = append(args, inventory.RedisReservationKey(sku, ""))
+	for id := range earlier {
+		args = append(args, id)
 	}
-	d := sold - snap.Stock.Sold
-	if d == 0 {
-		return 0, nil
-	}
-	n, err := soldScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku)}, snap.Gen, d).Int64()
+	v, err := recheckScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku)}, args...).Slice()
 	if err != nil {
-		return 0, fmt.Errorf("correct sold %s: %w", sku, err)
+		return rechecked{}, fmt.Errorf("redis recheck %s: %w", sku, err)
 	}
-	return n, nil
+	if n, _ := v[0].(int64); n == 0 {
+		return rechecked{missing: true}, nil
+	}
+	out := rechecked{live: make(map[string]int64, (len(v)-4)/2)}
+	out.sold = num(v[1])
+	out.gen, _ = v[2].(string)
+	out.confirmed, _ = v[3].(int64)
+	for i := 4; i+1 < len(v); i += 2 {
+		id, _ := v[i].(string)
+		out.live[id] = num(v[i+1])
+	}
+	return out, nil
 }
 
 // readOnly runs fn in a read-only repeatable-read transaction: every read
@@ -86,17 +185,25 @@ func readOnly(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error 
 	return tx.Commit()
 }
 
-// confirmedAmong says which of ids tx holds as confirmed.
-func confirmedAmong(ctx context.Context, tx *sql.Tx, ids []string) ([]string, error) {
+// confirmedUnits is the units of the given reservations (order id → qty)
+// that tx holds as confirmed.
+func confirmedUnits(ctx context.Context, tx *sql.Tx, live map[string]int64) (int64, error) {
+	if len(live) == 0 {
+		return 0, nil
+	}
+	ids := make([]string, 0, len(live))
+	for id := range live {
+		ids = append(ids, id)
+	}
 	states, err := sqlstore.OrderStates(ctx, tx, ids)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	var out []string
-	for _, id := range ids {
+	var n int64
+	for id, q := range live {
 		if states[id] == inventory.StateConfirmed {
-			out = append(out, id)
+			n += q
 		}
 	}
-	return out, nil
+	return n, nil
 }

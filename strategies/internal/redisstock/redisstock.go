@@ -43,6 +43,9 @@ var rebuildLua string
 //go:embed sold.lua
 var soldLua string
 
+//go:embed recheck.lua
+var recheckLua string
+
 var (
 	tryScript      = redis.NewScript(tryLua)
 	finishScript   = redis.NewScript(finishLua)
@@ -51,6 +54,7 @@ var (
 	restockScript  = redis.NewScript(restockLua)
 	rebuildScript  = redis.NewScript(rebuildLua)
 	soldScript     = redis.NewScript(soldLua)
+	recheckScript  = redis.NewScript(recheckLua)
 )
 
 // Store runs the scripts on one Redis. Safe for concurrent use.

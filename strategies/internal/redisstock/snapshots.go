@@ -18,11 +18,6 @@ func parseSnapshot(sku string, v []any) Snapshot {
 		out.Missing = true
 		return out
 	}
-	num := func(x any) int64 {
-		str, _ := x.(string)
-		n, _ := strconv.ParseInt(str, 10, 64)
-		return n
-	}
 	out.Stock.Total, out.Stock.Available, out.Stock.Occupied, out.Stock.Sold = num(v[1]), num(v[2]), num(v[3]), num(v[4])
 	out.Ver, _ = v[5].(string)
 	out.RV = num(v[6])
@@ -33,6 +28,14 @@ func parseSnapshot(sku string, v []any) Snapshot {
 		out.Live[id] = num(v[i+1])
 	}
 	return out
+}
+
+// num reads a number a script returned as a Redis string (0 when it is
+// not one).
+func num(x any) int64 {
+	str, _ := x.(string)
+	n, _ := strconv.ParseInt(str, 10, 64)
+	return n
 }
 
 // Snapshots is Snapshot for many SKUs in one pipeline (split by node on a
