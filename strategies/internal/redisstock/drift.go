@@ -110,16 +110,16 @@ func (s Store) exactDrift(ctx context.Context, db *sql.DB, sku string) (d soldDr
 		// now it is live, or Redis has counted its confirm; and the
 		// confirms Redis counted since the snapshot are all of orders it
 		// saw live then exactly when sold grew by theirs alone.
-		again, err := s.recheck(ctx, sku, snap.Live)
+		again, err := s.snapshotSince(ctx, sku, snap.Live)
 		if err != nil {
 			return err
 		}
-		if again.missing || again.gen != snap.Gen || again.sold-snap.Stock.Sold != again.confirmed {
+		if again.Missing || again.Gen != snap.Gen || again.Stock.Sold-snap.Stock.Sold != again.Confirmed {
 			return nil
 		}
 		checked = true
 		since := map[string]int64{}
-		for id, q := range again.live {
+		for id, q := range again.Live {
 			if _, seen := snap.Live[id]; !seen {
 				since[id] = q
 			}
@@ -135,40 +135,6 @@ func (s Store) exactDrift(ctx context.Context, db *sql.DB, sku string) (d soldDr
 		return d, false, fmt.Errorf("correct sold %s: %w", sku, err)
 	}
 	return soldDrift{units: sold - snap.Stock.Sold, gen: snap.Gen}, checked, nil
-}
-
-// rechecked is recheck.lua's reply.
-type rechecked struct {
-	missing         bool
-	sold, confirmed int64
-	gen             string
-	live            map[string]int64
-}
-
-// recheck reads sku's sold, generation and live reservations again, and
-// the units of the earlier live ones Redis has counted as confirmed since.
-func (s Store) recheck(ctx context.Context, sku string, earlier map[string]int64) (rechecked, error) {
-	args := make([]any, 0, len(earlier)+1)
-	args = append(args, inventory.RedisReservationKey(sku, ""))
-	for id := range earlier {
-		args = append(args, id)
-	}
-	v, err := recheckScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku)}, args...).Slice()
-	if err != nil {
-		return rechecked{}, fmt.Errorf("redis recheck %s: %w", sku, err)
-	}
-	if n, _ := v[0].(int64); n == 0 {
-		return rechecked{missing: true}, nil
-	}
-	out := rechecked{live: make(map[string]int64, (len(v)-4)/2)}
-	out.sold = num(v[1])
-	out.gen, _ = v[2].(string)
-	out.confirmed, _ = v[3].(int64)
-	for i := 4; i+1 < len(v); i += 2 {
-		id, _ := v[i].(string)
-		out.live[id] = num(v[i+1])
-	}
-	return out, nil
 }
 
 // readOnly runs fn in a read-only repeatable-read transaction: every read

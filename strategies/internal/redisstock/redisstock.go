@@ -43,9 +43,6 @@ var rebuildLua string
 //go:embed sold.lua
 var soldLua string
 
-//go:embed recheck.lua
-var recheckLua string
-
 var (
 	tryScript      = redis.NewScript(tryLua)
 	finishScript   = redis.NewScript(finishLua)
@@ -54,7 +51,6 @@ var (
 	restockScript  = redis.NewScript(restockLua)
 	rebuildScript  = redis.NewScript(rebuildLua)
 	soldScript     = redis.NewScript(soldLua)
-	recheckScript  = redis.NewScript(recheckLua)
 )
 
 // Store runs the scripts on one Redis. Safe for concurrent use.
@@ -776,13 +772,27 @@ type Snapshot struct {
 	// every CorrectSold ("" for a hash created before generations).
 	Gen  string
 	Live map[string]int64 // order id → qty
+	// Confirmed is, for snapshotSince, the units of the earlier orders it
+	// was given that Redis holds as confirmed; 0 for Snapshot.
+	Confirmed int64
 }
 
 // Snapshot reads sku's stock hash and live reservations in one script, so
 // they are one instant of Redis. Read-only; safe to call concurrently.
 func (s Store) Snapshot(ctx context.Context, sku string) (Snapshot, error) {
-	v, err := snapshotScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku)},
-		inventory.RedisReservationKey(sku, "")).Slice()
+	return s.snapshotSince(ctx, sku, nil)
+}
+
+// snapshotSince is Snapshot that also counts, in Confirmed, the units of
+// the earlier live orders (order id → qty, as an earlier Snapshot's Live)
+// Redis now holds as confirmed.
+func (s Store) snapshotSince(ctx context.Context, sku string, earlier map[string]int64) (Snapshot, error) {
+	args := make([]any, 0, len(earlier)+1)
+	args = append(args, inventory.RedisReservationKey(sku, ""))
+	for id := range earlier {
+		args = append(args, id)
+	}
+	v, err := snapshotScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku)}, args...).Slice()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("redis snapshot %s: %w", sku, err)
 	}

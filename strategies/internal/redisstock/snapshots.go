@@ -22,8 +22,9 @@ func parseSnapshot(sku string, v []any) Snapshot {
 	out.Ver, _ = v[5].(string)
 	out.RV = num(v[6])
 	out.Gen, _ = v[7].(string)
-	out.Live = make(map[string]int64, (len(v)-8)/2)
-	for i := 8; i+1 < len(v); i += 2 {
+	out.Confirmed, _ = v[8].(int64)
+	out.Live = make(map[string]int64, (len(v)-9)/2)
+	for i := 9; i+1 < len(v); i += 2 {
 		id, _ := v[i].(string)
 		out.Live[id] = num(v[i+1])
 	}
