@@ -118,8 +118,14 @@ func (l *Local) Start(ctx context.Context) (ep Endpoints, err error) {
 		if err != nil {
 			return ep, err
 		}
-		if err := createDatabase(ctx, dsns[0], "stockbench"); err != nil {
-			return ep, err
+		// On every node, not only the first: Galera applies node 1's
+		// DDL on the others a moment after node 1 returns, and the first
+		// query on node 2 may come sooner (seen on a busy CI machine).
+		// IF NOT EXISTS makes the repeats no-ops wherever it arrived.
+		for _, dsn := range dsns {
+			if err := createDatabase(ctx, dsn, "stockbench"); err != nil {
+				return ep, err
+			}
 		}
 		if ep.MySQLCluster, err = withDatabase(dsns, "stockbench"); err != nil {
 			return ep, err
