@@ -79,6 +79,29 @@ type DriftPoint struct {
 	// sampler's thread. It rises when the machine computes slower (a core
 	// shared on the host, a lower clock), whatever the run does.
 	RefCPUMS float64 `json:"ref_cpu_ms,omitempty"`
+	// Machine is the whole machine's CPU time by kind at the sample: what
+	// every process on it shares (the kernel, the hypervisor). Absent
+	// where /proc/stat cannot be read.
+	Machine *MachineCPU `json:"machine_cpu_sec,omitempty"`
+}
+
+// MachineCPU is the CPU time of all the machine's cores since it booted,
+// in seconds (/proc/stat), by kind: Kernel is system, irq and softirq time
+// (system calls, the network stack); Steal the time the hypervisor gave
+// the cores to other guests; Idle idle and iowait.
+type MachineCPU struct {
+	Total  float64 `json:"total"`
+	Kernel float64 `json:"kernel"`
+	Steal  float64 `json:"steal"`
+	Idle   float64 `json:"idle"`
+}
+
+// MachineShare is how the machine's cores spent a window, in percent of
+// their time (MachineCPU's kinds; the rest is user time).
+type MachineShare struct {
+	KernelPct float64 `json:"kernel_pct"`
+	StealPct  float64 `json:"steal_pct"`
+	IdlePct   float64 `json:"idle_pct"`
 }
 
 // DriftWindow is a stretch of the measured phase: flows per second and the
@@ -106,6 +129,9 @@ type DriftWindow struct {
 	// reference cost of its samples.
 	CPUMSPerFlow map[string]float64 `json:"cpu_ms_per_flow,omitempty"`
 	RefCPUMS     float64            `json:"ref_cpu_ms,omitempty"`
+	// Machine is how the machine's cores spent the time between the
+	// window's first and last samples.
+	Machine *MachineShare `json:"machine,omitempty"`
 }
 
 // DriftWindowSec is the length of the first and last windows compared for

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
 
@@ -328,4 +329,52 @@ func harnessPerKFlows(pct float64, window time.Duration, flows int64) (ms float6
 	}
 	cpuMS := pct / 100 * float64(window) / float64(time.Millisecond)
 	return cpuMS / float64(flows) * 1000, true
+}
+
+// machineCPU reads the machine's CPU time by kind from /proc/stat; nil
+// where it cannot.
+func machineCPU() *results.MachineCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseMachineCPU(line)
+}
+
+// parseMachineCPU reads /proc/stat's first line, "cpu user nice system
+// idle iowait irq softirq steal [guest guest_nice]", in USER_HZ ticks. Guest
+// time is already in user and nice, so it is not added again; nil for a
+// line of another shape.
+func parseMachineCPU(line string) *results.MachineCPU {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return nil
+	}
+	var t [8]float64
+	for i := range t {
+		v, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			return nil
+		}
+		t[i] = float64(v) / clockTicks
+	}
+	user, nice, system, idle, iowait, irq, softirq, steal := t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]
+	return &results.MachineCPU{
+		Total:  user + nice + system + idle + iowait + irq + softirq + steal,
+		Kernel: system + irq + softirq,
+		Steal:  steal,
+		Idle:   idle + iowait,
+	}
+}
+
+// machineShare is how the machine's cores spent the time between two
+// readings, in percent; nil without both or when no time passed.
+func machineShare(a, b *results.MachineCPU) *results.MachineShare {
+	if a == nil || b == nil || b.Total <= a.Total {
+		return nil
+	}
+	t := b.Total - a.Total
+	pct := func(x, y float64) float64 { return max(0, 100*(y-x)/t) }
+	return &results.MachineShare{KernelPct: pct(a.Kernel, b.Kernel), StealPct: pct(a.Steal, b.Steal), IdlePct: pct(a.Idle, b.Idle)}
 }

@@ -96,6 +96,7 @@ func (s *driftSampler) sample(ctx context.Context) {
 	if s.cpu != nil {
 		p.CPUSec = s.cpu()
 	}
+	p.Machine = machineCPU()
 	p.HarnessRSSBytes, _ = procMem("self")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -277,6 +278,7 @@ func window(points []results.DriftPoint, series []bucket, lat *latStore, from, t
 	w.RefCPUMS = results.SpreadOfValues(refs).Median
 	if firstIn != nil && lastIn != nil {
 		w.CPUMSPerFlow = cpuPerFlow(*firstIn, *lastIn, series)
+		w.Machine = machineShare(firstIn.Machine, lastIn.Machine)
 	}
 	return w
 }
@@ -311,8 +313,9 @@ func cpuPerFlow(a, b results.DriftPoint, series []bucket) map[string]float64 {
 // work slowed at least half as much as a flow's CPU grew), the run's own
 // cost (CPU per flow grew, the reference did not), or neither (each flow
 // cost the same CPU: the run got less of it, or waited); likewise for a
-// machine that sped up. Empty when the flows held, or when the windows
-// lack the figures.
+// machine that sped up. It gives how the machine's cores spent each
+// window (kernel, stolen, idle), what every process shares. Empty when
+// the flows held, or when the windows lack the figures.
 func costVerdict(d *results.Drift) string {
 	f, l := d.First, d.Last
 	if math.Abs(d.FlowsChangePct) < 10 || len(f.CPUMSPerFlow) == 0 || len(l.CPUMSPerFlow) == 0 {
@@ -350,6 +353,12 @@ func costVerdict(d *results.Drift) string {
 	}
 	v := fmt.Sprintf("flows/s %+.0f %% from the first %.0f s to the last; CPU per flow %+.0f %% (%s)",
 		d.FlowsChangePct, d.WindowSec, cpu, strings.Join(parts, ", "))
+	if f.Machine != nil && l.Machine != nil {
+		// What every process shares: the kernel's part of the cores'
+		// time, the hypervisor's, and what was left idle.
+		v += fmt.Sprintf("; the machine's cores: kernel %.0f → %.0f %%, stolen by the hypervisor %.1f → %.1f %%, idle %.0f → %.0f %%",
+			f.Machine.KernelPct, l.Machine.KernelPct, f.Machine.StealPct, l.Machine.StealPct, f.Machine.IdlePct, l.Machine.IdlePct)
+	}
 	if f.RefCPUMS <= 0 || l.RefCPUMS <= 0 {
 		return v
 	}

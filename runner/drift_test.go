@@ -89,6 +89,11 @@ func TestCostVerdict(t *testing.T) {
 		return results.DriftPoint{Second: sec, CPUSec: map[string]float64{"mysql": mysql, "harness": harness}, RefCPUMS: ref}
 	}
 	history := func(p results.DriftPoint, n int64) results.DriftPoint { p.HistoryLength = n; return p }
+	// machine: the cores' seconds so far, of which kernel, stolen and idle.
+	machine := func(p results.DriftPoint, total, kernel, steal, idle float64) results.DriftPoint {
+		p.Machine = &results.MachineCPU{Total: total, Kernel: kernel, Steal: steal, Idle: idle}
+		return p
+	}
 	for _, c := range []struct {
 		name       string
 		flowsPct   float64
@@ -101,6 +106,7 @@ func TestCostVerdict(t *testing.T) {
 		{"the store's own cost", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10.2), point(50, 12, 11, 10.2)}, "CPU per flow +50 % (harness +0 %, mysql +100 %); the same reference work +2 % CPU: the run's own cost per flow changed, most in mysql", "machine"},
 		{"the store's own cost, its history named", -30, [2]results.DriftPoint{point(0, 0, 0, 10), history(point(10, 1, 1, 10), 200)}, [2]results.DriftPoint{point(40, 10, 10, 10.2), history(point(50, 12, 11, 10.2), 90000)}, "most in mysql (InnoDB history list 200 → 90000", ""},
 		{"every process alike: what they share", 30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 9.5), point(50, 10.76, 10.8, 9.5)}, "CPU per flow -22 % (harness -20 %, mysql -24 %); the same reference work -5 % CPU: every process's cost per flow moved alike", "the run's own"},
+		{"the machine's shares named", -13, [2]results.DriftPoint{machine(point(0, 0, 0, 10), 0, 0, 0, 0), machine(point(10, 1, 1, 10), 20, 6, 0.2, 2)}, [2]results.DriftPoint{machine(point(40, 10, 10, 10), 80, 24, 1, 6), machine(point(50, 11.15, 11.15, 10), 100, 32, 2, 8)}, "(harness +15 %, mysql +15 %); the machine's cores: kernel 30 → 40 %, stolen by the hypervisor 1.0 → 5.0 %, idle 10 → 10 %; the same reference work +0 % CPU: every process's cost per flow moved alike", ""},
 		{"a fall named by the process that fell most", 30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 10.4, 10.9, 10)}, "the run's own cost per flow changed, most in mysql", "alike"},
 		{"less CPU for the run", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 11, 11, 10)}, "each flow cost about the same CPU, the run got less of it", "did the same work"},
 		{"the machine sped up", 25, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 8), point(50, 10.8, 10.8, 8)}, "the machine itself did the same work faster", ""},
@@ -116,6 +122,40 @@ func TestCostVerdict(t *testing.T) {
 				t.Fatalf("verdict %q, want it to say %q and not %q", got, c.want, c.none)
 			}
 		})
+	}
+}
+
+// TestMachineCPU: /proc/stat's first line read by kind, guest time not
+// counted twice, other shapes refused; and the shares of a window.
+func TestMachineCPU(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		line string
+		want *results.MachineCPU
+	}{
+		{"every field", "cpu  500 100 200 1000 50 10 40 100 30 0", &results.MachineCPU{Total: 20, Kernel: 2.5, Steal: 1, Idle: 10.5}},
+		{"no guest fields", "cpu 500 100 200 1000 50 10 40 100", &results.MachineCPU{Total: 20, Kernel: 2.5, Steal: 1, Idle: 10.5}},
+		{"a core's line, not the machine's", "cpu0 500 100 200 1000 50 10 40 100", nil},
+		{"too short", "cpu 500 100 200 1000", nil},
+		{"not a number", "cpu 500 x 200 1000 50 10 40 100", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := parseMachineCPU(c.line)
+			if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
+				t.Fatalf("parseMachineCPU(%q) = %+v, want %+v", c.line, got, c.want)
+			}
+		})
+	}
+	a := &results.MachineCPU{Total: 100, Kernel: 30, Steal: 1, Idle: 20}
+	b := &results.MachineCPU{Total: 300, Kernel: 110, Steal: 11, Idle: 40}
+	if got, want := machineShare(a, b), (results.MachineShare{KernelPct: 40, StealPct: 5, IdlePct: 10}); got == nil || *got != want {
+		t.Fatalf("machineShare = %+v, want %+v", got, want)
+	}
+	if got := machineShare(b, a); got != nil {
+		t.Fatalf("machineShare of a reading going back = %+v, want none", got)
+	}
+	if m := machineCPU(); m != nil && (m.Total <= 0 || m.Kernel > m.Total || m.Idle > m.Total) {
+		t.Fatalf("this machine's /proc/stat read as %+v", m)
 	}
 }
 
