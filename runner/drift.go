@@ -283,6 +283,17 @@ func window(points []results.DriftPoint, series []bucket, lat *latStore, from, t
 	return w
 }
 
+// stolenMore says the share of the cores the hypervisor took moved by 5
+// points or more the way that explains the flows' change: more stolen as
+// they fell, less as they rose.
+func stolenMore(f, l *results.MachineShare, flowsPct float64) bool {
+	if f == nil || l == nil {
+		return false
+	}
+	d := l.StealPct - f.StealPct
+	return flowsPct < 0 && d >= 5 || flowsPct > 0 && d <= -5
+}
+
 // cpuPerFlow is each process's CPU time per flow between samples a and b,
 // in ms: the CPU it used between them over the flows of the whole seconds
 // between them. A process whose count went back (it restarted) or that
@@ -313,8 +324,10 @@ func cpuPerFlow(a, b results.DriftPoint, series []bucket) map[string]float64 {
 // work slowed at least half as much as a flow's CPU grew), the run's own
 // cost (CPU per flow grew, the reference did not), or neither (each flow
 // cost the same CPU: the run got less of it, or waited); likewise for a
-// machine that sped up. It gives how the machine's cores spent each
-// window (kernel, stolen, idle), what every process shares. Empty when
+// machine that sped up, or the hypervisor (the share of the cores it
+// gave other guests moved 5 points or more the flows' way). It gives how
+// the machine's cores spent each window (kernel, stolen, idle), what every
+// process shares. Empty when
 // the flows held, or when the windows lack the figures.
 func costVerdict(d *results.Drift) string {
 	f, l := d.First, d.Last
@@ -341,15 +354,18 @@ func costVerdict(d *results.Drift) string {
 	if cpu < 0 {
 		sign = -1
 	}
+	// The process named is the one whose CPU per flow moved most in ms,
+	// not in percent: a process with a fixed cost a second and hardly
+	// any a flow (Redis beside batched) moves by the fall in flows alone.
 	var parts []string
-	worst, worstName, least := math.Inf(-1), "", math.Inf(1)
+	worst, least, most, worstName := math.Inf(-1), math.Inf(1), math.Inf(-1), ""
 	for _, k := range names {
 		c := results.ChangePct(f.CPUMSPerFlow[k], l.CPUMSPerFlow[k])
 		parts = append(parts, fmt.Sprintf("%s %+.0f %%", k, c))
-		if sign*c > worst {
-			worst, worstName = sign*c, k
+		worst, least = max(worst, sign*c), min(least, sign*c)
+		if ms := sign * (l.CPUMSPerFlow[k] - f.CPUMSPerFlow[k]); ms > most {
+			most, worstName = ms, k
 		}
-		least = min(least, sign*c)
 	}
 	v := fmt.Sprintf("flows/s %+.0f %% from the first %.0f s to the last; CPU per flow %+.0f %% (%s)",
 		d.FlowsChangePct, d.WindowSec, cpu, strings.Join(parts, ", "))
@@ -369,6 +385,11 @@ func costVerdict(d *results.Drift) string {
 		return v + ": the machine itself did the same work slower"
 	case ref <= -10 && ref <= cpu/2:
 		return v + ": the machine itself did the same work faster"
+	case stolenMore(f.Machine, l.Machine, d.FlowsChangePct):
+		if d.FlowsChangePct < 0 {
+			return v + ": the hypervisor gave more of the machine's cores to other guests"
+		}
+		return v + ": the hypervisor gave less of the machine's cores to other guests"
 	case math.Abs(cpu) >= 10 && len(names) > 1 && least >= 0.7*worst:
 		return v + ": every process's cost per flow moved alike, so not one store's growth but what they share:" +
 			" the machine in ways a CPU loop does not measure (memory, system calls, the hypervisor), or the batching that comes with the load"

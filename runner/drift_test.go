@@ -89,6 +89,7 @@ func TestCostVerdict(t *testing.T) {
 		return results.DriftPoint{Second: sec, CPUSec: map[string]float64{"mysql": mysql, "harness": harness}, RefCPUMS: ref}
 	}
 	history := func(p results.DriftPoint, n int64) results.DriftPoint { p.HistoryLength = n; return p }
+	redis := func(p results.DriftPoint, sec float64) results.DriftPoint { p.CPUSec["redis"] = sec; return p }
 	// machine: the cores' seconds so far, of which kernel, stolen and idle.
 	machine := func(p results.DriftPoint, total, kernel, steal, idle float64) results.DriftPoint {
 		p.Machine = &results.MachineCPU{Total: total, Kernel: kernel, Steal: steal, Idle: idle}
@@ -107,6 +108,8 @@ func TestCostVerdict(t *testing.T) {
 		{"the store's own cost, its history named", -30, [2]results.DriftPoint{point(0, 0, 0, 10), history(point(10, 1, 1, 10), 200)}, [2]results.DriftPoint{point(40, 10, 10, 10.2), history(point(50, 12, 11, 10.2), 90000)}, "most in mysql (InnoDB history list 200 → 90000", ""},
 		{"every process alike: what they share", 30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 9.5), point(50, 10.76, 10.8, 9.5)}, "CPU per flow -22 % (harness -20 %, mysql -24 %); the same reference work -5 % CPU: every process's cost per flow moved alike", "the run's own"},
 		{"the machine's shares named", -13, [2]results.DriftPoint{machine(point(0, 0, 0, 10), 0, 0, 0, 0), machine(point(10, 1, 1, 10), 20, 6, 0.2, 2)}, [2]results.DriftPoint{machine(point(40, 10, 10, 10), 80, 24, 1, 6), machine(point(50, 11.15, 11.15, 10), 100, 32, 2, 8)}, "(harness +15 %, mysql +15 %); the machine's cores: kernel 30 → 40 %, stolen by the hypervisor 1.0 → 5.0 %, idle 10 → 10 %; the same reference work +0 % CPU: every process's cost per flow moved alike", ""},
+		{"the hypervisor took more", -25, [2]results.DriftPoint{machine(point(0, 0, 0, 10), 0, 0, 0, 0), machine(point(10, 1, 1, 10), 20, 6, 2, 2)}, [2]results.DriftPoint{machine(point(40, 10, 10, 10), 80, 24, 6, 6), machine(point(50, 11.13, 11.09, 10), 100, 30, 11, 9)}, "stolen by the hypervisor 10.0 → 25.0 %, idle 10 → 15 %; the same reference work +0 % CPU: the hypervisor gave more of the machine's cores to other guests", "own cost"},
+		{"a fixed cost a second is not named", -20, [2]results.DriftPoint{redis(point(0, 0, 0, 10), 0), redis(point(10, 1, 1, 10), 0.001)}, [2]results.DriftPoint{redis(point(40, 10, 10, 10), 0.004), redis(point(50, 11.2, 11.05, 10), 0.0055)}, "redis +50 %); the same reference work +0 % CPU: the run's own cost per flow changed, most in mysql", ""},
 		{"a fall named by the process that fell most", 30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 10.4, 10.9, 10)}, "the run's own cost per flow changed, most in mysql", "alike"},
 		{"less CPU for the run", -30, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 10), point(50, 11, 11, 10)}, "each flow cost about the same CPU, the run got less of it", "did the same work"},
 		{"the machine sped up", 25, [2]results.DriftPoint{point(0, 0, 0, 10), point(10, 1, 1, 10)}, [2]results.DriftPoint{point(40, 10, 10, 8), point(50, 10.8, 10.8, 8)}, "the machine itself did the same work faster", ""},
