@@ -326,9 +326,9 @@ func cpuPerFlow(a, b results.DriftPoint, series []bucket) map[string]float64 {
 // cost the same CPU: the run got less of it, or waited); likewise for a
 // machine that sped up, or the hypervisor (the share of the cores it
 // gave other guests moved 5 points or more the flows' way). It gives how
-// the machine's cores spent each window (kernel, stolen, idle), what every
-// process shares. Empty when
-// the flows held, or when the windows lack the figures.
+// the machine's cores spent each window (kernel, stolen, idle), what
+// every process shares. Empty when the flows held, or when the windows
+// lack the figures.
 func costVerdict(d *results.Drift) string {
 	f, l := d.First, d.Last
 	if math.Abs(d.FlowsChangePct) < 10 || len(f.CPUMSPerFlow) == 0 || len(l.CPUMSPerFlow) == 0 {
