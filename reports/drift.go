@@ -18,14 +18,16 @@ type driftMetric struct {
 	xy func(d *results.Drift) plotter.XYs
 }
 
-func perMinute(f func(w results.DriftWindow) float64) func(d *results.Drift) plotter.XYs {
+func perMinute(f func(w results.DriftWindow) (float64, bool)) func(d *results.Drift) plotter.XYs {
 	return func(d *results.Drift) plotter.XYs {
 		var xys plotter.XYs
 		for _, w := range d.Minutes {
 			if w.ToSec-w.FromSec < 30 && len(d.Minutes) > 1 {
 				continue // a short tail minute says little per minute
 			}
-			xys = append(xys, plotter.XY{X: w.ToSec / 60, Y: f(w)})
+			if y, ok := f(w); ok {
+				xys = append(xys, plotter.XY{X: w.ToSec / 60, Y: y})
+			}
 		}
 		return xys
 	}
@@ -47,9 +49,19 @@ const mib = 1 << 20
 
 var driftMetrics = []driftMetric{
 	{"flows", "Throughput per minute", "flows / s (mean of the minute)",
-		perMinute(func(w results.DriftWindow) float64 { return w.FlowsPerSec })},
+		perMinute(func(w results.DriftWindow) (float64, bool) { return w.FlowsPerSec, true })},
 	{"p99", "P99 flow latency per minute", "P99 of the minute (ms)",
-		perMinute(func(w results.DriftWindow) float64 { return w.FlowP99MS })},
+		perMinute(func(w results.DriftWindow) (float64, bool) { return w.FlowP99MS, true })},
+	// On a shared virtual machine the hypervisor's share moves every
+	// figure above; drawn beside them it tells the host's dips from the
+	// strategy's.
+	{"steal", "Cores taken by the hypervisor per minute", "CPU time stolen by other guests (% of the cores)",
+		perMinute(func(w results.DriftWindow) (float64, bool) {
+			if w.Machine == nil {
+				return 0, false
+			}
+			return w.Machine.StealPct, true
+		})},
 	{"harness-rss", "Harness memory over the run", "harness RSS (MiB)",
 		sampled(func(p results.DriftPoint) (float64, bool) {
 			return float64(p.HarnessRSSBytes) / mib, p.HarnessRSSBytes > 0
@@ -144,7 +156,7 @@ type driftVerdict struct {
 
 func driftOf(r *results.Results) driftView {
 	v := driftView{Table: table{Head: []string{"strategy", "scenario", "window", "flows/s first → last", "change", "P99 ms first → last", "change",
-		"harness RSS MiB", "mysqld RSS MiB", "Redis MiB", "orders rows", "disk reads/s", "InnoDB history"}, Align: "llrlrlrl"}}
+		"harness RSS MiB", "mysqld RSS MiB", "Redis MiB", "orders rows", "disk reads/s", "InnoDB history", "cores stolen %"}, Align: "llrlrlrl"}}
 	for _, run := range r.Runs {
 		d := run.Drift
 		if d == nil {
@@ -156,7 +168,7 @@ func driftOf(r *results.Results) driftView {
 			fmt.Sprintf("%.2f → %.2f", f.FlowP99MS, l.FlowP99MS), fmt.Sprintf("%+.1f %%", d.P99ChangePct),
 			arrow(f.HarnessRSSBytes, l.HarnessRSSBytes, mib), arrow(f.MySQLRSSBytes, l.MySQLRSSBytes, mib),
 			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), fmt.Sprintf("%.0f → %.0f", f.DiskReadsPerSec, l.DiskReadsPerSec),
-			arrow(f.HistoryLength, l.HistoryLength, 1)})
+			arrow(f.HistoryLength, l.HistoryLength, 1), stolen(f.Machine, l.Machine)})
 	}
 	for _, run := range r.Runs {
 		if d := run.Drift; d != nil && d.RelayVerdict != "" {
@@ -169,6 +181,16 @@ func driftOf(r *results.Results) driftView {
 		}
 	}
 	return v
+}
+
+// stolen is the share of the cores the hypervisor gave other guests in
+// the first and last windows; "–" when either was not sampled (no
+// /proc/stat).
+func stolen(first, last *results.MachineShare) string {
+	if first == nil || last == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f → %.1f", first.StealPct, last.StealPct)
 }
 
 func arrow(first, last, unit int64) string {
