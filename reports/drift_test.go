@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"strings"
 	"testing"
 
 	"gonum.org/v1/plot/plotter"
@@ -60,6 +61,35 @@ func TestStolen(t *testing.T) {
 	} {
 		if got := stolen(tc.first, tc.last); got != tc.want {
 			t.Errorf("stolen(%v, %v) = %q, want %q", tc.first, tc.last, got, tc.want)
+		}
+	}
+}
+
+// TestDriftInHTML: index.html carries the drift section (table, stolen
+// share, verdicts) when a run has drift, and no such section otherwise.
+func TestDriftInHTML(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		r      *results.Results
+		want   []string
+		absent []string
+	}{
+		{"with drift", everySection(t), []string{`<h2 id="drift">`, `href="#drift"`, "cores stolen %", "1.5 → 12.2", "<b class=\"bad\">fell</b>"}, nil},
+		{"without drift", fixtureResults(t), nil, []string{`id="drift"`, `href="#drift"`, "cores stolen %"}},
+	} {
+		b, err := HTML(tc.r, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s: index.html lacks %q", tc.name, w)
+			}
+		}
+		for _, a := range tc.absent {
+			if strings.Contains(string(b), a) {
+				t.Errorf("%s: index.html has %q", tc.name, a)
+			}
 		}
 	}
 }

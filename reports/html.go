@@ -42,6 +42,9 @@ func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 		"Head": v.Comparison.Head, "Rows": v.Comparison.Rows, "RHead": v.Repeats.Head, "RRows": v.Repeats.Rows,
 		"Caveat": OneHostCaveat(r),
 	}
+	if d := v.Drift; len(d.Table.Rows) > 0 || len(d.Verdicts) > 0 {
+		data["Drift"] = d
+	}
 	if f := v.Flash; f != nil {
 		data["FlashHead"], data["FlashRows"] = f.Table.Head, f.Table.Rows
 	}
@@ -123,7 +126,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{if .R.Interrupted}}<p class="bad">Interrupted: the run was stopped early; the figures cover what was measured.</p>{{end}}
 <p>Backend {{.R.Env.Backend}} · MySQL {{.R.Env.MySQLVersion}} · Redis {{.R.Env.RedisVersion}} · {{.R.Env.Cores}} cores ({{.R.Env.CPUModel}}) · {{.R.Env.StartedAt}}</p>
 <nav class="toc"><b>Contents</b>
-<a href="#comparison">Comparison</a>{{if .FlashHead}} · <a href="#flash">Flash sale</a>{{end}}{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}}{{if .FHead}} · <a href="#faults">Fault matrix</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">results.Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
+<a href="#comparison">Comparison</a>{{if .FlashHead}} · <a href="#flash">Flash sale</a>{{end}}{{if .RHead}} · <a href="#repeats">Repeats</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recs}} · <a href="#recommendation">Recommendation</a>{{end}}{{if .FHead}} · <a href="#faults">Fault matrix</a>{{end}}{{if .Drift}} · <a href="#drift">Drift</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a> · <a href="#latency">Latency</a>{{if .R.Calibration}} · <a href="#calibration">results.Calibration</a>{{end}} · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
 <br><b>Units</b> TPS: completed reserve+confirm flows / s · latency: ms, pay delay excluded · oversell: % of confirmed units · anomalies: units or acks counted by the auditor · server CPU: % of one core</nav>
 
 <h2 id="comparison">Comparison</h2>
@@ -180,6 +183,15 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <tr><th>strategy</th><th>highest rate held (arrivals/s)</th><th>stopped at</th><th>why</th></tr>
 {{range .Strategies}}<tr><td>{{.Strategy}}</td><td>{{printf "%.0f" .MaxRate}}</td><td>{{if .StoppedAt}}{{printf "%.0f" .StoppedAt}}{{else}}—{{end}}</td><td class="l">{{.Why}}</td></tr>
 {{end}}</table>{{end}}
+
+{{with .Drift}}<h2 id="drift">Drift over the run</h2>
+<p>{{.Explained}}</p>
+{{if .Table.Rows}}<div class="wide"><table>
+<tr>{{range .Table.Head}}<th>{{.}}</th>{{end}}</tr>
+{{range .Table.Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td class="name"><span class="sw" style="{{swatch $c}}"></span>{{$c}}</td>{{else}}<td class="l">{{$c}}</td>{{end}}{{end}}</tr>
+{{end}}</table></div>{{end}}
+{{range .Verdicts}}<p>{{.Strategy}} ({{.Label}}): {{if .FallingBehind}}<b class="bad">{{.Verdict}}</b>{{else}}{{.Verdict}}{{end}}.</p>
+{{end}}{{end}}
 
 <h2 id="charts">Charts</h2>
 <p>Each strategy has one colour and marker in every chart. Bars and points are medians over repeats; whiskers span min–max. In the trade-off chart a hollow marker in a red ring means the auditor found an anomaly.</p>
