@@ -2,7 +2,9 @@ package reports
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -185,6 +187,29 @@ func driftOf(r *results.Results) driftView {
 		}
 	}
 	return v
+}
+
+// driftNote prints, under the terminal table, one line per run whose
+// drift is a warning: its relay fell behind, or its flows/s moved 10 % or
+// more first to last (the cost verdict, which says what that followed).
+// A run that held steady prints nothing.
+func driftNote(w io.Writer, r *results.Results) {
+	for _, run := range r.Runs {
+		d := run.Drift
+		if d == nil {
+			continue
+		}
+		var said []string
+		if d.RelayFallingBehind && d.RelayVerdict != "" {
+			said = append(said, d.RelayVerdict)
+		}
+		if d.CostVerdict != "" {
+			said = append(said, d.CostVerdict)
+		}
+		if len(said) > 0 {
+			fmt.Fprintln(w, wrap(fmt.Sprintf("DRIFT %s (%s): %s", run.Strategy, label(run), strings.Join(said, "; ")), TerminalWidth, "  "))
+		}
+	}
 }
 
 // stolen is the share of the cores the hypervisor gave other guests in

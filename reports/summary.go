@@ -196,6 +196,7 @@ func Table(w io.Writer, r *results.Results) {
 	}
 	flashTable(w, r)
 	generatorsNote(w, r)
+	driftNote(w, r)
 	weights := analysis.WeightsOf(r)
 	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
 		var clean, unsafe []string
