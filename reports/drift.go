@@ -190,9 +190,12 @@ func driftOf(r *results.Results) driftView {
 }
 
 // driftNote prints, under the terminal table, one line per run whose
-// drift is a warning: its relay fell behind, or its flows/s moved 10 % or
-// more first to last (the cost verdict, which says what that followed).
-// A run that held steady prints nothing.
+// drift is a warning: its relay fell behind, or, in a run long enough
+// for its first and last windows to be a minute or more (a measured
+// phase of 6 minutes), its flows/s moved 10 % or more first to last (the
+// cost verdict, which says what that followed; windows of seconds move
+// that much by chance, and summary.md has their verdict). A run that held
+// steady prints nothing.
 func driftNote(w io.Writer, r *results.Results) {
 	for _, run := range r.Runs {
 		d := run.Drift
@@ -203,7 +206,7 @@ func driftNote(w io.Writer, r *results.Results) {
 		if d.RelayFallingBehind && d.RelayVerdict != "" {
 			said = append(said, d.RelayVerdict)
 		}
-		if d.CostVerdict != "" {
+		if d.CostVerdict != "" && d.WindowSec >= 60 {
 			said = append(said, d.CostVerdict)
 		}
 		if len(said) > 0 {

@@ -66,8 +66,11 @@ func everySection(t *testing.T) *results.Results {
 			}
 			run.FaultImpact = &results.FaultImpact{OutageSec: 3, RecoverSec: &rec, ErrorsInWindow: map[string]int64{"timeout": 4, "error": 1}, UnitsLost: 1}
 			run.Drift = &results.Drift{WindowSec: 10, First: results.DriftWindow{FlowsPerSec: 10, FlowP99MS: 2, HarnessRSSBytes: 5 * mib, OrdersRows: 100, HistoryLength: 30}, Last: results.DriftWindow{FlowsPerSec: 9, FlowP99MS: 3, HarnessRSSBytes: 7 * mib, OrdersRows: 200, DiskReadsPerSec: 4, RelayLagMaxMS: &lag, HistoryLength: 900}, FlowsChangePct: -10, P99ChangePct: 50, RelayVerdict: "fell", RelayFallingBehind: i == 0}
-			if i == 1 {
+			if i > 0 { // the terminal says the second's (a long run's), not the third's
 				run.Drift.CostVerdict = "flows/s -10 %; the hypervisor gave more of the machine's cores to other guests"
+			}
+			if i == 1 {
+				run.Drift.WindowSec = 300
 			}
 			if i < 2 { // the third run's machine was not sampled: "–"
 				run.Drift.First.Machine = &results.MachineShare{KernelPct: 30, StealPct: 1.5, IdlePct: 8}
