@@ -42,7 +42,7 @@ func HTML(r *results.Results, charts []Chart) ([]byte, error) {
 		"Head": v.Comparison.Head, "Rows": v.Comparison.Rows, "RHead": v.Repeats.Head, "RRows": v.Repeats.Rows,
 		"Caveat": OneHostCaveat(r),
 	}
-	if d := v.Drift; len(d.Table.Rows) > 0 || len(d.Verdicts) > 0 {
+	if d := v.Drift; len(d.Table.Rows) > 0 { // every verdict is of a run in the table
 		data["Drift"] = d
 	}
 	if f := v.Flash; f != nil {
@@ -186,10 +186,10 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 
 {{with .Drift}}<h2 id="drift">Drift over the run</h2>
 <p>{{.Explained}}</p>
-{{if .Table.Rows}}<div class="wide"><table>
+<div class="wide"><table>
 <tr>{{range .Table.Head}}<th>{{.}}</th>{{end}}</tr>
 {{range .Table.Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td class="name"><span class="sw" style="{{swatch $c}}"></span>{{$c}}</td>{{else}}<td class="l">{{$c}}</td>{{end}}{{end}}</tr>
-{{end}}</table></div>{{end}}
+{{end}}</table></div>
 {{range .Verdicts}}<p>{{.Strategy}} ({{.Label}}): {{if .FallingBehind}}<b class="bad">{{.Verdict}}</b>{{else}}{{.Verdict}}{{end}}.</p>
 {{end}}{{end}}
 

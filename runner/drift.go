@@ -358,13 +358,13 @@ func costVerdict(d *results.Drift) string {
 	// not in percent: a process with a fixed cost a second and hardly
 	// any a flow (Redis beside batched) moves by the fall in flows alone.
 	var parts []string
-	worst, least, most, worstName := math.Inf(-1), math.Inf(1), math.Inf(-1), ""
+	worst, least, most, named := math.Inf(-1), math.Inf(1), math.Inf(-1), ""
 	for _, k := range names {
 		c := results.ChangePct(f.CPUMSPerFlow[k], l.CPUMSPerFlow[k])
 		parts = append(parts, fmt.Sprintf("%s %+.0f %%", k, c))
 		worst, least = max(worst, sign*c), min(least, sign*c)
 		if ms := sign * (l.CPUMSPerFlow[k] - f.CPUMSPerFlow[k]); ms > most {
-			most, worstName = ms, k
+			most, named = ms, k
 		}
 	}
 	v := fmt.Sprintf("flows/s %+.0f %% from the first %.0f s to the last; CPU per flow %+.0f %% (%s)",
@@ -394,8 +394,8 @@ func costVerdict(d *results.Drift) string {
 		return v + ": every process's cost per flow moved alike, so not one store's growth but what they share:" +
 			" the machine in ways a CPU loop does not measure (memory, system calls, the hypervisor), or the batching that comes with the load"
 	case math.Abs(cpu) >= 10:
-		v += fmt.Sprintf(": the run's own cost per flow changed, most in %s", worstName)
-		if worstName == "mysql" && (f.HistoryLength > 0 || l.HistoryLength > 0) {
+		v += fmt.Sprintf(": the run's own cost per flow changed, most in %s", named)
+		if named == "mysql" && (f.HistoryLength > 0 || l.HistoryLength > 0) {
 			// What in MySQL grew with it: the unpurged history, and
 			// the pages the buffer pool no longer held.
 			v += fmt.Sprintf(" (InnoDB history list %d → %d, buffer-pool disk reads %.1f → %.1f/s)",
