@@ -28,36 +28,64 @@ type Verdict struct {
 	Notes []string
 	// Missing is true when the row is in OLD and not in NEW.
 	Missing bool
+	// OldSafety and NewSafety are the row's verdicts in each file.
+	OldSafety, NewSafety Safety
+}
+
+// Regressed reports whether the verdict fails the gate.
+func (v Verdict) Regressed() bool { return len(v.Problems) > 0 }
+
+// Comparison is the compare gate's whole verdict: one Verdict per row of
+// OLD, and how many regressed (any one fails the gate).
+type Comparison struct {
+	Verdicts  []Verdict
+	Regressed int
 }
 
 // Compare matches the rows of old and new by strategy, scenario and sweep
 // value, and flags as a regression:
 //   - a row of OLD missing from NEW (a strategy or a whole scenario);
+//   - a row of NEW that is Unproven (its audit did not finish, or the
+//     run was cut): nothing shows it kept the rules, so it never passes;
 //   - any anomaly class (audit.Classes) whose worst repeat in NEW exceeds
-//     its worst repeat in OLD: a new anomaly, or more of an old one;
+//     its worst repeat in OLD — unless the row is Unsafe in both files (a
+//     strategy unsafe by design, such as naive, whose anomaly count varies
+//     from run to run): then the rise is a note; a Safe row turning Unsafe
+//     always fails;
 //   - a median TPS drop past th.MaxTPSDropPct, or a median P99 rise past
 //     th.MaxP99RisePct, that is also beyond the spread of the repeats: NEW's
 //     best repeat worse than OLD's worst. With one run per file the spread
 //     is the single value, so only the threshold decides.
-func Compare(old, new *results.Results, th Thresholds) []Verdict {
+func Compare(old, new *Analysis, th Thresholds) Comparison {
 	type key struct{ strategy, scenario, value string }
-	newRows := map[key]results.Row{}
-	for _, r := range results.Rows(new) {
+	newRows := map[key]Row{}
+	for _, r := range new.Rows {
 		newRows[key{r.Strategy, r.Scenario, r.Value}] = r
 	}
 	tps := func(r results.Run) float64 { return r.TPS }
 	p99 := func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }
-	var out []Verdict
-	for _, o := range results.Rows(old) {
+	var out Comparison
+	add := func(v Verdict) {
+		out.Verdicts = append(out.Verdicts, v)
+		if v.Regressed() {
+			out.Regressed++
+		}
+	}
+	for _, o := range old.Rows {
 		v := Verdict{Strategy: o.Strategy, Scenario: o.Scenario, Param: o.Param, Value: o.Value,
-			OldTPS: results.SpreadOf(o.Runs, tps), OldP99: results.SpreadOf(o.Runs, p99)}
+			OldTPS: results.SpreadOf(o.Runs, tps), OldP99: results.SpreadOf(o.Runs, p99), OldSafety: o.Safety}
 		n, ok := newRows[key{o.Strategy, o.Scenario, o.Value}]
 		if !ok {
 			v.Missing = true
 			v.Problems = append(v.Problems, "missing from NEW")
-			out = append(out, v)
+			add(v)
 			continue
 		}
+		v.NewSafety = n.Safety
+		if n.Safety.Kind == Unproven {
+			v.Problems = append(v.Problems, "unproven in NEW: "+n.Safety.Why())
+		}
+		byDesign := o.Safety.Kind == Unsafe && n.Safety.Kind == Unsafe
 		v.NewTPS, v.NewP99 = results.SpreadOf(n.Runs, tps), results.SpreadOf(n.Runs, p99)
 		spread := len(o.Runs) > 1 || len(n.Runs) > 1
 		if v.OldTPS.Median > 0 {
@@ -90,14 +118,35 @@ func Compare(old, new *results.Results, th Thresholds) []Verdict {
 		}
 		for _, c := range audit.Classes {
 			was, now := worst(o.Runs, c), worst(n.Runs, c)
+			var msg string
 			switch {
 			case now > was && was == 0:
-				v.Problems = append(v.Problems, fmt.Sprintf("%d %s, none before", now, c.Title))
+				msg = fmt.Sprintf("%d %s, none before", now, c.Title)
 			case now > was:
-				v.Problems = append(v.Problems, fmt.Sprintf("%s rose from %d to %d", c.Title, was, now))
+				msg = fmt.Sprintf("%s rose from %d to %d", c.Title, was, now)
+			default:
+				continue
+			}
+			if byDesign {
+				v.Notes = append(v.Notes, msg+" (UNSAFE in both files)")
+			} else {
+				v.Problems = append(v.Problems, msg)
 			}
 		}
-		out = append(out, v)
+		add(v)
+	}
+	// A row only NEW has is still gated on being proven.
+	oldRows := map[key]bool{}
+	for _, o := range old.Rows {
+		oldRows[key{o.Strategy, o.Scenario, o.Value}] = true
+	}
+	for _, n := range new.Rows {
+		if n.Safety.Kind != Unproven || oldRows[key{n.Strategy, n.Scenario, n.Value}] {
+			continue
+		}
+		add(Verdict{Strategy: n.Strategy, Scenario: n.Scenario, Param: n.Param, Value: n.Value,
+			NewTPS: results.SpreadOf(n.Runs, tps), NewP99: results.SpreadOf(n.Runs, p99), NewSafety: n.Safety,
+			Problems: []string{"unproven in NEW: " + n.Safety.Why()}})
 	}
 	return out
 }

@@ -79,10 +79,10 @@ type Recommendation struct {
 	Throughput  float64 `json:"throughput"`
 	Latency     float64 `json:"latency"`
 	Complexity  float64 `json:"complexity"`
-	// Unsafe is true when the auditor found any anomaly (audit.Classes) in
-	// any scenario or repeat of this strategy: it then ranks after every
-	// clean strategy, whatever its score.
-	Unsafe bool `json:"unsafe"`
+	// Safety is the strategy's verdict over its runs (SafetyOf): Unsafe
+	// ranks after every other, Unproven after every Safe one, whatever
+	// the score.
+	Safety Safety `json:"safety"`
 	// NotFor lists the fault classes (results.FaultClass) under which the
 	// auditor found an anomaly in this strategy's runs: it is not
 	// recommended where the stores or the service can fail that way.
@@ -95,7 +95,29 @@ type Recommendation struct {
 	Reason string `json:"reason"`
 }
 
-// Recommend ranks the strategies on the measured figures only. Throughput
+// Label is the recommendation's safety cell: the safety label, or "did
+// not sell out" for a safe strategy that left units unsold.
+func (rec Recommendation) Label() string {
+	if rec.Safety.Kind == Safe && rec.Unsold > 0 {
+		return "did not sell out"
+	}
+	return rec.Safety.Label()
+}
+
+// Recommend ranks the strategies of r with weights w: Analyze(r)'s
+// recommendation under other weights.
+func Recommend(r *results.Results, w Weights) []Recommendation {
+	if r.Sweep != nil {
+		return nil
+	}
+	var rows []Row
+	for _, row := range results.Rows(r) {
+		rows = append(rows, Row{Row: row, Safety: SafetyOf(row.Runs)})
+	}
+	return recommend(rows, results.Scenarios(r), w)
+}
+
+// recommend ranks the strategies on the measured figures only. Throughput
 // and latency come from the scenario that measures them (sustained when the
 // run has it, else the last scenario); consistency counts every anomaly the
 // auditor found in any scenario; complexity is core lines. Each dimension
@@ -103,11 +125,12 @@ type Recommendation struct {
 // complexity fewest/lines, consistency 1 with no anomaly and 1/(1 + 100 ×
 // oversell rate + anomalies per 100 confirmed units) otherwise.
 //
-// Safety comes first: a strategy with any anomaly is Unsafe and ranks after
-// every clean one; the weighted score orders strategies only within the
-// clean group and within the unsafe group. Within a group, a strategy
-// whose flash sale did not sell out while it turned buyers away (audit
-// class unsold_units, a warning) ranks after those that sold out.
+// Safety comes first: an Unsafe strategy ranks after every other, an
+// Unproven one (some audit did not finish, in any run, faults included)
+// after every Safe one; the weighted score orders strategies only within
+// each group. Within a group, a strategy whose flash sale did not sell out
+// while it turned buyers away (audit class unsold_units, a warning) ranks
+// after those that sold out.
 //
 // Runs under faults (--fault, stockbench faults) are judged apart: an
 // anomaly under a fault puts that fault class in the strategy's NotFor
@@ -117,12 +140,11 @@ type Recommendation struct {
 // the runs without faults; when every run had faults they come from all of
 // them (TPS and P99 averaged over the faults), and a strategy with an
 // anomaly under every fault is Unsafe.
-func Recommend(r *results.Results, w Weights) []Recommendation {
-	all := results.Rows(r)
-	if len(all) == 0 || r.Sweep != nil {
+func recommend(all []Row, scs []string, w Weights) []Recommendation {
+	if len(all) == 0 {
 		return nil
 	}
-	var rows, faulted []results.Row
+	var rows, faulted []Row
 	for _, row := range all {
 		if results.FaultClass(row.Runs[0]) != "" {
 			faulted = append(faulted, row)
@@ -136,17 +158,25 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 	}
 	notFor := map[string][]string{}
 	classes := map[string]int{}
+	// unproven is the first unproven verdict of a strategy's fault runs.
+	unproven := map[string]Safety{}
 	for _, row := range faulted {
 		c := results.FaultClass(row.Runs[0])
 		if _, ok := classes[row.Strategy+"\x00"+c]; !ok {
 			classes[row.Strategy+"\x00"+c] = 1
 			classes[row.Strategy]++
 		}
-		if row.Anomalies > 0 && !slices.Contains(notFor[row.Strategy], c) {
-			notFor[row.Strategy] = append(notFor[row.Strategy], c)
+		switch row.Safety.Kind {
+		case Unsafe:
+			if !slices.Contains(notFor[row.Strategy], c) {
+				notFor[row.Strategy] = append(notFor[row.Strategy], c)
+			}
+		case Unproven:
+			if _, ok := unproven[row.Strategy]; !ok {
+				unproven[row.Strategy] = row.Safety
+			}
 		}
 	}
-	scs := results.Scenarios(r)
 	// Performance is read off the timed scenario when there is one.
 	perf := scs[len(scs)-1]
 	for _, sc := range scs {
@@ -159,17 +189,19 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 		anomalies, units   int64
 		unsold             int64
 		lines, perfRows    int
+		safety             Safety
 	}
 	by := map[string]*agg{}
 	var names []string
 	for _, row := range rows {
 		a := by[row.Strategy]
 		if a == nil {
-			a = &agg{lines: row.CoreLines}
+			a = &agg{lines: row.CoreLines, safety: Safety{Kind: Safe}}
 			by[row.Strategy] = a
 			names = append(names, row.Strategy)
 		}
-		a.anomalies += row.Anomalies
+		a.anomalies += row.Safety.Anomalies()
+		a.safety = worse(a.safety, row.Safety)
 		a.oversell = math.Max(a.oversell, row.OversellRate)
 		for _, run := range row.Runs {
 			a.units += run.Audit.ConfirmedUnits
@@ -214,14 +246,18 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 			rec.Complexity = fewest / float64(a.lines)
 		}
 		rec.Score = w.Consistency*rec.Consistency + w.Throughput*rec.Throughput + w.Latency*rec.Latency + w.Complexity*rec.Complexity
-		rec.Unsafe = a.anomalies > 0
 		rec.NotFor = notFor[n]
-		if onlyFaults {
-			rec.Unsafe = len(rec.NotFor) > 0 && len(rec.NotFor) == classes[n]
+		rec.Safety = a.safety
+		if onlyFaults && a.safety.Kind == Unsafe && len(rec.NotFor) < classes[n] {
+			// Anomalies under some faults only: not for those, not Unsafe.
+			rec.Safety = Safety{Kind: Safe}
 		}
-		rec.Reason = reason(n, a.anomalies, a.oversell, a.tps, a.p99, a.lines, perf)
+		if u, ok := unproven[n]; ok && rec.Safety.Kind == Safe {
+			rec.Safety = u
+		}
+		rec.Reason = reason(n, rec.Safety, a.anomalies, a.oversell, a.tps, a.p99, a.lines, perf)
 		if onlyFaults {
-			rec.Reason = faultReason(n, len(rec.NotFor), classes[n], a.tps, a.p99, a.lines, perf)
+			rec.Reason = faultReason(n, rec.Safety, len(rec.NotFor), classes[n], a.tps, a.p99, a.lines, perf)
 		}
 		if rec.Unsold = a.unsold; a.unsold > 0 {
 			rec.Reason += fmt.Sprintf(" Did not sell out: up to %d units unsold while buyers were turned away; ranks after the strategies that sold out.", a.unsold)
@@ -231,9 +267,10 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 		}
 		out = append(out, rec)
 	}
+	group := map[SafetyKind]int{Safe: 0, Unproven: 1, Unsafe: 2}
 	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Unsafe != out[j].Unsafe {
-			return !out[i].Unsafe
+		if gi, gj := group[out[i].Safety.Kind], group[out[j].Safety.Kind]; gi != gj {
+			return gi < gj
 		}
 		if len(out[i].NotFor) != len(out[j].NotFor) {
 			return len(out[i].NotFor) < len(out[j].NotFor)
@@ -249,32 +286,27 @@ func Recommend(r *results.Results, w Weights) []Recommendation {
 	return out
 }
 
-func faultReason(name string, bad, classes int, tps, p99 float64, lines int, perf string) string {
+func faultReason(name string, s Safety, bad, classes int, tps, p99 float64, lines int, perf string) string {
 	cons := fmt.Sprintf("clean under all %d faults", classes)
 	if bad > 0 {
 		cons = fmt.Sprintf("anomalies under %d of %d faults", bad, classes)
 	}
-	if bad > 0 && bad == classes {
+	switch s.Kind {
+	case Unsafe:
 		cons = "UNSAFE: " + cons
+	case Unproven:
+		cons = "UNPROVEN (" + s.Why() + "): " + cons
 	}
 	return fmt.Sprintf("%s: %s; %.0f flows/s at P99 %.1f ms in %s, averaged over the faults; %d core lines.", name, cons, tps, p99, perf, lines)
 }
 
-func reason(name string, anomalies int64, oversell, tps, p99 float64, lines int, perf string) string {
+func reason(name string, s Safety, anomalies int64, oversell, tps, p99 float64, lines int, perf string) string {
 	cons := "no anomaly of any class in any scenario"
-	if anomalies > 0 {
+	switch s.Kind {
+	case Unsafe:
 		cons = fmt.Sprintf("UNSAFE: the auditor found %d anomalies (worst oversell %.3f %%)", anomalies, 100*oversell)
+	case Unproven:
+		cons = "UNPROVEN: " + s.Why() + ", so nothing shows the stores kept the rules"
 	}
 	return fmt.Sprintf("%s: %s; %.0f flows/s at P99 %.1f ms in %s; %d core lines.", name, cons, tps, p99, perf, lines)
-}
-
-// WeightsOf reads the recommendation weights recorded in the results'
-// config, or returns the defaults.
-func WeightsOf(r *results.Results) Weights {
-	if s := r.Config.Weights; s != "" {
-		if w, err := ParseWeights(s); err == nil {
-			return w
-		}
-	}
-	return DefaultWeights
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -84,9 +85,9 @@ type articleRow struct {
 
 // articleRows pairs each of the article's figures with the row of r that
 // ran the same strategy on the matching scenario (median over repeats).
-func articleRows(r *results.Results) []articleRow {
+func articleRows(a *analysis.Analysis) []articleRow {
 	var out []articleRow
-	rows := results.Rows(r)
+	rows := a.Rows
 	for _, f := range ArticleFigures {
 		ar := articleRow{Strategy: f.Strategy, Scenario: f.Scenario, Scheme: f.Scheme,
 			TPS: "–", P99: "–", CPU: "–", Lines: "–", Over: trimFloat(f.OversellPct),
@@ -147,14 +148,15 @@ type articleView struct {
 
 // articleOf is the side-by-side section of r; nil when r is not an
 // article preset run.
-func articleOf(r *results.Results) *articleView {
+func articleOf(a *analysis.Analysis) *articleView {
+	r := a.Results
 	if !IsArticlePreset(r) {
 		return nil
 	}
 	t := table{Head: []string{"strategy", "scenario", "TPS article", "TPS measured", "P99 ms article", "P99 ms measured", "oversell % article", "oversell % measured",
 		"CPU % article", "CPU % measured", "core lines article", "core lines measured"}, Align: "llrrrrrrrrrr"}
-	for _, a := range articleRows(r) {
-		t.Rows = append(t.Rows, []string{a.Strategy, a.Scenario, a.TPS, a.MTPS, a.P99, a.MP99, a.Over, a.MOver, a.CPU, a.MCPU, a.Lines, a.MLines})
+	for _, ar := range articleRows(a) {
+		t.Rows = append(t.Rows, []string{ar.Strategy, ar.Scenario, ar.TPS, ar.MTPS, ar.P99, ar.MP99, ar.Over, ar.MOver, ar.CPU, ar.MCPU, ar.Lines, ar.MLines})
 	}
 	return &articleView{ArticleSource, t, articleDifferences(r)}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -29,15 +30,15 @@ func TestArticleBeside(t *testing.T) {
 		{"preset article", presetResults(t), true},
 		{"plain run", fixtureResults(t), false},
 	} {
-		charts, err := Charts(c.r)
+		charts, err := Charts(analysis.Analyze(c.r))
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := HTML(c.r, charts)
+		page, err := HTML(analysis.Analyze(c.r), charts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		md := Summary(c.r)
+		md := Summary(analysis.Analyze(c.r))
 		wants := []string{
 			"| rowlock | sustained | 620 | 867.7 | 180 | 153.73 |", // article TPS and P99 beside the measured
 			"| lua-tcc | sustained | 4580 | 2833.3 | 8 |",
@@ -80,7 +81,7 @@ func TestArticleBeside(t *testing.T) {
 // the table below.
 func TestRepeatedHeadline(t *testing.T) {
 	r := repeated(t, "naive", "outbox", "rowlock")
-	md := Summary(r)
+	md := Summary(analysis.Analyze(r))
 	head := md[strings.Index(md, "## Comparison"):strings.Index(md, "## Repeats")]
 	for _, s := range []string{"naive", "outbox", "rowlock"} {
 		if n := strings.Count(head, "| "+s+" | sustained | 3 |"); n != 1 {
@@ -97,11 +98,11 @@ func TestRepeatedHeadline(t *testing.T) {
 			t.Errorf("repeats table lacks %q", w)
 		}
 	}
-	charts, err := Charts(r)
+	charts, err := Charts(analysis.Analyze(r))
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := HTML(r, charts)
+	page, err := HTML(analysis.Analyze(r), charts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +119,11 @@ func TestRepeatedHeadline(t *testing.T) {
 // section of the page, and the units are stated.
 func TestHTMLContents(t *testing.T) {
 	for _, r := range []*results.Results{fixtureResults(t), presetResults(t), repeated(t, "naive", "rowlock")} {
-		charts, err := Charts(r)
+		charts, err := Charts(analysis.Analyze(r))
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := HTML(r, charts)
+		page, err := HTML(analysis.Analyze(r), charts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -30,8 +31,8 @@ func TestOneHostCaveat(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := &results.Results{Env: c.env, Sweep: sweep, Runs: []results.Run{{Strategy: "lua-tcc", Scenario: "sustained", Value: "1"}}}
 			got := OneHostCaveat(r)
-			md := renderMarkdown("sweep", sweepOf(r))
-			page, err := HTML(r, nil)
+			md := renderMarkdown("sweep", sweepOf(analysis.Analyze(r)))
+			page, err := HTML(analysis.Analyze(r), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

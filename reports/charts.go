@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -35,8 +36,8 @@ type Chart struct {
 // oversell and the latency spectrum by strategy, TPS and P99 over time when
 // there is a series, and for a sweep one line per strategy against the swept
 // parameter (TPS, P99, oversell, CAS retries).
-func Charts(r *results.Results) ([]Chart, error) {
-	plots, err := buildPlots(r)
+func Charts(a *analysis.Analysis) ([]Chart, error) {
+	plots, err := buildPlots(a)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +50,15 @@ func Charts(r *results.Results) ([]Chart, error) {
 		out[i] = Chart{Name: np.name, Title: np.p.Title.Text, SVG: b}
 	}
 	return out, nil
+}
+
+// plainRows are the figures of analysed rows, without their verdicts.
+func plainRows(rows []analysis.Row) []results.Row {
+	out := make([]results.Row, len(rows))
+	for i, r := range rows {
+		out[i] = r.Row
+	}
+	return out
 }
 
 type namedPlot struct {
@@ -68,8 +78,9 @@ func render(np namedPlot, format string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func buildPlots(r *results.Results) ([]namedPlot, error) {
-	rows := results.Rows(r)
+func buildPlots(a *analysis.Analysis) ([]namedPlot, error) {
+	r := a.Results
+	rows := plainRows(a.Rows)
 	var out []namedPlot
 	add := func(name string, p *plot.Plot, err error) error {
 		if err != nil {
@@ -144,16 +155,17 @@ func buildPlots(r *results.Results) ([]namedPlot, error) {
 	}
 	for _, sc := range results.Scenarios(r) {
 		var rs []results.Row
-		for _, row := range rows {
+		var ars []analysis.Row
+		for _, row := range a.Rows {
 			if row.Scenario == sc {
-				rs = append(rs, row)
+				rs, ars = append(rs, row.Row), append(ars, row)
 			}
 		}
 		var ref []ArticleFigure
 		if article {
 			ref = ArticleFiguresFor(sc)
 		}
-		p, err := tradeoffChart(rs, sc, ref)
+		p, err := tradeoffChart(ars, sc, ref)
 		if p != nil || err != nil {
 			if err := add("tradeoff-"+sc, p, err); err != nil {
 				return nil, err
@@ -204,8 +216,8 @@ func buildPlots(r *results.Results) ([]namedPlot, error) {
 
 // WriteCharts renders the charts into dir/charts as PNG and SVG and returns
 // them.
-func WriteCharts(dir string, r *results.Results) ([]Chart, error) {
-	plots, err := buildPlots(r)
+func WriteCharts(dir string, a *analysis.Analysis) ([]Chart, error) {
+	plots, err := buildPlots(a)
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +467,7 @@ var sweepMetrics = []metric{
 // sweepChart draws one line per strategy against the swept parameter. The
 // values sit at their numeric position when they are numbers, else evenly.
 func sweepChart(sw *results.Sweep, rows []results.Row, m metric) (*plot.Plot, error) {
-	xs, unit, numeric := sweepX(sw)
+	xs, unit, numeric := analysis.SweepX(sw)
 	xlabel := sw.Param
 	if unit != "" {
 		xlabel += " (" + unit + ")"

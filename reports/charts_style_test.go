@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -47,7 +48,7 @@ func repeated(t *testing.T, names ...string) *results.Results {
 // with the functions that map data coordinates to its pixels.
 func chartPNG(t *testing.T, r *results.Results, name string) (image.Image, func(x, y float64) image.Point) {
 	t.Helper()
-	plots, err := buildPlots(r)
+	plots, err := buildPlots(analysis.Analyze(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +126,9 @@ func TestSameStrategySameColour(t *testing.T) {
 	}
 }
 
-func rowsOf(r *results.Results, scenario string) []results.Row {
-	var out []results.Row
-	for _, row := range results.Rows(r) {
+func rowsOf(r *results.Results, scenario string) []analysis.Row {
+	var out []analysis.Row
+	for _, row := range analysis.Analyze(r).Rows {
 		if row.Scenario == scenario {
 			out = append(out, row)
 		}
@@ -175,7 +176,7 @@ func TestTradeoffMarksAnomalies(t *testing.T) {
 	ringPx := int(math.Round(11 * 96.0 / 72))
 	var unsafeAt []image.Point
 	for _, row := range rowsOf(r, "sustained") {
-		if row.Unsafe() {
+		if row.Safety.Kind == analysis.Unsafe {
 			unsafeAt = append(unsafeAt, at(row.TPS, row.P99))
 		}
 	}
@@ -192,7 +193,7 @@ func TestTradeoffMarksAnomalies(t *testing.T) {
 			}
 		}
 		filled := near(rgbaAt(img, c), StyleOf(row.Strategy).Color)
-		if row.Unsafe() {
+		if row.Safety.Kind == analysis.Unsafe {
 			if red < 8 || filled {
 				t.Errorf("%s has anomalies: red ring points %d (want ≥ 8), centre filled %v (want hollow)", row.Strategy, red, filled)
 			}

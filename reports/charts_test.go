@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -21,7 +22,7 @@ func TestWriteCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	charts, err := WriteCharts(dir, r)
+	charts, err := WriteCharts(dir, analysis.Analyze(r))
 	if err != nil {
 		t.Fatal(err)
 	}

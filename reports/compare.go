@@ -9,14 +9,12 @@ import (
 	"github.com/stockbench/stockbench/results"
 )
 
-// CompareTable writes the side-by-side table and returns the number of
-// regressed rows. TPS and P99 are medians, with min–max when a file holds
-// repeats.
-func CompareTable(w io.Writer, vs []analysis.Verdict) int {
+// CompareTable writes the gate's verdicts side by side. TPS and P99 are
+// medians, with min–max when a file holds repeats.
+func CompareTable(w io.Writer, c analysis.Comparison) {
 	t := table{Head: []string{"strategy", "scenario", "old TPS", "new TPS", "Δ%", "old P99 ms", "new P99 ms", "Δ%", "verdict"}}
 	t.Align = figuresAlign(len(t.Head))
-	bad := 0
-	for _, v := range vs {
+	for _, v := range c.Verdicts {
 		sc := v.Scenario
 		if v.Param != "" || v.Value != "" {
 			sc += " " + v.Param + "=" + v.Value
@@ -25,18 +23,21 @@ func CompareTable(w io.Writer, vs []analysis.Verdict) int {
 		if len(v.Notes) > 0 {
 			verdict = "ok (" + strings.Join(v.Notes, "; ") + ")"
 		}
-		if len(v.Problems) > 0 {
-			bad++
+		if v.Regressed() {
 			verdict = "REGRESSION: " + strings.Join(v.Problems, "; ")
 		}
 		newTPS, newP99, dTPS, dP99 := spreadCell(v.NewTPS, f1), spreadCell(v.NewP99, f2), fmt.Sprintf("%+.1f", v.TPSChangePct), fmt.Sprintf("%+.1f", v.P99ChangePct)
-		if v.Missing {
+		oldTPS, oldP99 := spreadCell(v.OldTPS, f1), spreadCell(v.OldP99, f2)
+		switch {
+		case v.Missing:
 			newTPS, newP99, dTPS, dP99 = "missing", "missing", "", ""
+		case v.OldSafety.Kind == "":
+			// A row only NEW has.
+			oldTPS, oldP99, dTPS, dP99 = "missing", "missing", "", ""
 		}
-		t.Rows = append(t.Rows, []string{v.Strategy, sc, spreadCell(v.OldTPS, f1), newTPS, dTPS, spreadCell(v.OldP99, f2), newP99, dP99, verdict})
+		t.Rows = append(t.Rows, []string{v.Strategy, sc, oldTPS, newTPS, dTPS, oldP99, newP99, dP99, verdict})
 	}
 	t.terminal(w)
-	return bad
 }
 
 // spreadCell formats a spread as its median, with min–max when they differ.

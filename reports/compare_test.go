@@ -1,9 +1,10 @@
 package reports
 
 import (
-	"github.com/stockbench/stockbench/analysis"
 	"strings"
 	"testing"
+
+	"github.com/stockbench/stockbench/analysis"
 
 	"github.com/stockbench/stockbench/results"
 )
@@ -35,16 +36,24 @@ func TestCompare(t *testing.T) {
 		}, "P99 rose", 0},
 		// A clean strategy oversells.
 		{"oversell appears", func(r *results.Results) { r.Runs[0].Audit.OversoldUnits = 3 }, "oversold units, none before", 0},
-		// An unsafe strategy gets worse: outbox 1678 → 4000 oversold.
-		{"oversell grows", func(r *results.Results) { r.Runs[10].Audit.OversoldUnits = 4000 }, "oversold units rose from 1678 to 4000", 0},
+		// An unsafe strategy gets worse: outbox 1678 → 4000 oversold. It is
+		// UNSAFE in both files, so its count moving is a note, not a
+		// regression (naive's varies from run to run by design).
+		{"oversell grows in a strategy unsafe in both", func(r *results.Results) { r.Runs[10].Audit.OversoldUnits = 4000 }, "", 0},
+		// A clean strategy's oversell grows past an old anomaly.
+		{"oversell grows", func(r *results.Results) { r.Runs[3].Audit.OversoldUnits = 4 }, "oversold units, none before", 0},
 		// Fewer anomalies are no regression.
 		{"oversell shrinks", func(r *results.Results) { r.Runs[5].Audit.OversoldUnits = 10 }, "", 0},
 		// Leaked units appear.
 		{"leak appears", func(r *results.Results) { r.Runs[3].Audit.LeakedUnits = 4 }, "leaked units", 0},
 		// Drift appears in a clean strategy.
 		{"drift appears", func(r *results.Results) { r.Runs[9].Audit.DriftUnits = 7 }, "drift units", 0},
-		// Drift grows in an unsafe one.
-		{"drift grows", func(r *results.Results) { r.Runs[10].Audit.DriftUnits = 471 }, "drift units rose", 0},
+		// Drift grows in one unsafe in both files: a note.
+		{"drift grows in a strategy unsafe in both", func(r *results.Results) { r.Runs[10].Audit.DriftUnits = 471 }, "", 0},
+		// A run of NEW whose audit did not finish: unproven, never passed.
+		{"audit unfinished", func(r *results.Results) { r.Runs[6].Incomplete = "audit" }, "unproven in NEW: the audit did not finish", 0},
+		// A run of NEW cut by Ctrl-C: unproven too.
+		{"interrupted", func(r *results.Results) { r.Runs[7].Interrupted = true }, "unproven in NEW: the run was interrupted", 0},
 		// A confirm ack the orders table contradicts.
 		{"lost ack appears", func(r *results.Results) { r.Runs[2].Audit.LostAcks = 1 }, "lost acks", 0},
 		// A cancel ack for an order that ended confirmed.
@@ -75,16 +84,17 @@ func checkCompare(t *testing.T, old, cur *results.Results, th analysis.Threshold
 	}
 	var problems []string
 	rows := 0
-	for _, v := range analysis.Compare(old, cur, th) {
+	c := analysis.Compare(analysis.Analyze(old), analysis.Analyze(cur), th)
+	for _, v := range c.Verdicts {
 		problems = append(problems, v.Problems...)
 		if len(v.Problems) > 0 {
 			rows++
 		}
 	}
 	var sb strings.Builder
-	bad := CompareTable(&sb, analysis.Compare(old, cur, th))
-	if len(problems) != n || bad != rows {
-		t.Fatalf("%d problems (%d rows) %v, want %d containing %q\n%s", len(problems), bad, problems, n, want, sb.String())
+	CompareTable(&sb, c)
+	if len(problems) != n || c.Regressed != rows {
+		t.Fatalf("%d problems (%d rows) %v, want %d containing %q\n%s", len(problems), c.Regressed, problems, n, want, sb.String())
 	}
 	for _, p := range problems {
 		if !strings.Contains(p, want) {
@@ -155,7 +165,8 @@ func TestCompareSweepLabel(t *testing.T) {
 		r.Runs[i].Param, r.Runs[i].Value = "buyers", "50"
 	}
 	var sb strings.Builder
-	CompareTable(&sb, analysis.Compare(r, r, analysis.Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}))
+	a := analysis.Analyze(r)
+	CompareTable(&sb, analysis.Compare(a, a, analysis.Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}))
 	if !strings.Contains(sb.String(), "sustained buyers=50") {
 		t.Fatalf("no parameter name:\n%s", sb.String())
 	}
@@ -199,24 +210,24 @@ func TestRecommendSafetyFirst(t *testing.T) {
 		for i, rec := range recs {
 			order = append(order, rec.Strategy)
 			unsafe := rec.Strategy == "outbox" || rec.Strategy == "naive"
-			if rec.Unsafe != unsafe {
-				t.Errorf("%v: %s unsafe=%v", w, rec.Strategy, rec.Unsafe)
+			if (rec.Safety.Kind == analysis.Unsafe) != unsafe {
+				t.Errorf("%v: %s unsafe=%v", w, rec.Strategy, (rec.Safety.Kind == analysis.Unsafe))
 			}
 			if unsafe && !strings.Contains(rec.Reason, "UNSAFE") {
 				t.Errorf("%v: %s reason does not say unsafe: %s", w, rec.Strategy, rec.Reason)
 			}
-			if i > 0 && recs[i-1].Unsafe && !rec.Unsafe {
+			if i > 0 && (recs[i-1].Safety.Kind == analysis.Unsafe) && !(rec.Safety.Kind == analysis.Unsafe) {
 				t.Errorf("%v: clean %s ranks after unsafe %s", w, rec.Strategy, recs[i-1].Strategy)
 			}
-			if i > 0 && recs[i-1].Unsafe == rec.Unsafe && recs[i-1].Score < rec.Score {
+			if i > 0 && (recs[i-1].Safety.Kind == analysis.Unsafe) == (rec.Safety.Kind == analysis.Unsafe) && recs[i-1].Score < rec.Score {
 				t.Errorf("%v: within a group %s (%.2f) ranks above %s (%.2f)", w, recs[i-1].Strategy, recs[i-1].Score, rec.Strategy, rec.Score)
 			}
 		}
-		if len(recs) != 6 || !recs[4].Unsafe || recs[3].Unsafe {
+		if len(recs) != 6 || !(recs[4].Safety.Kind == analysis.Unsafe) || (recs[3].Safety.Kind == analysis.Unsafe) {
 			t.Errorf("%v: order %v", w, order)
 		}
 	}
-	md := Summary(r)
+	md := Summary(analysis.Analyze(r))
 	for _, want := range []string{"| naive | UNSAFE |", "ranks after every clean one"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("summary lacks %q", want)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -60,7 +61,7 @@ func TestCurveReport(t *testing.T) {
 			r.Curve = &results.Curve{SLOP99MS: 50, Strategies: []results.CurvePoint{{Strategy: "rowlock", MaxRate: 200, StoppedAt: 400, Why: "P99 70.0 ms > 50 ms"}, {Strategy: "batched", MaxRate: 400}}}
 		}
 		dir := t.TempDir()
-		if err := Render(dir, &r); err != nil {
+		if err := Render(dir, analysis.Analyze(&r)); err != nil {
 			t.Fatal(err)
 		}
 		_, err := os.Stat(filepath.Join(dir, "charts", "curve-p99.png"))

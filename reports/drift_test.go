@@ -6,6 +6,7 @@ import (
 
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -77,7 +78,7 @@ func TestDriftInHTML(t *testing.T) {
 		{"with drift", everySection(t), []string{`<h2 id="drift">`, `href="#drift"`, "cores stolen %", "1.5 → 12.2", "<b class=\"bad\">fell</b>"}, nil},
 		{"without drift", fixtureResults(t), nil, []string{`id="drift"`, `href="#drift"`, "cores stolen %"}},
 	} {
-		b, err := HTML(tc.r, nil)
+		b, err := HTML(analysis.Analyze(tc.r), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

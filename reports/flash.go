@@ -36,6 +36,7 @@ func flashRows(r *results.Results) table {
 	head := []string{"strategy", "scenario", "sold / stock", "sold out in ms", "reserved out in ms", "buyers", "served", "refused", "shed", "timed out",
 		"refusal P50/P99 ms", "winner P50/P99 ms", "fair %", "unsold", "late", "harness RSS MB", "harness CPU ms / 1k buyers"}
 	var rows [][]string
+	var flagged []int
 	for _, run := range runs {
 		f := run.Flash
 		sold := fmt.Sprintf("%d / %d", f.Sold, f.Stock)
@@ -50,12 +51,19 @@ func flashRows(r *results.Results) table {
 		if v := run.Harness.HarnessCPUMSPer1kBuyers; v != nil {
 			cpu = f1(*v)
 		}
+		if !f.SoldOut {
+			flagged = append(flagged, len(rows))
+		}
 		rows = append(rows, []string{run.Strategy, label(run), sold, out, f1(f.ReservedOutMS),
 			fmt.Sprint(f.Buyers), fmt.Sprint(f.Served), fmt.Sprint(f.Refused), fmt.Sprint(f.Shed), fmt.Sprint(f.TimedOut),
 			f2(f.RefusalMS.P50) + " / " + f2(f.RefusalMS.P99), f2(f.WinnerMS.P50) + " / " + f2(f.WinnerMS.P99),
 			f1(f.FairPct), fmt.Sprint(f.UnsoldUnits), fmt.Sprint(f.LateStarts), rss, cpu})
 	}
-	return table{head, rows, "ll" + strings.Repeat("r", len(head)-2)}
+	t := table{Head: head, Rows: rows, Align: "ll" + strings.Repeat("r", len(head)-2)}
+	for _, i := range flagged {
+		t.flag(i, 3)
+	}
+	return t
 }
 
 // flashTable prints a compact flash table for the terminal (nothing

@@ -39,9 +39,9 @@ func flashFixture() *results.Results {
 func TestFlashReport(t *testing.T) {
 	r := flashFixture()
 	var tb bytes.Buffer
-	Table(&tb, r)
-	md := Summary(r)
-	page, err := HTML(r, nil)
+	Table(&tb, analysis.Analyze(r))
+	md := Summary(analysis.Analyze(r))
+	page, err := HTML(analysis.Analyze(r), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestFlashReport(t *testing.T) {
 			t.Errorf("%s lacks %q:\n%s", c.where, c.want, c.text)
 		}
 	}
-	charts, err := Charts(r)
+	charts, err := Charts(analysis.Analyze(r))
 	if err != nil {
 		t.Fatal(err)
 	}

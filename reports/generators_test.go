@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -34,8 +35,8 @@ func TestGenerators(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var term bytes.Buffer
-			Table(&term, c.r)
-			out := Summary(c.r) + term.String()
+			Table(&term, analysis.Analyze(c.r))
+			out := Summary(analysis.Analyze(c.r)) + term.String()
 			for _, w := range c.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("missing %q in:\n%s", w, out)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 	"golang.org/x/net/html"
 )
@@ -51,7 +52,12 @@ func fixtureResults(t *testing.T) *results.Results {
 // from a fixed results file (a real run's, kept in testdata).
 func TestGolden(t *testing.T) {
 	r := fixtureResults(t)
-	golden(t, "summary.md", []byte(Summary(r)))
+	golden(t, "summary.md", []byte(Summary(analysis.Analyze(r))))
+	page, err := HTML(analysis.Analyze(r), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "index.html", page)
 	golden(t, "summary.csv", SummaryCSV(r))
 	golden(t, "series.csv", SeriesCSV(r))
 	dir := t.TempDir()
@@ -111,11 +117,11 @@ func keyPaths(v any, prefix string, out map[string]bool) {
 // other than fragment links.
 func TestHTMLSelfContained(t *testing.T) {
 	r := fixtureResults(t)
-	charts, err := Charts(r)
+	charts, err := Charts(analysis.Analyze(r))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := HTML(r, charts)
+	b, err := HTML(analysis.Analyze(r), charts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
@@ -29,15 +30,16 @@ func fixture() *results.Results {
 func TestRendering(t *testing.T) {
 	r := fixture()
 	var tb bytes.Buffer
-	Table(&tb, r)
-	md := Summary(r)
+	Table(&tb, analysis.Analyze(r))
+	md := Summary(analysis.Analyze(r))
 	cases := []struct{ where, text, want string }{
 		{"table", tb.String(), "16.667"},                 // naive's oversell %
 		{"table", tb.String(), "170.5"},                  // rowlock TPS
 		{"table", tb.String(), "UNSAFE"},                 // naive is marked
 		{"table", tb.String(), "1 invariant violations"}, // what made naive UNSAFE
-		{"table", tb.String(), "incomplete"},             // outbox has no verdict, not a blank UNSAFE
-		{"table", tb.String(), "INCOMPLETE outbox (flash): the settle phase did not finish"},
+		{"table", tb.String(), "unproven"},               // outbox has no verdict, not a blank UNSAFE
+		{"table", tb.String(), "UNPROVEN outbox (flash): settle did not finish"},
+		{"table", tb.String(), "recommended, best first: rowlock; then, UNPROVEN (audit not finished): outbox; then, UNSAFE: naive"},
 		{"summary", md, "lost acks"}, // lost acks and cancel-ack violations apart
 		{"summary", md, "cancel-ack violations"},
 		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | ok |"}, // classic row
@@ -68,7 +70,7 @@ func TestTableFitsTerminal(t *testing.T) {
 		}
 	}
 	var tb bytes.Buffer
-	Table(&tb, r)
+	Table(&tb, analysis.Analyze(r))
 	for _, line := range strings.Split(tb.String(), "\n") {
 		if n := utf8.RuneCountInString(line); n > TerminalWidth {
 			t.Errorf("line of %d columns (> %d): %q", n, TerminalWidth, line)

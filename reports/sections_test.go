@@ -2,8 +2,13 @@ package reports
 
 import (
 	"bytes"
+	"fmt"
+	"html"
+	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
+	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -21,11 +26,60 @@ func TestGoldenEverySection(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			golden(t, c.name+".md", []byte(Summary(c.r)))
+			golden(t, c.name+".md", []byte(Summary(analysis.Analyze(c.r))))
 			var b bytes.Buffer
-			Table(&b, c.r)
+			Table(&b, analysis.Analyze(c.r))
 			golden(t, c.name+".term", b.Bytes())
+			page, err := HTML(analysis.Analyze(c.r), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name+".html", page)
 		})
+	}
+}
+
+// TestHTMLEveryClass: index.html's audit table has a column for every
+// anomaly class of audit's table, and each run's count of every class
+// the auditor found in it is on the page — not a hand-picked few.
+func TestHTMLEveryClass(t *testing.T) {
+	r := fixtureResults(t)
+	page, err := HTML(analysis.Analyze(r), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	i := strings.Index(s, `<h2 id="audit">`)
+	if i < 0 {
+		t.Fatal("no audit section")
+	}
+	section := s[i:]
+	section = section[:strings.Index(section, "</table>")]
+	for _, c := range audit.Classes {
+		if !strings.Contains(section, "<th>"+html.EscapeString(c.Title)+"</th>") {
+			t.Errorf("the audit table has no column %q", c.Title)
+		}
+	}
+	tripped := 0
+	for _, run := range r.Runs {
+		if run.Strategy != "naive" {
+			continue
+		}
+		for _, c := range audit.Classes {
+			if n := c.Of(run.Audit); n > 0 {
+				tripped++
+				cell := fmt.Sprintf(`<td class="bad">%d</td>`, n)
+				if c.Severity != audit.Unsafe {
+					cell = fmt.Sprintf(`<td>%d</td>`, n)
+				}
+				if !strings.Contains(section, cell) {
+					t.Errorf("naive %s: %d %s not on the page", run.Scenario, n, c.Title)
+				}
+			}
+		}
+	}
+	if tripped < 2 {
+		t.Fatalf("the fixture's naive trips %d classes: the test shows nothing", tripped)
 	}
 }
 

@@ -21,8 +21,8 @@ import (
 // so the two never disagree: one row per strategy, scenario and sweep
 // value, repeats folded into "median (min–max)". Column names follow the
 // keys of results.json; the figures are right-aligned.
-func comparison(r *results.Results) table {
-	rs := results.Rows(r)
+func comparison(a *analysis.Analysis) table {
+	rs := a.Rows
 	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "flow P99 ms", "flows")
 	for _, c := range audit.HeadlineClasses() {
@@ -64,17 +64,22 @@ func comparison(r *results.Results) table {
 		if row.HasCPU {
 			cpu = fold(runs, results.ServerCPU, f1)
 		}
-		safety := "ok"
-		switch {
-		case row.Anomalies > 0:
-			safety = "UNSAFE"
-		case row.Incomplete != "":
-			safety = "INCOMPLETE: " + row.Incomplete
-		}
-		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), safety)
+		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), row.Safety.Label())
 		rows = append(rows, cells)
 	}
-	return table{head, rows, figuresAlign(len(head))}
+	t := table{Head: head, Rows: rows, Align: figuresAlign(len(head))}
+	flagVerdicts(&t, a.Rows)
+	return t
+}
+
+// flagVerdicts flags the last cell (the safety verdict) of each row of t
+// whose analysed row is not Safe.
+func flagVerdicts(t *table, rows []analysis.Row) {
+	for i, row := range rows {
+		if row.Safety.Kind != analysis.Safe {
+			t.flag(i, len(t.Head)-1)
+		}
+	}
 }
 
 // figuresAlign aligns a table of n columns whose first two (strategy,
@@ -105,7 +110,7 @@ func wrap(text string, width int, indent string) string {
 
 // rowHead is the first columns of a table of rows: strategy, scenario and,
 // when any row has repeats, their count (repeats reports whether one has).
-func rowHead(rs []results.Row) (head []string, repeats bool) {
+func rowHead(rs []analysis.Row) (head []string, repeats bool) {
 	for _, row := range rs {
 		repeats = repeats || len(row.Runs) > 1
 	}
@@ -133,8 +138,8 @@ const TerminalWidth = 120
 // the classic table and the anomaly total; each class apart, and the
 // spread over repeats, are in summary.md and index.html. Cells are medians
 // over repeats.
-func terminal(r *results.Results) table {
-	rs := results.Rows(r)
+func terminal(a *analysis.Analysis) table {
+	rs := a.Rows
 	head, repeats := rowHead(rs)
 	head = append(head, "TPS", "P99 ms", "flows", "oversold", "oversell %", "anomalies", "CPU %", "safety")
 	var rows [][]string
@@ -148,13 +153,9 @@ func terminal(r *results.Results) table {
 		if row.HasCPU {
 			cpu = f1(row.ServerCPU)
 		}
-		safety := "ok"
-		switch {
-		case row.Anomalies > 0:
+		safety := string(row.Safety.Kind)
+		if row.Safety.Kind == analysis.Unsafe {
 			safety = "UNSAFE"
-		case row.Incomplete != "":
-			// No verdict: a phase did not finish, its audit is missing.
-			safety = "incomplete"
 		}
 		cells = append(cells, f1(row.TPS), f2(row.P99),
 			fmt.Sprintf("%.0f", med(func(r results.Run) float64 { return float64(r.Flows) })),
@@ -162,34 +163,28 @@ func terminal(r *results.Results) table {
 			pct(row.OversellRate), fmt.Sprint(row.Anomalies), cpu, safety)
 		rows = append(rows, cells)
 	}
-	return table{head, rows, figuresAlign(len(head))}
+	t := table{Head: head, Rows: rows, Align: figuresAlign(len(head))}
+	flagVerdicts(&t, a.Rows)
+	return t
 }
 
 // Table writes the headline for a terminal, within TerminalWidth columns
 // (each anomaly class apart is in summary.md), then what made a strategy
 // UNSAFE, the generators and the recommended order.
-func Table(w io.Writer, r *results.Results) {
-	terminal(r).terminal(w)
-	for _, row := range results.Rows(r) {
-		if !row.Unsafe() {
-			continue
+func Table(w io.Writer, a *analysis.Analysis) {
+	r := a.Results
+	terminal(a).terminal(w)
+	for _, row := range a.Rows {
+		switch row.Safety.Kind {
+		case analysis.Unproven:
+			fmt.Fprintf(w, "UNPROVEN %s (%s): %s; no verdict on what it would have found\n",
+				row.Strategy, rowLabel(row), row.Safety.Why())
+		case analysis.Unsafe:
+			fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), row.Safety.Why())
 		}
-		var found []string
-		for _, c := range audit.Classes {
-			var n int64
-			for _, run := range row.Runs {
-				n += c.Of(run.Audit)
-			}
-			if n > 0 {
-				found = append(found, fmt.Sprintf("%d %s", n, c.Title))
-			}
-		}
-		if len(found) == 0 {
-			fmt.Fprintf(w, "INCOMPLETE %s (%s): the %s phase did not finish; no verdict on what it would have found\n",
-				row.Strategy, rowLabel(row), row.Incomplete)
-			continue
-		}
-		fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), strings.Join(found, ", "))
+	}
+	for _, p := range a.Problems {
+		fmt.Fprintln(w, "note: "+p)
 	}
 	if n := NetworkLine(r); n != "" {
 		fmt.Fprintln(w, n)
@@ -197,13 +192,14 @@ func Table(w io.Writer, r *results.Results) {
 	flashTable(w, r)
 	generatorsNote(w, r)
 	driftNote(w, r)
-	weights := analysis.WeightsOf(r)
-	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
-		var clean, unsafe []string
+	if recs := a.Recommendation; len(recs) > 0 {
+		var clean, unproven, unsafe []string
 		for _, rec := range recs {
 			switch {
-			case rec.Unsafe:
+			case rec.Safety.Kind == analysis.Unsafe:
 				unsafe = append(unsafe, rec.Strategy)
+			case rec.Safety.Kind == analysis.Unproven:
+				unproven = append(unproven, rec.Strategy)
 			case rec.Unsold > 0:
 				clean = append(clean, rec.Strategy+" (did not sell out)")
 			default:
@@ -212,20 +208,23 @@ func Table(w io.Writer, r *results.Results) {
 		}
 		line := "recommended, best first: " + strings.Join(clean, ", ")
 		if len(clean) == 0 {
-			line = "recommended: none (every strategy is UNSAFE)"
+			line = "recommended: none (no strategy was proven safe)"
+		}
+		if len(unproven) > 0 {
+			line += "; then, UNPROVEN (audit not finished): " + strings.Join(unproven, ", ")
 		}
 		if len(unsafe) > 0 {
 			line += "; then, UNSAFE: " + strings.Join(unsafe, ", ")
 		}
 		fmt.Fprintln(w, wrap(line, TerminalWidth, "  "))
-		fmt.Fprintf(w, "  (weights %s)\n", weights)
+		fmt.Fprintf(w, "  (weights %s)\n", a.Weights)
 	}
 }
 
 // safetyNote names the unsafe rows, or is empty when every run was clean.
-func safetyNote(r *results.Results) string {
-	for _, row := range results.Rows(r) {
-		if row.Unsafe() {
+func safetyNote(a *analysis.Analysis) string {
+	for _, row := range a.Rows {
+		if row.Safety.Kind == analysis.Unsafe {
 			return "UNSAFE: the auditor found " + audit.UnsafeTitles() + "; such a strategy ranks after every clean one."
 		}
 	}
@@ -282,6 +281,7 @@ type summaryView struct {
 	Generators     *generatorsView
 	Latency        table
 	Outcomes       []outcomeView
+	Problems       []string
 }
 
 // runRef names a run in a sentence: strategy (scenario label).
@@ -336,27 +336,24 @@ func renderMarkdown(name string, view any) string {
 }
 
 // Summary renders summary.md.
-func Summary(r *results.Results) string { return renderMarkdown("summary", summaryOf(r)) }
+func Summary(a *analysis.Analysis) string { return renderMarkdown("summary", summaryOf(a)) }
 
 // summaryOf computes summary.md's view of r.
-func summaryOf(r *results.Results) summaryView {
-	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: NetworkLine(r), Comparison: comparison(r),
-		Flash: flashOf(r), Repeats: repeatRows(r), Sweep: sweepOf(r), Article: articleOf(r), Faults: faultsOf(r),
-		Drift: driftOf(r), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r)}
-	weights := analysis.WeightsOf(r)
-	if recs := analysis.Recommend(r, weights); len(recs) > 0 {
+func summaryOf(a *analysis.Analysis) summaryView {
+	r := a.Results
+	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: NetworkLine(r), Comparison: comparison(a),
+		Flash: flashOf(r), Repeats: repeatRows(a), Sweep: sweepOf(a), Article: articleOf(a), Faults: faultsOf(r),
+		Drift: driftOf(r), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r), Problems: a.Problems}
+	if recs := a.Recommendation; len(recs) > 0 {
 		t := table{Head: []string{"rank", "strategy", "safety", "score", "consistency", "throughput", "latency", "complexity"}, Align: "rllrrrrr"}
 		for _, rec := range recs {
-			safety := "ok"
-			if rec.Unsafe {
-				safety = "UNSAFE"
-			} else if rec.Unsold > 0 {
-				safety = "did not sell out"
-			}
-			t.Rows = append(t.Rows, []string{fmt.Sprint(rec.Rank), rec.Strategy, safety, f2(rec.Score),
+			t.Rows = append(t.Rows, []string{fmt.Sprint(rec.Rank), rec.Strategy, rec.Label(), f2(rec.Score),
 				f2(rec.Consistency), f2(rec.Throughput), f2(rec.Latency), f2(rec.Complexity)})
+			if rec.Label() != "ok" {
+				t.flag(len(t.Rows)-1, 2)
+			}
 		}
-		v.Recommendation = &recommendationView{weights.String(), audit.UnsafeTitles(), t, recs}
+		v.Recommendation = &recommendationView{a.Weights.String(), audit.UnsafeTitles(), t, recs}
 	}
 	if len(r.Aggregates) > 0 {
 		v.Spread = table{Head: []string{"strategy", "scenario", "runs", "TPS", "P99 (ms)", "oversell %", "server CPU %"}, Align: "llr"}
@@ -383,6 +380,11 @@ func summaryOf(r *results.Results) summaryView {
 	v.Latency = table{Head: []string{"strategy", "scenario", "operation", "count", "p50", "p90", "p99", "p99.9", "max"}, Align: "lllrrrrrr"}
 	for _, run := range r.Runs {
 		v.Audit.Rows = append(v.Audit.Rows, append([]string{run.Strategy, label(run), fmt.Sprint(run.Audit.ConfirmedUnits)}, classCells(run.Audit)...))
+		for j, c := range audit.Classes {
+			if c.Severity == audit.Unsafe && c.Of(run.Audit) > 0 {
+				v.Audit.flag(len(v.Audit.Rows)-1, 3+j)
+			}
+		}
 		if len(run.Audit.Violations) > 0 {
 			v.Violations = append(v.Violations, runNotes{refOf(run), run.Audit.Violations})
 		}
@@ -427,8 +429,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // WriteSummary writes summary.md into dir.
-func WriteSummary(dir string, r *results.Results) error {
-	return results.WriteFileAtomic(filepath.Join(dir, "summary.md"), []byte(Summary(r)))
+func WriteSummary(dir string, a *analysis.Analysis) error {
+	return results.WriteFileAtomic(filepath.Join(dir, "summary.md"), []byte(Summary(a)))
 }
 
 // label names a run's scenario, with the swept value for a sweep run and
@@ -445,7 +447,7 @@ func label(run results.Run) string {
 }
 
 // rowLabel names a row's scenario, with the swept parameter and value.
-func rowLabel(row results.Row) string {
+func rowLabel(row analysis.Row) string {
 	if row.Param != "" || row.Value != "" {
 		return row.Scenario + " " + row.Param + "=" + row.Value
 	}
@@ -505,22 +507,23 @@ type sweepView struct {
 type crossingView struct{ Metric, Before, After, X, Lo, Hi string }
 
 // sweepOf is the sweep section of r; nil without a sweep.
-func sweepOf(r *results.Results) *sweepView {
+func sweepOf(a *analysis.Analysis) *sweepView {
+	r := a.Results
 	if r.Sweep == nil {
 		return nil
 	}
-	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(r), Caveat: OneHostCaveat(r)}
-	rows := results.Rows(r)
+	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(a), Caveat: OneHostCaveat(r)}
+	rows := a.Rows
 	for _, m := range sweepMetrics {
 		// A metric no row has (CAS retries without cas) has no chart.
-		if slices.ContainsFunc(rows, func(row results.Row) bool { _, ok := m.row(row); return ok }) {
+		if slices.ContainsFunc(rows, func(row analysis.Row) bool { _, ok := m.row(row.Row); return ok }) {
 			v.Charts = append(v.Charts, "charts/sweep-"+m.name+".png")
 		}
 	}
-	_, v.Unit, v.Numeric = sweepX(r.Sweep)
+	_, v.Unit, v.Numeric = analysis.SweepX(r.Sweep)
 	if v.Numeric {
 		g := func(x float64) string { return strconv.FormatFloat(x, 'g', 3, 64) }
-		for _, c := range Crossings(r) {
+		for _, c := range a.Crossings {
 			v.Crossings = append(v.Crossings, crossingView{c.Metric, c.Before, c.After, g(c.X), g(c.Lo), g(c.Hi)})
 		}
 	}

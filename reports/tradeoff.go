@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -20,7 +21,7 @@ import (
 // ring, with a red label, when it found any anomaly. ref adds the article's
 // published points (a cross in the strategy's colour, labelled as the
 // article's). nil when no strategy completed a flow.
-func tradeoffChart(rows []results.Row, sc string, ref []ArticleFigure) (*plot.Plot, error) {
+func tradeoffChart(rows []analysis.Row, sc string, ref []ArticleFigure) (*plot.Plot, error) {
 	p := newPlot("Throughput vs P99 — "+sc, "completed flows / s (TPS)", "flow P99 (ms) — log scale")
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = logTicks{}
@@ -64,7 +65,7 @@ func tradeoffChart(rows []results.Row, sc string, ref []ArticleFigure) (*plot.Pl
 			p.Add(yw, xw)
 		}
 		m := st.Marker
-		m.Hollow = r.Unsafe()
+		m.Hollow = r.Safety.Kind == analysis.Unsafe
 		s, err := point(tps.Median, p99.Median, draw.GlyphStyle{Color: st.Color, Radius: vg.Points(6), Shape: m})
 		if err != nil {
 			return nil, err
@@ -72,7 +73,7 @@ func tradeoffChart(rows []results.Row, sc string, ref []ArticleFigure) (*plot.Pl
 		p.Add(s)
 		name := r.Strategy
 		c := color.Color(color.Black)
-		if r.Unsafe() {
+		if r.Safety.Kind == analysis.Unsafe {
 			unsafe = true
 			ring, err := point(tps.Median, p99.Median, draw.GlyphStyle{Color: AnomalyColor, Radius: vg.Points(11), Shape: Marker{Shape: ShapeCircle, Hollow: true}})
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/results"
 )
@@ -16,7 +17,7 @@ func TestSummaryShowsBothAudits(t *testing.T) {
 	after := audit.Audit{}
 	run := results.Run{Strategy: "outbox", Scenario: "sustained", Audit: after, AuditEndOfLoad: &eol,
 		SettleRepaired: audit.Repaired(eol, after)}
-	got := Summary(&results.Results{Runs: []results.Run{run}})
+	got := Summary(analysis.Analyze(&results.Results{Runs: []results.Run{run}}))
 	for _, want := range []string{
 		"## Audit at the end of load and after settle",
 		"| outbox | sustained | end of load | 3 | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 0 | 1 | 0 |",
@@ -28,7 +29,7 @@ func TestSummaryShowsBothAudits(t *testing.T) {
 		}
 	}
 	run.AuditEndOfLoad, run.SettleRepaired = nil, nil
-	if got := Summary(&results.Results{Runs: []results.Run{run}}); strings.Contains(got, "end of load") {
+	if got := Summary(analysis.Analyze(&results.Results{Runs: []results.Run{run}})); strings.Contains(got, "end of load") {
 		t.Fatalf("a run graded once shows two grades:\n%s", got)
 	}
 }

@@ -4,26 +4,30 @@
 // the model lives in the results package.
 package reports
 
-import "github.com/stockbench/stockbench/results"
+import (
+	"github.com/stockbench/stockbench/analysis"
+	"github.com/stockbench/stockbench/results"
+)
 
 // WriteAll renders every output from r into dir: results.json,
 // summary.md, summary.csv, series.csv, charts/*.png|svg and index.html.
-func WriteAll(dir string, r *results.Results) error {
-	if err := results.WriteJSON(dir, r); err != nil {
+func WriteAll(dir string, a *analysis.Analysis) error {
+	if err := results.WriteJSON(dir, a.Results); err != nil {
 		return err
 	}
-	return Render(dir, r)
+	return Render(dir, a)
 }
 
 // Render re-renders everything but results.json from r into dir.
-func Render(dir string, r *results.Results) error {
-	if err := WriteSummary(dir, r); err != nil {
+func Render(dir string, a *analysis.Analysis) error {
+	r := a.Results
+	if err := WriteSummary(dir, a); err != nil {
 		return err
 	}
 	if err := WriteCSV(dir, r); err != nil {
 		return err
 	}
-	charts, err := WriteCharts(dir, r)
+	charts, err := WriteCharts(dir, a)
 	if err != nil {
 		return err
 	}
@@ -32,5 +36,5 @@ func Render(dir string, r *results.Results) error {
 	} else if c != nil {
 		charts = append([]Chart{*c}, charts...)
 	}
-	return WriteHTML(dir, r, charts)
+	return WriteHTML(dir, a, charts)
 }

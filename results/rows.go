@@ -19,17 +19,10 @@ type Row struct {
 	HasCASRetries          bool
 	CoreLines              int
 	// Anomalies counts every UNSAFE anomaly class (audit.Classes) over
-	// the repeats; above zero the row is unsafe.
+	// the repeats. What it means for the row's safety is decided in one
+	// place, analysis.SafetyOf.
 	Anomalies int64
-	// Incomplete names the phase a repeat did not finish (settle or an
-	// audit): its audit is missing or partial, so the row is not known
-	// to be safe.
-	Incomplete string
 }
-
-// Unsafe reports whether any repeat of the row broke a rule, or was not
-// fully audited (Incomplete): a row is safe only when proven so.
-func (r Row) Unsafe() bool { return r.Anomalies > 0 || r.Incomplete != "" }
 
 // Rows groups the runs by scenario, sweep value and strategy, in the order
 // they first appear.
@@ -61,9 +54,6 @@ func Rows(r *Results) []Row {
 		}
 		for _, run := range runs {
 			row.Anomalies += run.Audit.Count()
-			if run.Incomplete != "" && row.Incomplete == "" {
-				row.Incomplete = run.Incomplete
-			}
 		}
 		out = append(out, row)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
@@ -131,7 +132,7 @@ func TestFlowAccounting(t *testing.T) {
 			}
 			// The table shows the measured window's flows, not the audit's.
 			var buf bytes.Buffer
-			reports.Table(&buf, &results.Results{Runs: []results.Run{run}})
+			reports.Table(&buf, analysis.Analyze(&results.Results{Runs: []results.Run{run}}))
 			if got := tableCell(t, buf.String(), "flows"); got != strconv.FormatInt(run.Flows, 10) {
 				t.Errorf("table shows flows %q, run has %d:\n%s", got, run.Flows, buf.String())
 			}

@@ -38,16 +38,16 @@ func TestRaceRecommendation(t *testing.T) {
 	// share the bottom, ordered by score).
 	unsafe := 0
 	for _, rec := range recs {
-		if rec.Unsafe {
+		if rec.Safety.Kind == analysis.Unsafe {
 			unsafe++
 		}
 	}
 	for i, rec := range recs {
-		if i > 0 && recs[i-1].Unsafe && !rec.Unsafe {
+		if i > 0 && (recs[i-1].Safety.Kind == analysis.Unsafe) && !(rec.Safety.Kind == analysis.Unsafe) {
 			t.Errorf("clean %s ranks below unsafe %s", rec.Strategy, recs[i-1].Strategy)
 		}
-		if rec.Strategy == "naive" && (!rec.Unsafe || i < len(recs)-unsafe) {
-			t.Errorf("naive ranks %d of %d (unsafe %v): %+v", rec.Rank, len(recs), rec.Unsafe, recs)
+		if rec.Strategy == "naive" && (!(rec.Safety.Kind == analysis.Unsafe) || i < len(recs)-unsafe) {
+			t.Errorf("naive ranks %d of %d (unsafe %v): %+v", rec.Rank, len(recs), (rec.Safety.Kind == analysis.Unsafe), recs)
 		}
 	}
 	if unsafe == 1 && recs[len(recs)-1].Strategy != "naive" {

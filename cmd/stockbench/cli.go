@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/internal/version"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
@@ -211,9 +212,10 @@ func cmdReport(args []string, stdout io.Writer, fail func(int, error) int) int {
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	if err := reports.Render(dir, res); err != nil {
+	a := analysis.Analyze(res)
+	if err := reports.Render(dir, a); err != nil {
 		return fail(exitFailed, err)
 	}
-	reports.Table(stdout, res)
+	reports.Table(stdout, a)
 	return exitOK
 }

@@ -58,13 +58,13 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	vs := analysis.Compare(old, cur, analysis.Thresholds{MaxTPSDropPct: float64(tps), MaxP99RisePct: float64(p99)})
-	bad := reports.CompareTable(stdout, vs)
+	c := analysis.Compare(analysis.Analyze(old), analysis.Analyze(cur), analysis.Thresholds{MaxTPSDropPct: float64(tps), MaxP99RisePct: float64(p99)})
+	reports.CompareTable(stdout, c)
 	if !hasRepeats(old) || !hasRepeats(cur) {
 		fmt.Fprintln(stdout, "note: a file without repeats gives no spread, so one run decides the TPS and P99 verdicts; run both with --repeat 3 or more")
 	}
-	if bad > 0 {
-		return fail(exitFailed, fmt.Errorf("%d of %d comparisons regressed", bad, len(vs)))
+	if c.Regressed > 0 {
+		return fail(exitFailed, fmt.Errorf("%d of %d comparisons regressed%s", c.Regressed, len(c.Verdicts), unprovenNames(c)))
 	}
 	return exitOK
 }
@@ -78,4 +78,19 @@ func hasRepeats(r *results.Results) bool {
 		}
 	}
 	return len(rows) > 0
+}
+
+// unprovenNames names the rows the gate failed for being unproven, as a
+// suffix of its one-line error ("" when none).
+func unprovenNames(c analysis.Comparison) string {
+	var names []string
+	for _, v := range c.Verdicts {
+		if v.NewSafety.Kind == analysis.Unproven {
+			names = append(names, v.Strategy+" on "+v.Scenario)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " (unproven in NEW: " + strings.Join(names, ", ") + ")"
 }

@@ -402,10 +402,11 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 		}
 		return exitOK
 	}
-	if werr := reports.WriteAll(f.out, res); werr != nil {
+	a := analysis.Analyze(res)
+	if werr := reports.WriteAll(f.out, a); werr != nil {
 		return fail(exitFailed, werr)
 	}
-	reports.Table(stdout, res)
+	reports.Table(stdout, a)
 	if f.after != nil {
 		f.after(stdout, res)
 	}

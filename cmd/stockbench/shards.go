@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
@@ -280,7 +281,8 @@ func cmdMerge(args []string, stdout io.Writer, fail func(int, error) int) int {
 	if err := checkOut(out); err != nil {
 		return fail(exitUsage, err)
 	}
-	if err := reports.WriteAll(out, res); err != nil {
+	a := analysis.Analyze(res)
+	if err := reports.WriteAll(out, a); err != nil {
 		return fail(exitFailed, err)
 	}
 	// The acks the generators' clients got, for stockbench audit --acks:
@@ -305,7 +307,7 @@ func cmdMerge(args []string, stdout io.Writer, fail func(int, error) int) int {
 		}
 		auditHint += " --acks " + filepath.Join(out, "acks.json")
 	}
-	reports.Table(stdout, res)
+	reports.Table(stdout, a)
 	fmt.Fprintf(stdout, "\nmerged %d generators into %s; grade the stores with %s (the shards' own files hold no audit)\n",
 		len(shards), filepath.Join(out, "results.json"), auditHint)
 	return exitOK
