@@ -20,7 +20,7 @@ import (
 // and well after their slowest on a loaded machine outside it (tens of ms
 // at P99), so nothing fails there.
 func faultOptions(plan faults.Plan) runner.Options {
-	return runner.Options{Scenarios: []string{"sustained"}, Params: scenarios.Params{Stock: 50, Buyers: 16, SKUs: 2,
+	return runner.Options{Queue: runner.DefaultQueue, Scenarios: []string{"sustained"}, Params: scenarios.Params{Stock: 50, Buyers: 16, SKUs: 2,
 		Skew: scenarios.Skew{Kind: "uniform"}, Mix: scenarios.Mix{Confirm: 0.8, Cancel: 0.1, Abandon: 0.1},
 		Duration: 3500 * time.Millisecond, Warmup: 500 * time.Millisecond, TTL: time.Second, Seed: 1},
 		OpTimeout: 500 * time.Millisecond, SettleTimeout: time.Minute, Faults: plan,

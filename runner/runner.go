@@ -44,7 +44,8 @@ type Options struct {
 	// instance: at most Inflight calls in the strategy at once, at most
 	// Queue new requests (reserves) waiting, the rest shed as busy.
 	// Inflight 0 means the pool size, negative no service model; Queue 0
-	// means DefaultQueue, negative no queue.
+	// means no queue (every reserve beyond Inflight is shed at once), as
+	// --queue 0 does; the flag's default is DefaultQueue.
 	Inflight, Queue int
 	// ClientRetry is how many times a buyer retries a call that was shed,
 	// timed out or had an unknown outcome, with the same order id, after a
@@ -156,19 +157,12 @@ func deref(p *float64) float64 {
 	return *p
 }
 
-// DefaultQueue is the service model's queue of new requests unless set.
+// DefaultQueue is the service model's queue of new requests by default
+// (the --queue flag's default).
 const DefaultQueue = 256
 
-// queue is the service model's queue bound.
-func (o Options) queue() int {
-	switch {
-	case o.Queue < 0:
-		return 0
-	case o.Queue == 0:
-		return DefaultQueue
-	}
-	return o.Queue
-}
+// queue is the service model's queue bound (0: none).
+func (o Options) queue() int { return max(o.Queue, 0) }
 
 // inflight is the service model's limit (0: none).
 func (o Options) inflight() int {

@@ -21,7 +21,7 @@ var pure = []string{"TestResolvedGrid", "TestHarnessPerKFlows", "TestRecorderOp"
 func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env, pure...)) }
 
 func flashOptions(seed uint64) runner.Options {
-	return runner.Options{Scenarios: []string{"flash"}, Params: scenarios.Params{Stock: 100, Buyers: 120,
+	return runner.Options{Queue: runner.DefaultQueue, Scenarios: []string{"flash"}, Params: scenarios.Params{Stock: 100, Buyers: 120,
 		PayDelay: scenarios.Range{Min: 300 * time.Millisecond, Max: 350 * time.Millisecond},
 		TTL:      10 * time.Minute, ShortTTL: 200 * time.Millisecond, Seed: seed},
 		OpTimeout: 10 * time.Second, SettleTimeout: time.Minute}

@@ -14,7 +14,7 @@ import (
 // sustainedOptions: buyers confirm, cancel and abandon; the TTL is shorter
 // than the run, so expiry happens under load.
 func sustainedOptions() runner.Options {
-	return runner.Options{Scenarios: []string{"sustained"}, Params: scenarios.Params{Stock: 50, Buyers: 16, SKUs: 3,
+	return runner.Options{Queue: runner.DefaultQueue, Scenarios: []string{"sustained"}, Params: scenarios.Params{Stock: 50, Buyers: 16, SKUs: 3,
 		Skew: scenarios.Skew{Kind: "uniform"}, Mix: scenarios.Mix{Confirm: 0.7, Cancel: 0.2, Abandon: 0.1},
 		Duration: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond, TTL: 500 * time.Millisecond,
 		Seed: 1}, OpTimeout: 10 * time.Second, SettleTimeout: time.Minute,

@@ -58,6 +58,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fail := func(code int, err error) int {
+		// Every problem of a validation (errors.Join) on its own line.
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				fmt.Fprintf(stderr, "stockbench: %s\n", oneLine(e))
+			}
+			return code
+		}
 		fmt.Fprintf(stderr, "stockbench: %s\n", oneLine(err))
 		return code
 	}

@@ -165,138 +165,92 @@ func applyFile(fs *flag.FlagSet, path string) error {
 	return nil
 }
 
-// options validates the flags and resolves them into runner options.
-// explicit holds the flags that were set (on the command line or in a file).
+// options resolves the flags into runner options and validates them,
+// returning every problem at once (errors.Join: the CLI prints each on its
+// own line). explicit holds the flags that were set (on the command line
+// or in a file).
 func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
-	var o runner.Options
+	var errs []error
+	// parse records a flag's parse error, prefixed with the flag.
+	parse := func(flag string, err error) bool {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", flag, err))
+		}
+		return err == nil
+	}
 	entries, err := registry.Parse(f.strategies)
 	if err != nil {
-		return o, err
+		errs = append(errs, err)
 	}
 	var scens []string
 	for _, sc := range scenarios.SplitList(f.scenario) {
-		if !slices.Contains(scenarios.Names(), sc) {
-			return o, fmt.Errorf("--scenario %q: want one or more of %s", sc, strings.Join(scenarios.Names(), ", "))
+		switch {
+		case !slices.Contains(scenarios.Names(), sc):
+			errs = append(errs, fmt.Errorf("--scenario %q: want one or more of %s", sc, strings.Join(scenarios.Names(), ", ")))
+		case slices.Contains(scens, sc):
+			errs = append(errs, fmt.Errorf("--scenario %q named twice", sc))
+		default:
+			scens = append(scens, sc)
 		}
-		if slices.Contains(scens, sc) {
-			return o, fmt.Errorf("--scenario %q named twice", sc)
-		}
-		scens = append(scens, sc)
 	}
 	pay, err := scenarios.ParseRange(f.payDelay)
-	if err != nil {
-		return o, fmt.Errorf("--pay-delay: %w", err)
-	}
+	parse("pay-delay", err)
 	arrival, err := scenarios.ParseProfile(f.arrival)
-	if err != nil {
-		return o, fmt.Errorf("--arrival: %w", err)
-	}
+	parse("arrival", err)
 	backoff, err := scenarios.ParseRange(f.retryBackoff)
-	if err != nil {
-		return o, fmt.Errorf("--retry-backoff: %w", err)
-	}
+	parse("retry-backoff", err)
 	// The sustained scenario measures throughput: no think time unless asked.
 	sustainedPay := scenarios.Range{}
 	if explicit["pay-delay"] {
 		sustainedPay = pay
 	}
 	skew, err := scenarios.ParseSkew(f.skew)
-	if err != nil {
-		return o, fmt.Errorf("--skew: %w", err)
-	}
+	parse("skew", err)
 	mix, err := scenarios.ParseMix(f.mix)
-	if err != nil {
-		return o, fmt.Errorf("--mix: %w", err)
-	}
+	parse("mix", err)
 	weights, err := analysis.ParseWeights(f.weights)
-	if err != nil {
-		return o, fmt.Errorf("--weights: %w", err)
-	}
-	switch {
-	case f.stock <= 0:
-		return o, errors.New("--stock must be positive")
-	case f.buyers <= 0:
-		return o, errors.New("--buyers must be positive")
-	case f.abandon < 0 || f.abandon > 1:
-		return o, errors.New("--abandon must be between 0 and 1")
-	case f.limitPerBuyer < 0:
-		return o, errors.New("--limit-per-buyer must not be negative (0: no limit)")
-	case f.repeatBuyers < 0 || f.repeatBuyers > 1:
-		return o, errors.New("--repeat-buyers must be between 0 and 1")
-	case f.repeatTries < 2:
-		return o, errors.New("--repeat-tries must be at least 2")
-	case f.ttl <= 0 || f.shortTTL <= 0:
-		return o, errors.New("--ttl and --short-ttl must be positive")
-	case f.casRetry != "backoff" && f.casRetry != "immediate":
-		return o, fmt.Errorf("--cas-retry %q: want backoff or immediate", f.casRetry)
-	case f.outboxPeriod <= 0 || f.reconcilePeriod <= 0 || f.sweepPeriod <= 0 || f.opTimeout <= 0:
-		return o, errors.New("periods and --op-timeout must be positive")
-	case f.settleTimeout < 0 || f.auditTimeout < 0:
-		return o, errors.New("--settle-timeout and --audit-timeout must not be negative (0: scale with the catalog)")
-	case f.duration <= 0 || f.warmup < 0:
-		return o, errors.New("--duration must be positive and --warmup not negative")
-	case f.skus <= 0:
-		return o, errors.New("--skus must be positive")
-	case f.rate < 0:
-		return o, errors.New("--rate must not be negative")
-	case f.repeat <= 0:
-		return o, errors.New("--repeat must be positive")
-	case f.pool <= 0:
-		return o, errors.New("--pool must be positive")
-	case f.clientRetry < 0:
-		return o, errors.New("--client-retry must not be negative")
-	case f.inflight < -1 || f.queue < 0:
-		return o, errors.New("--inflight must be -1 (none), 0 (--pool) or positive, and --queue not negative")
-	case f.calibrate < 0:
-		return o, errors.New("--calibrate must not be negative")
-	case f.casMaxWait < 0:
-		return o, errors.New("--cas-max-wait must not be negative")
-	case f.batchMax <= 0 || f.batchWait < 0:
-		return o, errors.New("--batch-max must be positive and --batch-wait not negative")
-	case f.buckets <= 0:
-		return o, errors.New("--buckets must be positive")
-	case f.out == "":
-		return o, errors.New("--out must name a directory")
-	}
-	if err := f.sh.check(f); err != nil {
-		return o, err
-	}
-	if f.sh.procs > 1 && len(f.servers.MySQLDSNs) > 1 {
-		return o, errors.New("--procs: not on a MySQL cluster yet (several --mysql-dsn)")
-	}
-	// A shard runs one scenario of its parent's flags, which were checked
-	// against the parent's whole list.
-	if knob, owner := scenarios.Misplaced(scens, func(k string) bool { return explicit[knobFlags[k]] }); knob != "" && f.sh.shard == "" {
-		return o, fmt.Errorf("--%s applies to the %s scenario only", knobFlags[knob], owner)
-	}
+	parse("weights", err)
 	network, err := netpath.Parse(f.rtt)
-	if err != nil {
-		return o, fmt.Errorf("--rtt: %w", err)
-	}
+	parse("rtt", err)
 	plan, err := faults.ParsePlan(f.faults)
-	if err != nil {
-		return o, fmt.Errorf("--fault: %w", err)
+	if parse("fault", err) {
+		parse("fault", plan.For(f.servers.Backend))
 	}
-	if err := plan.For(f.servers.Backend); err != nil {
-		return o, fmt.Errorf("--fault: %w", err)
-	}
-	if timedOnly(scens) {
-		for _, ft := range plan {
-			if ft.End() >= f.duration {
-				return o, fmt.Errorf("--fault %s: ends at %s, not inside the measured phase (--duration %s)", ft, ft.End(), f.duration)
-			}
-		}
-	}
-	return runner.Options{
+	o := runner.Options{
 		Strategies: entries, Scenarios: scens, Params: scenarios.Params{Stock: f.stock, Buyers: f.buyers, Rate: f.rate, PayDelay: pay,
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock,
 			LimitPerBuyer: f.limitPerBuyer, RepeatBuyers: f.repeatBuyers, RepeatTries: f.repeatTries}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, Inflight: f.inflight, Queue: queueOption(f.queue), ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network,
+		Pool: f.pool, Inflight: f.inflight, Queue: f.queue, ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait, Buckets: f.buckets},
-	}, nil
+	}
+	if len(scens) > 0 {
+		errs = append(errs, o.Validate()...)
+	}
+	if f.out == "" {
+		errs = append(errs, errors.New("--out must name a directory"))
+	}
+	if err := f.sh.check(f); err != nil {
+		errs = append(errs, err)
+	}
+	if f.sh.procs > 1 && len(f.servers.MySQLDSNs) > 1 {
+		errs = append(errs, errors.New("--procs: not on a MySQL cluster yet (several --mysql-dsn)"))
+	}
+	// A shard runs one scenario of its parent's flags, which were checked
+	// against the parent's whole list.
+	if knob, owner := scenarios.Misplaced(scens, func(k string) bool { return explicit[knobFlags[k]] }); knob != "" && f.sh.shard == "" {
+		errs = append(errs, fmt.Errorf("--%s applies to the %s scenario only", knobFlags[knob], owner))
+	}
+	if timedOnly(scens) && f.duration > 0 {
+		for _, ft := range plan {
+			if ft.End() >= f.duration {
+				errs = append(errs, fmt.Errorf("--fault %s: ends at %s, not inside the measured phase (--duration %s)", ft, ft.End(), f.duration))
+			}
+		}
+	}
+	return o, errors.Join(errs...)
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail func(int, error) int) int {
@@ -509,13 +463,4 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
 	return f.execute(ctx, plans, &results.Sweep{Param: name, Values: values}, stdout, stderr, fail)
-}
-
-// queueOption is --queue as runner.Options reads it (0 there means the
-// default; here it means no queue).
-func queueOption(q int) int {
-	if q == 0 {
-		return -1
-	}
-	return q
 }
