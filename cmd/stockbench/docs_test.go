@@ -149,6 +149,26 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
+// TestDocsIndex: the README's table of docs names every file in docs/,
+// so a new page is never orphaned.
+func TestDocsIndex(t *testing.T) {
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if len(files) == 0 {
+		t.Fatal("no docs found")
+	}
+	for _, f := range files {
+		name := "docs/" + filepath.Base(f)
+		if !strings.Contains(string(readme), "]("+name+")") {
+			t.Errorf("README.md does not link %s", name)
+		}
+	}
+}
+
 // anchors are the GitHub anchors of a markdown file's headings.
 func anchors(t *testing.T, path string) []string {
 	b, err := os.ReadFile(path)
