@@ -193,6 +193,8 @@ type Analysis struct {
 	// Crossings are where two Safe strategies swap places over a numeric
 	// sweep (nil otherwise).
 	Crossings []Crossing
+	// Drift is the verdict on every timed run's drift, in run order.
+	Drift []DriftVerdict
 	// Problems are what the analysis could not read as recorded (e.g.
 	// weights that do not parse), each a sentence; renderers show them.
 	Problems []string
@@ -217,6 +219,7 @@ func Analyze(r *results.Results) *Analysis {
 		a.Recommendation = recommend(a.Rows, results.Scenarios(r), a.Weights)
 	}
 	a.Crossings = crossings(r.Sweep, a.Rows)
+	a.Drift = driftVerdicts(r.Runs)
 	return a
 }
 

@@ -3,12 +3,14 @@ package reports
 import (
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -110,8 +112,8 @@ func driftChart(rows []results.Row, sc string, m driftMetric) (*plot.Plot, error
 	any, top := false, 0.0
 	for _, r := range rows {
 		d := r.Runs[0].Drift
-		if d == nil {
-			continue
+		if d == nil || d.WindowSec < analysis.DriftMinWindowSec {
+			continue // a run of minutes or less has no drift to draw
 		}
 		xys := m.xy(d)
 		if len(xys) < 2 {
@@ -135,7 +137,12 @@ func driftChart(rows []results.Row, sc string, m driftMetric) (*plot.Plot, error
 		return nil, nil
 	}
 	p.X.Min = 0
-	p.Y.Min, p.Y.Max = 0, math.Max(top*1.35, 1e-9)
+	p.Y.Min, p.Y.Max = 0, top*1.35
+	if top == 0 {
+		// Zero throughout: say so, on an axis a reader can read.
+		p.Title.Text += " (zero throughout)"
+		p.Y.Max = 1
+	}
 	return p, nil
 }
 
@@ -150,7 +157,7 @@ type driftView struct {
 }
 
 // DriftExplained says in prose what the drift table's columns mean.
-const DriftExplained = "First against last window of the measured phase (a sixth of it, between 10 s and 5 min): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here), InnoDB's history list length at each window's end (transactions whose undo the purge has not yet removed: a purge falling behind shows here), and the share of the machine's cores the hypervisor gave other guests over each window (steal, from /proc/stat: on a shared virtual machine this moves every figure here, and a change in flows/s that follows it is the host's, not the strategy's). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png."
+const DriftExplained = "First against last window of the measured phase (a sixth of it, between 10 s and 5 min; shown for runs whose windows are a minute or more): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here), InnoDB's history list length at each window's end (transactions whose undo the purge has not yet removed: a purge falling behind shows here), and the share of the machine's cores the hypervisor gave other guests over each window (steal, from /proc/stat: on a shared virtual machine this moves every figure here, and a change in flows/s that follows it is the host's, not the strategy's). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png."
 
 // driftVerdict is a sentence on a run's drift: how its outbox relay kept
 // up (FallingBehind: it did not), or what a change in its flows/s followed.
@@ -160,14 +167,22 @@ type driftVerdict struct {
 	FallingBehind bool
 }
 
-func driftOf(r *results.Results) driftView {
+func driftOf(a *analysis.Analysis) driftView {
 	v := driftView{Explained: DriftExplained, Table: table{Head: []string{"strategy", "scenario", "window", "flows/s first → last", "change", "P99 ms first → last", "change",
 		"harness RSS MiB", "mysqld RSS MiB", "Redis MiB", "orders rows", "disk reads/s", "InnoDB history", "cores stolen %"}, Align: "llrlrlrl"}}
-	for _, run := range r.Runs {
-		d := run.Drift
-		if d == nil {
+	var relay, cost []driftVerdict
+	for run, dv := range driftRuns(a) {
+		ref := refOf(run)
+		if r := dv.Relay; r != nil && (dv.Judged || r.FallingBehind) {
+			relay = append(relay, driftVerdict{ref, r.Sentence(), r.FallingBehind})
+		}
+		if !dv.Judged {
 			continue
 		}
+		if c := dv.Cost; c != nil {
+			cost = append(cost, driftVerdict{ref, c.Sentence(), false})
+		}
+		d := run.Drift
 		f, l := d.First, d.Last
 		v.Table.Rows = append(v.Table.Rows, []string{run.Strategy, label(run), fmt.Sprintf("%.0f s", d.WindowSec),
 			fmt.Sprintf("%.1f → %.1f", f.FlowsPerSec, l.FlowsPerSec), fmt.Sprintf("%+.1f %%", d.FlowsChangePct),
@@ -176,38 +191,41 @@ func driftOf(r *results.Results) driftView {
 			arrow(f.RedisUsedBytes, l.RedisUsedBytes, mib), arrow(f.OrdersRows, l.OrdersRows, 1), fmt.Sprintf("%.0f → %.0f", f.DiskReadsPerSec, l.DiskReadsPerSec),
 			arrow(f.HistoryLength, l.HistoryLength, 1), stolen(f.Machine, l.Machine)})
 	}
-	for _, run := range r.Runs {
-		if d := run.Drift; d != nil && d.RelayVerdict != "" {
-			v.Verdicts = append(v.Verdicts, driftVerdict{refOf(run), d.RelayVerdict, d.RelayFallingBehind})
-		}
-	}
-	for _, run := range r.Runs {
-		if d := run.Drift; d != nil && d.CostVerdict != "" {
-			v.Verdicts = append(v.Verdicts, driftVerdict{refOf(run), d.CostVerdict, false})
-		}
-	}
+	v.Verdicts = append(relay, cost...)
 	return v
 }
 
+// driftRuns pairs each run that has a drift with its verdict, in run
+// order (Analysis.Drift holds one per such run).
+func driftRuns(a *analysis.Analysis) iter.Seq2[results.Run, analysis.DriftVerdict] {
+	return func(yield func(results.Run, analysis.DriftVerdict) bool) {
+		i := 0
+		for _, run := range a.Results.Runs {
+			if run.Drift == nil || i >= len(a.Drift) {
+				continue
+			}
+			dv := a.Drift[i]
+			i++
+			if !yield(run, dv) {
+				return
+			}
+		}
+	}
+}
+
 // driftNote prints, under the terminal table, one line per run whose
-// drift is a warning: its relay fell behind, or, in a run long enough
-// for its first and last windows to be a minute or more (a measured
-// phase of 6 minutes), its flows/s moved 10 % or more first to last (the
-// cost verdict, which says what that followed; windows of seconds move
-// that much by chance, and summary.md has their verdict). A run that held
-// steady prints nothing.
-func driftNote(w io.Writer, r *results.Results) {
-	for _, run := range r.Runs {
-		d := run.Drift
-		if d == nil {
-			continue
-		}
+// drift is a warning: its relay fell behind, or, in a run whose windows
+// are judged (a minute or more: a measured phase of 6 minutes), its
+// flows/s moved 10 % or more first to last (the cost verdict, which says
+// what that followed). A run that held steady prints nothing.
+func driftNote(w io.Writer, a *analysis.Analysis) {
+	for run, dv := range driftRuns(a) {
 		var said []string
-		if d.RelayFallingBehind && d.RelayVerdict != "" {
-			said = append(said, d.RelayVerdict)
+		if r := dv.Relay; r != nil && r.FallingBehind {
+			said = append(said, r.Sentence())
 		}
-		if d.CostVerdict != "" && d.WindowSec >= 60 {
-			said = append(said, d.CostVerdict)
+		if c := dv.Cost; c != nil && dv.Judged {
+			said = append(said, c.Sentence())
 		}
 		if len(said) > 0 {
 			fmt.Fprintln(w, wrap(fmt.Sprintf("DRIFT %s (%s): %s", run.Strategy, label(run), strings.Join(said, "; ")), TerminalWidth, "  "))

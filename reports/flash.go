@@ -24,7 +24,7 @@ func flashRuns(r *results.Results) []results.Run {
 }
 
 // FlashExplained says in prose what the flash table's columns mean.
-const FlashExplained = "Sold: units the clients were told they bought, of the stock. Sold out in: from the first acknowledged reserve to the last unit sold (reserved: to the last acknowledged reserve). Buyers served paid; refused were told out of stock; shed were turned away at once by the service model (busy); timed out got no answer in time. Refusal and winner P50/P99 are the reserve latencies of those answers, apart. Fair: of the first stock-many buyers to arrive who meant to pay, the share who bought (100 % is first come, first served). Unsold: units left on the shelf while buyers were turned away (undersell, the mirror of oversell) — a sale that did not sell out ranks after those that did. Late: buyers who started over 10 ms after their scheduled arrival (the harness could not keep up). RSS and CPU are the harness's own: its peak resident memory and its CPU per 1000 buyers."
+const FlashExplained = "Sold: units the clients were told they bought, of the stock. Reserved out in: from the first acknowledged reserve to the last (how fast the strategy handed out the stock: the sale's comparable speed); sold out in: to the last unit paid for, so it includes the buyers' pay delay. Buyers served paid; refused were told out of stock; shed were turned away at once by the service model (busy); timed out got no answer in time. Refusal and winner P50/P99 are the reserve latencies of those answers, apart. Fair: of the first stock-many buyers to arrive who meant to pay, the share who bought (100 % is first come, first served). Unsold: units left on the shelf while buyers were turned away (undersell, the mirror of oversell) — a sale that did not sell out ranks after those that did. Late: buyers who started over 10 ms after their scheduled arrival (the harness could not keep up). RSS and CPU are the harness's own: its peak resident memory and its CPU per 1000 buyers."
 
 // flashRows is the flash table: one row per run with a sale's figures;
 // no head without a sale.
@@ -33,7 +33,7 @@ func flashRows(r *results.Results) table {
 	if len(runs) == 0 {
 		return table{}
 	}
-	head := []string{"strategy", "scenario", "sold / stock", "sold out in ms", "reserved out in ms", "buyers", "served", "refused", "shed", "timed out",
+	head := []string{"strategy", "scenario", "sold / stock", "reserved out in ms", "sold out in ms", "buyers", "served", "refused", "shed", "timed out",
 		"refusal P50/P99 ms", "winner P50/P99 ms", "fair %", "unsold", "late", "harness RSS MB", "harness CPU ms / 1k buyers"}
 	var rows [][]string
 	var flagged []int
@@ -54,14 +54,14 @@ func flashRows(r *results.Results) table {
 		if !f.SoldOut {
 			flagged = append(flagged, len(rows))
 		}
-		rows = append(rows, []string{run.Strategy, label(run), sold, out, f1(f.ReservedOutMS),
+		rows = append(rows, []string{run.Strategy, label(run), sold, f1(f.ReservedOutMS), out,
 			fmt.Sprint(f.Buyers), fmt.Sprint(f.Served), fmt.Sprint(f.Refused), fmt.Sprint(f.Shed), fmt.Sprint(f.TimedOut),
 			f2(f.RefusalMS.P50) + " / " + f2(f.RefusalMS.P99), f2(f.WinnerMS.P50) + " / " + f2(f.WinnerMS.P99),
 			f1(f.FairPct), fmt.Sprint(f.UnsoldUnits), fmt.Sprint(f.LateStarts), rss, cpu})
 	}
 	t := table{Head: head, Rows: rows, Align: "ll" + strings.Repeat("r", len(head)-2)}
 	for _, i := range flagged {
-		t.flag(i, 3)
+		t.flag(i, 4)
 	}
 	return t
 }
@@ -73,7 +73,7 @@ func flashTable(w io.Writer, r *results.Results) {
 	if len(runs) == 0 {
 		return
 	}
-	t := table{Head: []string{"flash", "sold", "sold out ms", "served", "refused", "shed", "timed out", "refusal P99", "fair %", "unsold", "late", "RSS MB"}}
+	t := table{Head: []string{"flash", "sold", "reserved out ms", "sold out ms", "served", "refused", "shed", "timed out", "refusal P99", "fair %", "unsold", "late", "RSS MB"}}
 	t.Align = "l" + strings.Repeat("r", len(t.Head)-1)
 	for _, run := range runs {
 		f := run.Flash
@@ -89,7 +89,7 @@ func flashTable(w io.Writer, r *results.Results) {
 		if run.Repeat > 0 || run.Param != "" {
 			name += " " + label(run)
 		}
-		t.Rows = append(t.Rows, []string{name, fmt.Sprintf("%d/%d", f.Sold, f.Stock), out, fmt.Sprint(f.Served), fmt.Sprint(f.Refused),
+		t.Rows = append(t.Rows, []string{name, fmt.Sprintf("%d/%d", f.Sold, f.Stock), f1(f.ReservedOutMS), out, fmt.Sprint(f.Served), fmt.Sprint(f.Refused),
 			fmt.Sprint(f.Shed), fmt.Sprint(f.TimedOut), f1(f.RefusalMS.P99), f1(f.FairPct), fmt.Sprint(f.UnsoldUnits), fmt.Sprint(f.LateStarts), rss})
 	}
 	t.terminal(w)

@@ -119,12 +119,22 @@ func everySection(t *testing.T) *results.Results {
 				rec = 2.5
 			}
 			run.FaultImpact = &results.FaultImpact{OutageSec: 3, RecoverSec: &rec, ErrorsInWindow: map[string]int64{"timeout": 4, "error": 1}, UnitsLost: 1}
-			run.Drift = &results.Drift{WindowSec: 10, First: results.DriftWindow{FlowsPerSec: 10, FlowP99MS: 2, HarnessRSSBytes: 5 * mib, OrdersRows: 100, HistoryLength: 30}, Last: results.DriftWindow{FlowsPerSec: 9, FlowP99MS: 3, HarnessRSSBytes: 7 * mib, OrdersRows: 200, DiskReadsPerSec: 4, RelayLagMaxMS: &lag, HistoryLength: 900}, FlowsChangePct: -10, P99ChangePct: 50, RelayVerdict: "fell", RelayFallingBehind: i == 0}
-			if i > 0 { // the terminal says the second's (a long run's), not the third's
-				run.Drift.CostVerdict = "flows/s -10 %; the hypervisor gave more of the machine's cores to other guests"
+			// The first run's relay falls behind (a judged minute window);
+			// the second's flows fall as the hypervisor takes more (a long
+			// run's); the third's windows are seconds: not reported.
+			firstLag, lastLag := lag, lag
+			if i == 0 {
+				firstLag, lastLag = 100, 5000
 			}
+			run.Drift = &results.Drift{WindowSec: 60, EverySec: 5, First: results.DriftWindow{FlowsPerSec: 10, FlowP99MS: 2, HarnessRSSBytes: 5 * mib, OrdersRows: 100, HistoryLength: 30, RelayLagMaxMS: &firstLag},
+				Last: results.DriftWindow{FlowsPerSec: 9, FlowP99MS: 3, HarnessRSSBytes: 7 * mib, OrdersRows: 200, DiskReadsPerSec: 4, RelayLagMaxMS: &lastLag, HistoryLength: 900}, FlowsChangePct: -10, P99ChangePct: 50}
 			if i == 1 {
 				run.Drift.WindowSec = 300
+				run.Drift.First.CPUMSPerFlow, run.Drift.First.RefCPUMS = map[string]float64{"mysql": 1, "harness": 1}, 10
+				run.Drift.Last.CPUMSPerFlow, run.Drift.Last.RefCPUMS = map[string]float64{"mysql": 1.05, "harness": 1}, 10
+			}
+			if i == 2 {
+				run.Drift.WindowSec = 10
 			}
 			if i < 2 { // the third run's machine was not sampled: "–"
 				run.Drift.First.Machine = &results.MachineShare{KernelPct: 30, StealPct: 1.5, IdlePct: 8}

@@ -191,7 +191,7 @@ func Table(w io.Writer, a *analysis.Analysis) {
 	}
 	flashTable(w, r)
 	generatorsNote(w, r)
-	driftNote(w, r)
+	driftNote(w, a)
 	if recs := a.Recommendation; len(recs) > 0 {
 		var clean, unproven, unsafe []string
 		for _, rec := range recs {
@@ -343,7 +343,7 @@ func summaryOf(a *analysis.Analysis) summaryView {
 	r := a.Results
 	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: NetworkLine(r), Comparison: comparison(a),
 		Flash: flashOf(r), Repeats: repeatRows(a), Sweep: sweepOf(a), Article: articleOf(a), Faults: faultsOf(r),
-		Drift: driftOf(r), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r), Problems: a.Problems}
+		Drift: driftOf(a), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r), Problems: a.Problems}
 	if recs := a.Recommendation; len(recs) > 0 {
 		t := table{Head: []string{"rank", "strategy", "safety", "score", "consistency", "throughput", "latency", "complexity"}, Align: "rllrrrrr"}
 		for _, rec := range recs {

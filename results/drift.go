@@ -24,17 +24,9 @@ type Drift struct {
 	// (negative: fewer flows, or a lower P99).
 	FlowsChangePct float64 `json:"flows_change_pct"`
 	P99ChangePct   float64 `json:"p99_change_pct"`
-	// RelayFallingBehind is set for a strategy with an outbox relay whose
-	// backlog's age grew through the run: the relay did not keep up with
-	// the strategy's own throughput (see RelayVerdict).
-	RelayFallingBehind bool `json:"relay_falling_behind,omitempty"`
-	// CostVerdict says, for a run whose flows/s moved 10 % or more from
-	// the first window to the last, how the CPU each flow cost and the
-	// reference work moved: a machine that slowed told apart from a run
-	// whose own cost per flow grew.
-	CostVerdict string `json:"cost_verdict,omitempty"`
-	// RelayVerdict says in one sentence how the relay kept up (outbox).
-	RelayVerdict string `json:"relay_verdict,omitempty"`
+	// What the drift means (a relay falling behind, what a change in
+	// flows/s followed) is analysis' verdict (analysis.DriftVerdict),
+	// decided from these figures when a report is made, not stored.
 }
 
 // DriftPoint is one sample of a run's resources.

@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,26 +213,6 @@ func driftOf(every time.Duration, points []results.DriftPoint, series []bucket, 
 	d.Last = window(points, series, lat, max(0, secs-d.WindowSec), secs)
 	d.FlowsChangePct = results.ChangePct(d.First.FlowsPerSec, d.Last.FlowsPerSec)
 	d.P99ChangePct = results.ChangePct(d.First.FlowP99MS, d.Last.FlowP99MS)
-	d.CostVerdict = costVerdict(d)
-	if d.First.RelayLagMaxMS != nil && d.Last.RelayLagMaxMS != nil {
-		var worst float64
-		for _, p := range points {
-			if p.RelayLagMS != nil && p.Second >= 0 {
-				worst = max(worst, *p.RelayLagMS)
-			}
-		}
-		first, last := *d.First.RelayLagMaxMS, *d.Last.RelayLagMaxMS
-		// Behind: the backlog's age in the last window is past 2 s and
-		// more than twice what it was in the first.
-		d.RelayFallingBehind = last > 2000 && last > 2*first
-		if d.RelayFallingBehind {
-			d.RelayVerdict = fmt.Sprintf("relay falling behind: the oldest unapplied event's age grew from at most %.1f s in the first %.0f s to %.1f s in the last",
-				first/1000, d.WindowSec, last/1000)
-		} else {
-			d.RelayVerdict = fmt.Sprintf("relay kept up: the oldest unapplied event was at most %.1f s old in any sample of the measured phase (every %.0f s)",
-				worst/1000, d.EverySec)
-		}
-	}
 	return d
 }
 
@@ -283,17 +261,6 @@ func window(points []results.DriftPoint, series []bucket, lat *latStore, from, t
 	return w
 }
 
-// stolenMore says the share of the cores the hypervisor took moved by 5
-// points or more the way that explains the flows' change: more stolen as
-// they fell, less as they rose.
-func stolenMore(f, l *results.MachineShare, flowsPct float64) bool {
-	if f == nil || l == nil {
-		return false
-	}
-	d := l.StealPct - f.StealPct
-	return flowsPct < 0 && d >= 5 || flowsPct > 0 && d <= -5
-}
-
 // cpuPerFlow is each process's CPU time per flow between samples a and b,
 // in ms: the CPU it used between them over the flows of the whole seconds
 // between them. A process whose count went back (it restarted) or that
@@ -316,94 +283,4 @@ func cpuPerFlow(a, b results.DriftPoint, series []bucket) map[string]float64 {
 		return nil
 	}
 	return out
-}
-
-// costVerdict says, when flows/s moved by 10 % or more from the first
-// window to the last, how the CPU per flow of each process and the
-// reference work moved, and what that points at: the machine (the fixed
-// work slowed at least half as much as a flow's CPU grew), the run's own
-// cost (CPU per flow grew, the reference did not), or neither (each flow
-// cost the same CPU: the run got less of it, or waited); likewise for a
-// machine that sped up, or the hypervisor (the share of the cores it
-// gave other guests moved 5 points or more the flows' way). It gives how
-// the machine's cores spent each window (kernel, stolen, idle), what
-// every process shares. Empty when the flows held, or when the windows
-// lack the figures.
-func costVerdict(d *results.Drift) string {
-	f, l := d.First, d.Last
-	if math.Abs(d.FlowsChangePct) < 10 || len(f.CPUMSPerFlow) == 0 || len(l.CPUMSPerFlow) == 0 {
-		return ""
-	}
-	var names []string
-	var sf, sl float64
-	for k, v := range f.CPUMSPerFlow {
-		if w, ok := l.CPUMSPerFlow[k]; ok {
-			names = append(names, k)
-			sf, sl = sf+v, sl+w
-		}
-	}
-	if len(names) == 0 || sf == 0 {
-		return ""
-	}
-	slices.Sort(names)
-	cpu := results.ChangePct(sf, sl)
-	// The process that moved furthest the way the whole did, and how
-	// far the one that moved least went: every process moving alike
-	// points at what they share, not at one store's growth.
-	sign := 1.0
-	if cpu < 0 {
-		sign = -1
-	}
-	// The process named is the one whose CPU per flow moved most in ms,
-	// not in percent: a process with a fixed cost a second and hardly
-	// any a flow (Redis beside batched) moves by the fall in flows alone.
-	var parts []string
-	worst, least, most, named := math.Inf(-1), math.Inf(1), math.Inf(-1), ""
-	for _, k := range names {
-		c := results.ChangePct(f.CPUMSPerFlow[k], l.CPUMSPerFlow[k])
-		parts = append(parts, fmt.Sprintf("%s %+.0f %%", k, c))
-		worst, least = max(worst, sign*c), min(least, sign*c)
-		if ms := sign * (l.CPUMSPerFlow[k] - f.CPUMSPerFlow[k]); ms > most {
-			most, named = ms, k
-		}
-	}
-	v := fmt.Sprintf("flows/s %+.0f %% from the first %.0f s to the last; CPU per flow %+.0f %% (%s)",
-		d.FlowsChangePct, d.WindowSec, cpu, strings.Join(parts, ", "))
-	if f.Machine != nil && l.Machine != nil {
-		// What every process shares: the kernel's part of the cores'
-		// time, the hypervisor's, and what was left idle.
-		v += fmt.Sprintf("; the machine's cores: kernel %.0f → %.0f %%, stolen by the hypervisor %.1f → %.1f %%, idle %.0f → %.0f %%",
-			f.Machine.KernelPct, l.Machine.KernelPct, f.Machine.StealPct, l.Machine.StealPct, f.Machine.IdlePct, l.Machine.IdlePct)
-	}
-	if f.RefCPUMS <= 0 || l.RefCPUMS <= 0 {
-		return v
-	}
-	ref := results.ChangePct(f.RefCPUMS, l.RefCPUMS)
-	v += fmt.Sprintf("; the same reference work %+.0f %% CPU", ref)
-	switch {
-	case ref >= 10 && ref >= cpu/2:
-		return v + ": the machine itself did the same work slower"
-	case ref <= -10 && ref <= cpu/2:
-		return v + ": the machine itself did the same work faster"
-	case stolenMore(f.Machine, l.Machine, d.FlowsChangePct):
-		if d.FlowsChangePct < 0 {
-			return v + ": the hypervisor gave more of the machine's cores to other guests"
-		}
-		return v + ": the hypervisor gave less of the machine's cores to other guests"
-	case math.Abs(cpu) >= 10 && len(names) > 1 && least >= 0.7*worst:
-		return v + ": every process's cost per flow moved alike, so not one store's growth but what they share:" +
-			" the machine in ways a CPU loop does not measure (memory, system calls, the hypervisor), or the batching that comes with the load"
-	case math.Abs(cpu) >= 10:
-		v += fmt.Sprintf(": the run's own cost per flow changed, most in %s", named)
-		if named == "mysql" && (f.HistoryLength > 0 || l.HistoryLength > 0) {
-			// What in MySQL grew with it: the unpurged history, and
-			// the pages the buffer pool no longer held.
-			v += fmt.Sprintf(" (InnoDB history list %d → %d, buffer-pool disk reads %.1f → %.1f/s)",
-				f.HistoryLength, l.HistoryLength, f.DiskReadsPerSec, l.DiskReadsPerSec)
-		}
-		return v
-	case d.FlowsChangePct < 0:
-		return v + ": each flow cost about the same CPU, the run got less of it (other work on the machine, or waits)"
-	}
-	return v
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -57,8 +58,14 @@ func TestDriftOf(t *testing.T) {
 				t.Fatalf("flows/s first %v last %v", d.First.FlowsPerSec, d.Last.FlowsPerSec)
 			case math.Abs(d.FlowsChangePct-(-20)) > 1e-9 || !nearMS(d.First.FlowP99MS, 1) || !nearMS(d.Last.FlowP99MS, 3) || math.Abs(d.P99ChangePct-200) > 4:
 				t.Fatalf("change %v %%, P99 %v → %v (%v %%)", d.FlowsChangePct, d.First.FlowP99MS, d.Last.FlowP99MS, d.P99ChangePct)
-			case d.RelayFallingBehind != c.behind || !strings.Contains(d.RelayVerdict, c.verdict) || (c.verdict == "") != (d.RelayVerdict == ""):
-				t.Fatalf("behind %v, verdict %q", d.RelayFallingBehind, d.RelayVerdict)
+			}
+			// The relay's verdict is analysis', from these figures.
+			rv, said := analysis.RelayOf(d), ""
+			if rv != nil {
+				said = rv.Sentence()
+			}
+			if (rv != nil && rv.FallingBehind) != c.behind || !strings.Contains(said, c.verdict) || (c.verdict == "") != (rv == nil) {
+				t.Fatalf("relay %+v, verdict %q", rv, said)
 			}
 		})
 	}
@@ -120,7 +127,10 @@ func TestCostVerdict(t *testing.T) {
 			pts := append(c.first[:], c.last[:]...)
 			d := &results.Drift{WindowSec: 10, FlowsChangePct: c.flowsPct,
 				First: window(pts, series, &latStore{}, 0, 10), Last: window(pts, series, &latStore{}, 40, 50)}
-			got := costVerdict(d)
+			got := ""
+			if v := analysis.CostOf(d); v != nil {
+				got = v.Sentence()
+			}
 			if c.want == "" && got != "" || !strings.Contains(got, c.want) || c.none != "" && strings.Contains(got, c.none) {
 				t.Fatalf("verdict %q, want it to say %q and not %q", got, c.want, c.none)
 			}
