@@ -195,6 +195,9 @@ type Analysis struct {
 	Crossings []Crossing
 	// Drift is the verdict on every timed run's drift, in run order.
 	Drift []DriftVerdict
+	// Curve is the latency curve's verdict (stockbench curve; nil
+	// otherwise), judged again from the runs against the recorded SLO.
+	Curve *Curve
 	// Problems are what the analysis could not read as recorded (e.g.
 	// weights that do not parse), each a sentence; renderers show them.
 	Problems []string
@@ -220,6 +223,13 @@ func Analyze(r *results.Results) *Analysis {
 	}
 	a.Crossings = crossings(r.Sweep, a.Rows)
 	a.Drift = driftVerdicts(r.Runs)
+	if c := r.Curve; c != nil {
+		var names []string
+		for _, p := range c.Strategies {
+			names = append(names, p.Strategy)
+		}
+		a.Curve = CurveOf(r.Runs, names, c.SLOP99MS)
+	}
 	return a
 }
 

@@ -35,7 +35,7 @@ func HTML(a *analysis.Analysis, charts []Chart) ([]byte, error) {
 		views[i] = chartView{ID: "chart-" + c.Name, Title: c.Title, SVG: template.HTML(svg)}
 	}
 	data := htmlView{summaryView: summaryOf(a), Charts: views, ConfigJSON: string(cfg), EnvJSON: string(env),
-		Caveat: OneHostCaveat(r), Curve: r.Curve}
+		Caveat: OneHostCaveat(r), Curve: a.Curve}
 	var b bytes.Buffer
 	if err := page.Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("index.html: %w", err)
@@ -50,7 +50,7 @@ type htmlView struct {
 	Charts              []chartView
 	ConfigJSON, EnvJSON string
 	Caveat              string
-	Curve               *results.Curve
+	Curve               *analysis.Curve
 }
 
 type chartView struct {
@@ -150,7 +150,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 {{with .Curve}}<h2 id="curve">Latency vs load: highest rate under P99 ≤ {{printf "%.0f" .SLOP99MS}} ms</h2>
 <table>
 <tr><th>strategy</th><th>highest rate held (arrivals/s)</th><th>stopped at</th><th>why</th></tr>
-{{range .Strategies}}<tr><td>{{.Strategy}}</td><td>{{printf "%.0f" .MaxRate}}</td><td>{{if .StoppedAt}}{{printf "%.0f" .StoppedAt}}{{else}}—{{end}}</td><td class="l">{{.Why}}</td></tr>
+{{range .Points}}<tr><td>{{.Strategy}}</td><td>{{printf "%.0f" .MaxRate}}</td><td>{{if .StoppedAt}}{{printf "%.0f" .StoppedAt}}{{else}}—{{end}}</td><td class="l">{{.Stop.Why}}</td></tr>
 {{end}}</table>{{end}}
 
 {{if .Drift.Table.Rows}}<h2 id="drift">Drift over the run</h2>

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/scenarios"
@@ -68,39 +69,18 @@ func cmdCurve(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 			return fail(exitUsage, err)
 		}
 		o.Repeat = 1
-		o.Enough = func(run results.Run) bool { return results.CurveVerdict(run, sloMS) != "" }
+		o.Enough = func(run results.Run) bool { return !analysis.CurveStepOf(run, sloMS).Held() }
 		plans = append(plans, runner.Plan{Options: o, Param: "rate", Value: v})
 	}
 	f.post = func(res *results.Results) {
-		res.Curve = curveOf(res, plans[0].Options, sloMS)
+		var names []string
+		for _, e := range plans[0].Strategies {
+			names = append(names, e.Name)
+		}
+		res.Curve = analysis.CurveOf(res.Runs, names, sloMS).Record()
 	}
 	f.after = func(w io.Writer, res *results.Results) { printCurve(w, res.Curve) }
 	return f.execute(ctx, plans, &results.Sweep{Param: "rate", Values: values}, stdout, stderr, fail)
-}
-
-// curveOf reads each strategy's highest rate under the SLO from the runs.
-func curveOf(res *results.Results, o runner.Options, sloMS float64) *results.Curve {
-	c := &results.Curve{SLOP99MS: sloMS}
-	for _, e := range o.Strategies {
-		pt := results.CurvePoint{Strategy: e.Name}
-		for _, run := range res.Runs {
-			if run.Strategy != e.Name || run.Param != "rate" {
-				continue
-			}
-			rate, _ := strconv.ParseFloat(run.Value, 64)
-			if why := results.CurveVerdict(run, sloMS); why != "" {
-				if pt.StoppedAt == 0 {
-					pt.StoppedAt, pt.Why = rate, why
-				}
-				continue
-			}
-			if pt.StoppedAt == 0 {
-				pt.MaxRate = rate
-			}
-		}
-		c.Strategies = append(c.Strategies, pt)
-	}
-	return c
 }
 
 func printCurve(w io.Writer, c *results.Curve) {
