@@ -74,7 +74,7 @@ func faultTable(r *results.Results) table {
 // did.
 func faultRunRows(r *results.Results) table {
 	var rows [][]string
-	head := []string{"strategy", "faults (start–end s)", "outage s", "recover s", "errors in window", "errors outside", "units lost", "units re-sold", "anomalies end of load", "anomalies after settle"}
+	head := []string{"strategy", "scenario", "faults (start–end s)", "outage s", "recover s", "errors in window", "errors outside", "units lost", "units re-sold", "anomalies end of load", "anomalies after settle"}
 	for _, run := range r.Runs {
 		if len(run.Faults) == 0 {
 			continue
@@ -105,7 +105,7 @@ func faultRunRows(r *results.Results) table {
 		if run.AuditEndOfLoad != nil {
 			eol = fmt.Sprint(run.AuditEndOfLoad.Count())
 		}
-		rows = append(rows, []string{label(run), strings.Join(tl, "; "), fmt.Sprint(im.OutageSec), rec,
+		rows = append(rows, []string{run.Strategy, label(run), strings.Join(tl, "; "), fmt.Sprint(im.OutageSec), rec,
 			classCounts(im.ErrorsInWindow), classCounts(im.ErrorsOutside), fmt.Sprint(im.UnitsLost), fmt.Sprint(im.UnitsResold),
 			eol, fmt.Sprint(run.Audit.Count())})
 	}

@@ -183,6 +183,14 @@ func Table(w io.Writer, a *analysis.Analysis) {
 			fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), row.Safety.Why())
 		}
 	}
+	for _, run := range r.Runs {
+		if n := run.Harness.OpenDropped; n > 0 {
+			// An open loop that could not start its arrivals measured
+			// less load than it offered: its flows/s is not the rate asked.
+			fmt.Fprintln(w, wrap(fmt.Sprintf("DROPPED %s (%s): %d arrivals could not start (the open loop's buyers were all busy): its flows/s is what was served, below the rate offered",
+				run.Strategy, label(run), n), TerminalWidth, "  "))
+		}
+	}
 	for _, p := range a.Problems {
 		fmt.Fprintln(w, "note: "+p)
 	}

@@ -26,7 +26,9 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 	t0 := time.Now()
 	for _, r := range recs {
 		r.from = t0
-		r.sale = newSale(d.o.Stock)
+		if sc.Sale() {
+			r.sale = newSale(d.o.Stock)
+		}
 	}
 	d.started(t0)
 	cpu.begin()

@@ -53,6 +53,11 @@ type Scenario interface {
 	// Timed says the scenario is a stream (Source) rather than a fixed list
 	// (Journeys): it runs for a duration, may run open loop and restocks.
 	Timed() bool
+	// Sale says the scenario is a sale judged as one — sell-out time,
+	// buyers served and refused, fairness, units left unsold while buyers
+	// were turned away (flash) — rather than a stream or a race of
+	// decisions on one order (race: its refusals are not an undersell).
+	Sale() bool
 	// Fixed generates the fixed journeys, lazily (nil for a timed
 	// scenario); Arrivals says when they start.
 	Fixed(p Params) Generator
@@ -165,6 +170,7 @@ type flash struct{}
 func (flash) Name() string               { return "flash" }
 func (flash) Catalog(Params) []string    { return []string{FlashSKU} }
 func (flash) Timed() bool                { return false }
+func (flash) Sale() bool                 { return true }
 func (flash) Source(Params, int) *Source { return nil }
 func (flash) Reads() []string            { return []string{"LimitPerBuyer", "RepeatBuyers", "RepeatTries"} }
 func (flash) Fixed(p Params) Generator {
@@ -184,6 +190,7 @@ type race struct{}
 func (race) Name() string               { return "race" }
 func (race) Catalog(Params) []string    { return []string{FlashSKU} }
 func (race) Timed() bool                { return false }
+func (race) Sale() bool                 { return false }
 func (race) Source(Params, int) *Source { return nil }
 func (race) Reads() []string            { return nil }
 func (race) Fixed(p Params) Generator {
@@ -198,6 +205,7 @@ type sustained struct{}
 
 func (sustained) Name() string              { return "sustained" }
 func (sustained) Timed() bool               { return true }
+func (sustained) Sale() bool                { return false }
 func (sustained) Fixed(Params) Generator    { return nil }
 func (sustained) Arrivals(p Params) Profile { return p.Arrival }
 func (sustained) Reads() []string {
