@@ -227,6 +227,10 @@ func autoDocker(mysqlImage, redisImage string) (*Docker, string) {
 		return d, ""
 	}
 	if imageUsable(d.pool, OfflineMySQLImage) && imageUsable(d.pool, OfflineRedisImage) {
+		// Said as with --backend docker: the figures are the offline
+		// images' servers (MariaDB, Debian's Redis), not the official ones.
+		d.Notice = fmt.Sprintf("docker: %s and %s cannot be pulled; using the offline images %s and %s",
+			d.MySQLImage, d.RedisImage, OfflineMySQLImage, OfflineRedisImage)
 		d.MySQLImage, d.RedisImage = OfflineMySQLImage, OfflineRedisImage
 		return d, ""
 	}
