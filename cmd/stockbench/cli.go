@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/term"
@@ -180,9 +181,35 @@ func parseFlagsAllowArgs(fs *flag.FlagSet, args []string, stdout io.Writer, fail
 			printHelp(fs, stdout)
 			return exitOK, true
 		}
-		return fail(exitUsage, err), true
+		return fail(exitUsage, flagHint(err)), true
+	}
+	// A flag whose value is another flag's name was given no value: the
+	// next flag was taken as it (--strategies --scenario flash).
+	var swallowed error
+	fs.Visit(func(f *flag.Flag) {
+		v := f.Value.String()
+		if name, ok := strings.CutPrefix(v, "-"); ok && swallowed == nil {
+			if fs.Lookup(strings.TrimPrefix(name, "-")) != nil {
+				swallowed = fmt.Errorf("--%s took %q as its value: give --%s a value before %s", f.Name, v, f.Name, v)
+			}
+		}
+	})
+	if swallowed != nil {
+		return fail(exitUsage, swallowed), true
 	}
 	return 0, false
+}
+
+// flagHint adds to a flag package error the fix it does not name: a
+// duration needs a unit.
+func flagHint(err error) error {
+	msg := err.Error()
+	if strings.Contains(msg, "parse error") && strings.HasPrefix(msg, "invalid value") {
+		if _, num := strconv.ParseFloat(strings.Split(msg, `"`)[1], 64); num == nil {
+			return fmt.Errorf("%w (a duration needs a unit: 10s, 500ms, 2m)", err)
+		}
+	}
+	return err
 }
 
 // printHelp writes the usage of fs's command: its arguments, what it does,

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -48,7 +50,13 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 		rest = fs.Args()[1:]
 	}
 	if len(files) != 2 {
-		return fail(exitUsage, errors.New("usage: stockbench compare OLD.json NEW.json [--max-tps-drop 10%] [--max-p99-rise 20%]"))
+		return fail(exitUsage, errors.New("usage: stockbench compare OLD NEW (results.json files or report directories) [--max-tps-drop 10%] [--max-p99-rise 20%]"))
+	}
+	// A report directory stands for its results.json, as with `report`.
+	for i, f := range files {
+		if st, err := os.Stat(f); err == nil && st.IsDir() {
+			files[i] = filepath.Join(f, "results.json")
+		}
 	}
 	old, err := results.ReadJSON(files[0])
 	if err != nil {

@@ -26,7 +26,7 @@ var commandHelp = map[string]struct{ args, about, example string }{
 	"report": {"DIR",
 		"Re-renders summary.md, summary.csv, series.csv, charts and index.html from DIR/results.json\nand prints the headline table.",
 		"stockbench report reports/flash"},
-	"compare": {"OLD.json NEW.json [flags]",
+	"compare": {"OLD NEW [flags]  (results.json files, or report directories holding one)",
 		"The CI gate: prints OLD and NEW side by side and exits 1 when NEW regressed: any anomaly class\n(oversold, leaked or phantom units, lost or contradicted acks, refused-after-reserve, invariant\nviolations, drift, orphan or stale reservations) higher than in OLD, a\nstrategy or scenario of OLD missing from NEW, or a TPS drop / P99 rise past the thresholds that\nis also beyond the spread of the repeats (run both with --repeat). Exit 0 otherwise, 2 on bad input.",
 		"stockbench compare base/results.json new/results.json --max-tps-drop 10% --max-p99-rise 20%"},
 	"prepare": {"--backend external --scenario S [run flags]",
