@@ -24,7 +24,7 @@ func TestHelp(t *testing.T) {
 		{"sweep", "--param NAME=V1,V2,…"}, // the grid
 		{"calibrate", "[flags]"},          // flags only
 		{"report", "DIR"},                 // the results directory
-		{"compare", "OLD NEW"},  // two files
+		{"compare", "OLD NEW"},            // two files
 		{"merge", "OUT DIR…"},             // generators' results
 		{"prepare", "--backend external"}, // the stores the generators share
 		{"curve", "--slo p99=50ms"},       // rates and the SLO
