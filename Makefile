@@ -49,7 +49,7 @@ test: vet fmt-check
 bench: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
 	./$(BIN) run --strategies all --scenario flash,sustained --duration 10s --warmup 2s \
-		--ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/latest $(BENCH_FLAGS)
+		--ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 $(BENCH_FLAGS)
 	./$(BIN) curve --strategies rowlock,batched,lua-tcc --rates 100,500,2500 $(BENCH_FLAGS) \
 		--duration 2s --warmup 500ms --out reports/latest/curve $(CURVE_FLAGS)
 

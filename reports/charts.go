@@ -221,6 +221,11 @@ func WriteCharts(dir string, a *analysis.Analysis) ([]Chart, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The charts of an earlier report in dir go: a chart this one does
+	// not draw must not be left to pass for one of its own.
+	if err := os.RemoveAll(filepath.Join(dir, "charts")); err != nil {
+		return nil, fmt.Errorf("charts: %w", err)
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
 		return nil, fmt.Errorf("charts: %w", err)
 	}

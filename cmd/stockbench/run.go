@@ -48,6 +48,9 @@ type runFlags struct {
 	calibrate, batchWait, casMaxWait              time.Duration
 	seed                                          uint64
 	quiet, noRestock                              bool
+	// latest: out is a new run directory under reportsRoot, which
+	// reports/latest is pointed at once the report is written.
+	latest bool
 	// faults are the --fault specs, in the order given.
 	faults []string
 	// sh splits the run over generator processes (run only).
@@ -99,7 +102,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.repeat, "repeat", 1, "run each strategy N times and report min / median / max")
 	fs.DurationVar(&f.calibrate, "calibrate", 2*time.Second, "duration of each store calibration probe (0: skip calibration)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice")
-	fs.StringVar(&f.out, "out", "reports/latest", "directory for results.json and summary.md")
+	fs.StringVar(&f.out, "out", "", "directory for the report (results.json, summary.md, charts, index.html); default: a new reports/RUN-ID for each run, with reports/latest pointing at the newest")
 	fs.StringVar(&f.casRetry, "cas-retry", strategies.Defaults().CASRetry, "cas retry policy: backoff | immediate")
 	fs.DurationVar(&f.casMaxWait, "cas-max-wait", 0, "cas backoff: total time budget of one reserve (0: --op-timeout); past it the reserve gives up as a conflict")
 	fs.DurationVar(&f.outboxPeriod, "outbox-period", strategies.Defaults().OutboxPeriod, "outbox relay poll period")
@@ -229,9 +232,6 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if len(scens) > 0 {
 		errs = append(errs, o.Validate()...)
 	}
-	if f.out == "" {
-		errs = append(errs, errors.New("--out must name a directory"))
-	}
 	if err := f.sh.check(f); err != nil {
 		errs = append(errs, err)
 	}
@@ -283,6 +283,11 @@ func (f *runFlags) resolve(fs *flag.FlagSet) (runner.Options, error) {
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	if f.out == "" {
+		// Each run its own directory: two runs never overwrite each other,
+		// and reports/latest follows the newest.
+		f.out, f.latest = newRunDir(reportsRoot), true
+	}
 	return f.options(explicit)
 }
 
@@ -359,6 +364,11 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 	a := analysis.Analyze(res)
 	if werr := reports.WriteAll(f.out, a); werr != nil {
 		return fail(exitFailed, werr)
+	}
+	if f.latest {
+		if note := linkLatest(reportsRoot, f.out); note != "" {
+			fmt.Fprintln(stderr, "stockbench: "+note)
+		}
 	}
 	reports.Table(stdout, a)
 	if f.after != nil {
