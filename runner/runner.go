@@ -244,7 +244,10 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 	if len(ep.MySQLCluster) > 1 {
 		first.logf("%s", ep.MySQLDescription())
 	}
-	if first.CalibrateDuration > 0 {
+	// One of several generators does not calibrate: its siblings would
+	// probe the same stores at once (and the probes' table and scripts
+	// collide); the parent, or whoever prepared the run, calibrates.
+	if first.CalibrateDuration > 0 && !first.Segment.Partial() {
 		// The ceilings are what the stores give through the run's pool.
 		conc := min(first.Buyers, first.pool())
 		first.logf("calibrating the stores (%s per probe, concurrency %d)…", first.CalibrateDuration, conc)

@@ -272,6 +272,11 @@ func cmdMerge(args []string, stdout io.Writer, fail func(int, error) int) int {
 		if err != nil {
 			return fail(exitUsage, err)
 		}
+		if len(r.Runs) == 0 {
+			// A generator that failed before measuring leaves a file with
+			// no run: a merge without it would be a report of nothing.
+			return fail(exitUsage, fmt.Errorf("%s holds no run: did that generator fail? (its exit code and last line say why)", dir))
+		}
 		shards = append(shards, r)
 	}
 	res, err := results.Merge(shards)
