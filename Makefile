@@ -11,8 +11,10 @@ CURVE_FLAGS ?=
 # make soak SOAK_DURATION=1h SOAK_FLAGS="--strategies outbox"
 SOAK_DURATION ?= 10m
 SOAK_FLAGS ?=
+# Flags for every run of `make screenshots` (default: --backend local)
+SCREENSHOTS_FLAGS ?= --backend local
 
-.PHONY: build test bench bench-multi faults soak vet fmt fmt-check clean images-offline down hooks
+.PHONY: build test bench bench-multi faults soak vet fmt fmt-check clean images-offline down hooks screenshots
 
 # go generate refreshes the strategies' core-line counts the binary carries
 # (TestCoreLinesCurrent fails when the committed ones are stale).
@@ -110,3 +112,11 @@ fmt-check:
 
 clean:
 	rm -rf bin
+
+# The pictures of docs/screenshots that short runs make (the README's
+# among them), regenerated from the current code: pages photographed with
+# headless Chromium, charts copied from the reports (scripts/screenshots.sh
+# names the ones that come from hour-long runs instead). About 10 minutes.
+screenshots: build
+	GO=$(GO) scripts/setup.sh bench $(SCREENSHOTS_FLAGS)
+	SCREENSHOTS_FLAGS="$(SCREENSHOTS_FLAGS)" BIN=$(BIN) scripts/screenshots.sh
