@@ -30,6 +30,9 @@ test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 45m ./...
 	# The conformance suite again, on a 3-master Redis Cluster.
 	STOCKBENCH_TEST_REDIS_CLUSTER=3 $(GO) test -race -count=1 -timeout 45m -run TestConformance ./strategies
+	# At READ COMMITTED (--isolation rc): the strategies' sessions at the
+	# other level, the article's Q&A's row-lock setting.
+	STOCKBENCH_TEST_ISOLATION=rc $(GO) test -race -count=1 -timeout 45m -run TestConformance ./strategies
 	# And on a 3-node Galera cluster, buyers spread over its primaries.
 	STOCKBENCH_TEST_MYSQL_CLUSTER=3 $(GO) test -race -count=1 -timeout 45m -run TestConformance ./strategies
 

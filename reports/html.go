@@ -102,7 +102,7 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <body>
 <h1>stockbench results</h1>
 {{if .Interrupted}}<p class="bad">Interrupted: the run was stopped early; the figures cover what was measured, and its runs are unproven.</p>{{end}}
-<p>Backend {{.Env.Backend}} · MySQL {{.Env.MySQLVersion}} · Redis {{.Env.RedisVersion}} · {{.Env.Cores}} cores ({{.Env.CPUModel}}) · {{.Env.StartedAt}}</p>
+<p>Backend {{.Env.Backend}} · MySQL {{.Env.MySQLVersion}}{{with .Isolation}} ({{.}}){{end}} · Redis {{.Env.RedisVersion}} · {{.Env.Cores}} cores ({{.Env.CPUModel}}) · {{.Env.StartedAt}}</p>
 {{with .Network}}<p>{{.}}</p>{{end}}
 {{range .Problems}}<p class="bad">Note: {{.}}</p>
 {{end}}<nav class="toc"><b>Contents</b>

@@ -290,6 +290,8 @@ type summaryView struct {
 	Latency        table
 	Outcomes       []outcomeView
 	Problems       []string
+	// Isolation is the level the MySQL strategies ran at, in words.
+	Isolation string
 }
 
 // runRef names a run in a sentence: strategy (scenario label).
@@ -351,7 +353,7 @@ func summaryOf(a *analysis.Analysis) summaryView {
 	r := a.Results
 	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: NetworkLine(r), Comparison: comparison(a),
 		Flash: flashOf(r), Repeats: repeatRows(a), Sweep: sweepOf(a), Article: articleOf(a), Faults: faultsOf(r),
-		Drift: driftOf(a), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r), Problems: a.Problems}
+		Drift: driftOf(a), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r), Problems: a.Problems, Isolation: isolationOf(r)}
 	if recs := a.Recommendation; len(recs) > 0 {
 		t := table{Head: []string{"rank", "strategy", "safety", "score", "consistency", "throughput", "latency", "complexity"}, Align: "rllrrrrr"}
 		for _, rec := range recs {
@@ -404,6 +406,22 @@ func summaryOf(a *analysis.Analysis) summaryView {
 		v.Outcomes = append(v.Outcomes, outcomeOf(run))
 	}
 	return v
+}
+
+// isolationOf says at which isolation level the MySQL strategies ran: the
+// level asked (--isolation), else the server's default; "" when neither
+// was recorded.
+func isolationOf(r *results.Results) string {
+	switch r.Config.Isolation {
+	case "rc":
+		return "sessions at READ COMMITTED, --isolation rc"
+	case "rr":
+		return "sessions at REPEATABLE READ, --isolation rr"
+	}
+	if l := r.Env.MySQLIsolation; l != "" {
+		return "sessions at the server's default, " + l
+	}
+	return ""
 }
 
 // outcomeOf is a run's outcomes by operation and class, then the

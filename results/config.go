@@ -56,6 +56,10 @@ type Config struct {
 	// (--rtt: a profile name, one RTT with jitter, or one per store);
 	// empty is plain loopback. A sweep over rtt names it in Swept.
 	RTT string `json:"rtt,omitempty"`
+	// Isolation is the level the MySQL strategies' sessions ran at
+	// (--isolation: rc, rr); empty: the server's default, which
+	// env.mysql_isolation names.
+	Isolation string `json:"isolation,omitempty"`
 	// Generators is how many generator processes played a merged run.
 	Generators int `json:"generators,omitempty"`
 	// Swept names the settings (JSON keys) whose value differs between

@@ -45,6 +45,7 @@ func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) resu
 	_ = c.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&e.MySQLVersion)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit").Scan(&e.InnodbFlushLogAtTrxCommit)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@sync_binlog").Scan(&e.SyncBinlog)
+	e.MySQLIsolation, _ = servers.ServerIsolation(ctx, c.DB)
 	if info, err := c.Redis.Info(ctx, "server").Result(); err == nil {
 		for _, line := range strings.Split(info, "\n") {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {

@@ -139,7 +139,7 @@ func (o Options) Resolved() results.Config {
 		SweepPeriod: c.SweepPeriod.String(), CalibrateDuration: o.CalibrateDuration.String(),
 		Pool: o.pool(), BatchMax: c.BatchMax, BatchWait: c.BatchWait.String(), Buckets: c.Buckets,
 		Faults: o.Faults.Strings(), Weights: o.Weights, RTT: o.Network.String(), Inflight: o.inflight(), Queue: o.queue(),
-		ClientRetry: o.ClientRetry, RetryBackoff: o.RetryBackoff.String(),
+		ClientRetry: o.ClientRetry, RetryBackoff: o.RetryBackoff.String(), Isolation: c.Isolation,
 	}
 	for _, name := range o.Scenarios {
 		if sc, err := scenarios.Lookup(name); err == nil {

@@ -117,22 +117,33 @@ func (t *trial) cleanup() {
 
 // paths opens the strategy's pools: through a fault proxy in front of the
 // servers when the plan has network faults, else the run's own.
-func (t *trial) paths(context.Context) error {
+func (t *trial) paths(ctx context.Context) error {
 	t.conns, t.sconns = t.st.Conns, t.st.Conns
-	if !t.o.Faults.NeedsProxy() {
+	level := t.o.Strategy.Isolation
+	if !t.o.Faults.NeedsProxy() && level == servers.IsolationServer {
 		return nil
 	}
-	pep, p, err := faults.Listen(t.st.Endpoints)
+	ep := t.st.Endpoints
+	if t.o.Faults.NeedsProxy() {
+		pep, p, err := faults.Listen(ep)
+		if err != nil {
+			return err
+		}
+		t.later(func() { p.Close() })
+		ep, t.proxy = pep, p
+	}
+	// The strategy's sessions at the level asked (--isolation); the
+	// auditor's and the probe's keep the server's default.
+	ep, err := servers.WithIsolation(ctx, ep, t.conns.DB, level)
 	if err != nil {
 		return err
 	}
-	t.later(func() { p.Close() })
-	pc, err := servers.Open(pep, t.o.pool())
+	pc, err := servers.Open(ep, t.o.pool())
 	if err != nil {
 		return err
 	}
 	t.later(func() { pc.Close() })
-	t.proxy, t.sconns = p, pc
+	t.sconns = pc
 	return nil
 }
 

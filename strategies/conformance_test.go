@@ -14,6 +14,7 @@ import (
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/internal/waitfor"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers"
 	"github.com/stockbench/stockbench/servers/servertest"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/registry"
@@ -51,6 +52,11 @@ func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Conf
 		t.Fatal(err)
 	}
 	cfg.DB, cfg.Redis = env.DB, env.Redis
+	if level := os.Getenv("STOCKBENCH_TEST_ISOLATION"); level != "" {
+		// The suite again with the strategy's sessions at another level
+		// (make test runs it at READ COMMITTED), as --isolation does.
+		cfg.DB, cfg.Isolation = isolatedDB(t, level), level
+	}
 	s, err := e.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +68,31 @@ func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Conf
 	t.Cleanup(func() { _ = s.Close() }) // after check (cleanups run last first)
 	t.Cleanup(f.check)
 	return f
+}
+
+// isolatedDB is a pool on the test servers whose sessions run at level
+// (rc, rr), closed when the test ends.
+func isolatedDB(t *testing.T, level string) *sql.DB {
+	t.Helper()
+	ep, err := servers.WithIsolation(context.Background(), env.Endpoints, env.DB, level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := servers.Open(ep, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var got string
+	if err := c.DB.QueryRow("SELECT @@session.tx_isolation").Scan(&got); err != nil {
+		if err := c.DB.QueryRow("SELECT @@session.transaction_isolation").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := map[string]string{"rc": "READ-COMMITTED", "rr": "REPEATABLE-READ"}[level]; got != want {
+		t.Fatalf("session isolation %q, want %q", got, want)
+	}
+	return c.DB
 }
 
 func ref(id string) inventory.OrderRef { return inventory.OrderRef{OrderID: id, SKU: sku} }

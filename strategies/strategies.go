@@ -53,6 +53,13 @@ type Config struct {
 	// lock different ones on a small server, few enough that a 100-unit
 	// sale keeps about 12 units per bucket and false sold-outs stay rare).
 	Buckets int
+	// Isolation is the level the run asked of the MySQL sessions the
+	// strategy's DB opens (rc, rr; empty: the server's default), recorded
+	// here for the report: the runner sets it on the pool (servers.
+	// WithIsolation), so a transaction begun without a level of its own
+	// runs at it, and a strategy that chose a level per transaction (the
+	// outbox relay, buckets, skiplocked: READ COMMITTED) keeps its choice.
+	Isolation string
 	// LocalDir is the directory of outbox-local's embedded message
 	// database (one file per service instance directory). A restarted
 	// instance given the same directory resumes its backlog. Empty: a

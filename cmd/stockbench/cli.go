@@ -41,7 +41,7 @@ commands:
   curve      open loop at rising rates: each strategy's highest rate under --slo p99=50ms
   faults     every strategy under each standard fault (Redis/MySQL pause, restart, latency, app-crash): the fault matrix
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
-  compare    OLD.json NEW.json: side-by-side table, exit 1 on a regression (the CI gate)
+  compare    OLD NEW (files or report dirs): side-by-side table, exit 1 on a regression (the CI gate)
   prepare    reset and load external stores for generators started elsewhere (run --shard I/N --no-reset)
   merge      OUT DIR…: one report from several generators' results.json (histograms merged exactly)
   audit      grade any MySQL (and Redis) in this schema: the reconciliation job; exit 1 on an anomaly
@@ -59,9 +59,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fail := func(code int, err error) int {
-		// Every problem of a validation (errors.Join) on its own line.
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
+		// Every problem of a validation on its own line.
+		var ps problems
+		if errors.As(err, &ps) {
+			for _, e := range ps {
 				fmt.Fprintf(stderr, "stockbench: %s\n", oneLine(e))
 			}
 			return code

@@ -35,7 +35,7 @@ type runFlags struct {
 	inflight, queue, clientRetry                  int
 	retryBackoff                                  string
 	skew, mix, file, weights, preset              string
-	rtt                                           string
+	rtt, isolation                                string
 	stock                                         int64
 	buyers, skus, repeat, pool, batchMax, buckets int
 	abandon, rate                                 float64
@@ -110,6 +110,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.batchMax, "batch-max", strategies.Defaults().BatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm, outbox writes); 1 turns it off")
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "group commit: how long a batch waits to fill before it runs (0: no added wait)")
 	fs.IntVar(&f.buckets, "buckets", strategies.Defaults().Buckets, "buckets strategy: rows each SKU's stock is spread over")
+	fs.StringVar(&f.isolation, "isolation", "", "isolation level of the MySQL strategies' sessions: rc (READ COMMITTED) | rr (REPEATABLE READ); empty: the server's default. A strategy that chose a level for a transaction keeps it")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
 	fs.DurationVar(&f.settleTimeout, "settle-timeout", 0, "deadline of the strategy's settle after the load (0: 2m + 1m per 100,000 SKUs + 1ms per pending item); past it the run is written, marked incomplete, exit 3")
@@ -215,6 +216,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	parse("weights", err)
 	network, err := netpath.Parse(f.rtt)
 	parse("rtt", err)
+	isolation, err := servers.ParseIsolation(f.isolation)
+	parse("isolation", err)
 	plan, err := faults.ParsePlan(f.faults)
 	if parse("fault", err) {
 		parse("fault", plan.For(f.servers.Backend))
@@ -227,7 +230,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Pool: f.pool, Inflight: f.inflight, Queue: f.queue, ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
-			CASMaxWait: f.casMaxWait, Buckets: f.buckets},
+			CASMaxWait: f.casMaxWait, Buckets: f.buckets, Isolation: isolation},
 	}
 	if len(scens) > 0 {
 		errs = append(errs, o.Validate()...)
@@ -250,8 +253,17 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 			}
 		}
 	}
-	return o, errors.Join(errs...)
+	if len(errs) > 0 {
+		return o, problems(errs)
+	}
+	return o, nil
 }
+
+// problems are every problem a validation found, each naming its flag;
+// the CLI prints each on its own line.
+type problems []error
+
+func (ps problems) Error() string { return errors.Join(ps...).Error() }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)

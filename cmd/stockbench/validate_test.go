@@ -22,6 +22,9 @@ func TestOptionsEveryProblem(t *testing.T) {
 		{"typed and parsed", []string{"--scenario", "sustained", "--stock", "0", "--mix", "confirm=2", "--queue", "-3", "--ttl", "0s"}, []string{"--stock 0", "--mix", "--queue -3", "--ttl 0s"}},
 		// A clean set of flags: none.
 		{"clean", []string{"--strategies", "rowlock", "--buyers", "10"}, nil},
+		// Isolation levels by name only.
+		{"isolation", []string{"--isolation", "serializable"}, []string{"--isolation"}},
+		{"isolation rc", []string{"--isolation", "RC"}, nil},
 		// A scenario file key checked like its flag.
 		{"unknown scenario", []string{"--scenario", "flash,nope"}, []string{`--scenario "nope"`}},
 	}
@@ -36,11 +39,9 @@ func TestOptionsEveryProblem(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := f.resolve(fs)
-			var got []error
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				got = j.Unwrap()
-			} else if err != nil {
-				got = []error{err}
+			var got problems
+			if err != nil && !errors.As(err, &got) {
+				got = problems{err}
 			}
 			if len(got) != len(c.want) {
 				t.Fatalf("%d errors, want %d: %v", len(got), len(c.want), errors.Join(got...))
