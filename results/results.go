@@ -87,9 +87,9 @@ type Env struct {
 	InnodbFlushLogAtTrxCommit string `json:"innodb_flush_log_at_trx_commit"`
 	// MySQLIsolation is the server's default isolation level for new
 	// sessions (REPEATABLE-READ on a stock InnoDB server).
-	MySQLIsolation string `json:"mysql_isolation,omitempty"`
-	SyncBinlog                string `json:"sync_binlog"`
-	RedisAppendOnly           string `json:"redis_appendonly"`
+	MySQLIsolation  string `json:"mysql_isolation,omitempty"`
+	SyncBinlog      string `json:"sync_binlog"`
+	RedisAppendOnly string `json:"redis_appendonly"`
 	// RedisPersistence is the AOF setting stockbench gave the Redis it
 	// started (none, everysec, always; --redis-persistence): what a Redis
 	// restart keeps. Absent for external servers.
