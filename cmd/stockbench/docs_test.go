@@ -169,6 +169,55 @@ func TestDocsIndex(t *testing.T) {
 	}
 }
 
+// TestArchitectureDoc: docs/ARCHITECTURE.md is short, names every Go
+// package of the tree in bold (**path**), and names none that is gone.
+func TestArchitectureDoc(t *testing.T) {
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "docs", "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if n := strings.Count(doc, "\n"); n > 120 {
+		t.Errorf("docs/ARCHITECTURE.md has %d lines, want at most 120", n)
+	}
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\*\*([a-z0-9_/.-]+)\*\*`).FindAllStringSubmatch(doc, -1) {
+		named[m[1]] = true
+		if st, err := os.Stat(filepath.Join(root, m[1])); err != nil || !st.IsDir() {
+			t.Errorf("docs/ARCHITECTURE.md names %s, which is no directory", m[1])
+		}
+	}
+	var packages []string
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() && path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			rel, _ := filepath.Rel(root, filepath.Dir(path))
+			if !slices.Contains(packages, rel) {
+				packages = append(packages, rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(packages) < 10 {
+		t.Fatalf("found %d packages: the walk is wrong", len(packages))
+	}
+	for _, p := range packages {
+		if !named[filepath.ToSlash(p)] {
+			t.Errorf("docs/ARCHITECTURE.md does not name package %s (in bold: **%s**)", p, p)
+		}
+	}
+}
+
 // anchors are the GitHub anchors of a markdown file's headings.
 func anchors(t *testing.T, path string) []string {
 	b, err := os.ReadFile(path)
