@@ -44,6 +44,7 @@ commands:
   compare    OLD NEW (files or report dirs): side-by-side table, exit 1 on a regression (the CI gate)
   prepare    reset and load external stores for generators started elsewhere (run --shard I/N --no-reset)
   merge      OUT DIR…: one report from several generators' results.json (histograms merged exactly)
+  serve      one service instance of one strategy behind the order API (HTTP/JSON, docs/api.md)
   audit      grade any MySQL (and Redis) in this schema: the reconciliation job; exit 1 on an anomaly
   down       remove leftover stockbench containers, and data dirs of killed local runs
   version    print the version
@@ -103,6 +104,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDown(args[1:], stdout, fail)
 	case "sweep":
 		return cmdSweep(ctx, args[1:], stdout, stderr, fail)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr, fail)
 	case "audit":
 		return cmdAudit(ctx, args[1:], stdout, fail)
 	case "curve":
@@ -120,7 +123,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, curve, faults, calibrate, report, compare, prepare, merge, audit, down or version)", args[0]))
+	return fail(exitUsage, fmt.Errorf("unknown command %q (want run, sweep, curve, faults, calibrate, report, compare, prepare, merge, serve, audit, down or version)", args[0]))
 }
 
 func oneLine(err error) string {
