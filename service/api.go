@@ -144,6 +144,13 @@ func (e *RemoteError) Error() string {
 // Unwrap returns the sentinel of the outcome (nil for a plain failure).
 func (e *RemoteError) Unwrap() error { return e.cause }
 
+// NewRemoteError is the error a client reports for an answer of outcome
+// o with the service's message msg: what Client returns, for code that
+// reads answers itself.
+func NewRemoteError(op string, o inventory.Outcome, msg string) *RemoteError {
+	return &RemoteError{Op: op, Outcome: o, Msg: msg, cause: sentinelOf(o)}
+}
+
 // sentinelOf is the error an outcome class stands for on the client's side
 // (nil for error and any class it does not know).
 func sentinelOf(o inventory.Outcome) error {

@@ -210,7 +210,7 @@ func (c *Client) send(ctx context.Context, op, url, key string, body any) error 
 		return fmt.Errorf("service %s: HTTP %d without an outcome: %w", op, resp.StatusCode, inventory.ErrOutcomeUnknown)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	return &RemoteError{Op: op, Outcome: rep.Outcome, Msg: rep.Error, cause: sentinelOf(rep.Outcome)}
+	return NewRemoteError(op, rep.Outcome, rep.Error)
 }
 
 // transportError classifies a call that got no answer: the caller's own
@@ -258,4 +258,26 @@ func WaitHealthy(ctx context.Context, hc *http.Client, url string) error {
 		}
 		pause = min(2*pause, 100*time.Millisecond)
 	}
+}
+
+// ReadHealth reads GET url/v1/health (whatever its status: a draining
+// instance answers 503 with its figures). hc nil: http.DefaultClient.
+func ReadHealth(ctx context.Context, hc *http.Client, url string) (Health, error) {
+	var h Health
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+PathHealth, nil)
+	if err != nil {
+		return h, fmt.Errorf("health: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return h, fmt.Errorf("health: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&h); err != nil {
+		return h, fmt.Errorf("health of %s: HTTP %d: %w", url, resp.StatusCode, err)
+	}
+	return h, nil
 }
