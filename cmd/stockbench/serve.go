@@ -88,7 +88,8 @@ func (f *serveFlags) check() (registry.Entry, []inventory.Stock, error) {
 	if f.load != "" {
 		m, err := parseLedger(f.load)
 		if err != nil {
-			return e, nil, fmt.Errorf("--load: %w", errors.Unwrap(err))
+			// parseLedger speaks of --ledger; the format is the same.
+			return e, nil, fmt.Errorf("--load: %s", strings.TrimPrefix(err.Error(), "--ledger: "))
 		}
 		for sku, n := range m {
 			stock = append(stock, inventory.Stock{SKU: sku, Total: n, Available: n})

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stockbench/stockbench/audit"
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/servers/servertest"
+	"github.com/stockbench/stockbench/service"
+)
+
+// TestServeBadInput: serve refuses bad input with one line on stderr and
+// exit 2, before it starts any server (none of these cases has any).
+func TestServeBadInput(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	held := t.TempDir()
+	unlock, err := lockStateDir(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	cases := []struct {
+		name string
+		args []string
+		want string // in the error line
+	}{
+		{"no strategy", []string{}, "--strategy is required"},
+		{"unknown strategy", []string{"--strategy", "nope"}, `unknown strategy "nope"`},
+		// every interface, or another host's address: not without --allow-remote
+		{"all interfaces", []string{"--strategy", "rowlock", "--listen", ":8080"}, "not a loopback address"},
+		{"remote address", []string{"--strategy", "rowlock", "--listen", "10.1.2.3:8080"}, "not a loopback address"},
+		{"no port", []string{"--strategy", "rowlock", "--listen", "127.0.0.1"}, "want host:port"},
+		{"bad load", []string{"--strategy", "rowlock", "--load", "S=x"}, `"S=x" is not SKU=N`},
+		{"bad pool", []string{"--strategy", "rowlock", "--pool", "0"}, "--pool must be positive"},
+		// the port is someone else's: refused at once, nothing started
+		{"busy port", []string{"--strategy", "rowlock", "--listen", busy.Addr().String(), "--backend", "external"}, "address already in use"},
+		// another instance holds the state directory
+		{"state dir in use", []string{"--strategy", "outbox-local", "--state-dir", held}, "in use by another serve instance"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), append([]string{"serve"}, tc.args...), &out, &errb)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr %q", code, exitUsage, errb.String())
+			}
+			if lines := strings.Count(errb.String(), "\n"); lines != 1 || !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("stderr %q: want one line containing %q", errb.String(), tc.want)
+			}
+		})
+	}
+}
+
+// serveChild is a `stockbench serve` child process (this test binary
+// standing in for stockbench, see TestMain) on the test's servers.
+type serveChild struct {
+	cmd *exec.Cmd
+	url string
+	out *bufio.Reader
+}
+
+var readyLine = regexp.MustCompile(`^serving \S+ on (http://\S+) `)
+
+// startServe starts serve with args and waits for its ready line.
+func startServe(t *testing.T, ep servers.Endpoints, args ...string) *serveChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--backend", "external", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), shardChildEnv+"=1", "STOCKBENCH_MYSQL_DSN="+ep.MySQLDSN, "STOCKBENCH_MYSQL_DSNS=",
+		"STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL="+redisURLOf(ep))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c := &serveChild{cmd: cmd, out: bufio.NewReader(stdout)}
+	line, err := c.out.ReadString('\n')
+	m := readyLine.FindStringSubmatch(line)
+	if err != nil || m == nil {
+		_ = cmd.Wait()
+		t.Fatalf("serve %v: no ready line (%q, %v); stderr %q", args, line, err, errb.String())
+	}
+	c.url = m[1]
+	return c
+}
+
+// TestServeKillRestart: an outbox-local instance acknowledges reserves,
+// confirms and a cancel that sit in its local message table only (its
+// relay is held off), is killed with SIGKILL, and a new instance on the
+// same --state-dir relays that backlog: after a settle through the API the
+// audit against every ack is clean. The second instance then drains on
+// SIGTERM and exits 0.
+func TestServeKillRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
+	env, stop, err := servertest.Start()
+	if err != nil {
+		t.Fatalf("servers: %v", err)
+	}
+	t.Cleanup(stop)
+	ctx := context.Background()
+	dir := t.TempDir()
+	held := []string{"--outbox-period", "1h", "--reconcile-period", "1h", "--sweep-period", "1h"}
+	first := startServe(t, env.Endpoints, append([]string{"--strategy", "outbox-local", "--load", "S=10", "--state-dir", dir}, held...)...)
+	c, err := service.NewClient(service.ClientOptions{Name: "outbox-local"}, first.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var acks []inventory.Ack
+	do := func(c *service.Client, op, id string) {
+		t.Helper()
+		ref := inventory.OrderRef{OrderID: id, SKU: "S"}
+		var err error
+		var state inventory.OrderState
+		switch op {
+		case "reserve":
+			err, state = c.Reserve(ctx, inventory.Reservation{OrderID: id, SKU: "S", Qty: 1, Deadline: time.Now().Add(time.Hour)}), inventory.StateReserved
+		case "confirm":
+			err, state = c.Confirm(ctx, ref), inventory.StateConfirmed
+		case "cancel":
+			err, state = c.Cancel(ctx, ref), inventory.StateCancelled
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", op, id, err)
+		}
+		acks = append(acks, inventory.Ack{OrderID: id, SKU: "S", State: state})
+	}
+	for _, id := range []string{"o1", "o2", "o3", "o4", "o5"} {
+		do(c, "reserve", id)
+	}
+	for _, id := range []string{"o1", "o2", "o3"} {
+		do(c, "confirm", id)
+	}
+	do(c, "cancel", "o4")
+	// The premise: MySQL holds none of it yet; the backlog is in dir.
+	var n int
+	if err := env.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("MySQL already holds %d orders: the relay was not held off, the test tests nothing", n)
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+
+	second := startServe(t, env.Endpoints, "--strategy", "outbox-local", "--state-dir", dir, "--outbox-period", "100ms")
+	c2, err := service.NewClient(service.ClientOptions{Name: "outbox-local"}, second.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	// An order reserved before the crash is confirmed after it.
+	do(c2, "confirm", "o5")
+	if err := c2.Settle(ctx); err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+	a := audit.Auditor{DB: env.DB, Redis: env.Redis, RedisReservations: true, Ledger: map[string]int64{"S": 10}}
+	res, err := a.Audit(ctx, acks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Anomalies != 0 || res.ConfirmedUnits != 4 {
+		t.Errorf("after the restart and settle: %d anomalies %v, %d confirmed units (want 0 and 4)", res.Anomalies, res.Violations, res.ConfirmedUnits)
+	}
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(second.out)
+	if err := second.cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v, want exit 0", err)
+	}
+	if !strings.Contains(string(rest), "drained outbox-local") {
+		t.Errorf("serve's last words %q: want the drained line", rest)
+	}
+}
