@@ -20,7 +20,7 @@ import (
 var updateDocs = flag.Bool("update", false, "rewrite the generated docs (flags.md, anomalies.md)")
 
 // flagsDocCommands are the commands docs/flags.md documents, in its order.
-var flagsDocCommands = []string{"run", "sweep", "curve", "faults", "calibrate", "audit", "report", "compare", "merge", "prepare", "down", "version"}
+var flagsDocCommands = []string{"run", "sweep", "curve", "faults", "calibrate", "audit", "report", "compare", "merge", "prepare", "serve", "down", "version"}
 
 // flagsDoc is docs/flags.md: every command's -h, as the binary prints it.
 func flagsDoc(t *testing.T) []byte {
