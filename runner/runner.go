@@ -86,6 +86,9 @@ type Options struct {
 	// Segment is this process's part when it is one of several generators
 	// of a run (the zero Segment: the whole run).
 	Segment Segment
+	// Service runs the strategies as service processes (--service
+	// process:N); the zero value runs them in this process.
+	Service ServiceOptions
 }
 
 // Segment is one generator process's part of a run that several play

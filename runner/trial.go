@@ -196,8 +196,17 @@ func (t *trial) setup(ctx context.Context) error {
 		cfg.OpTimeout = t.o.OpTimeout
 	}
 	t.cfg = cfg
-	s, err := t.e.New(cfg)
+	var s strategies.Strategy
+	var err error
+	if t.o.Service.Remote() {
+		// The strategy runs in service processes; s is their client, whose
+		// Setup waits until every instance is healthy.
+		s, err = t.startRemote(ctx, t.e, cfg)
+	} else {
+		s, err = t.e.New(cfg)
+	}
 	if err != nil {
+		ph.end(true)
 		return err
 	}
 	if err := s.Setup(strategies.WithProgress(ctx, func(n int) { ph.add(int64(n)) }), t.stock); err != nil {

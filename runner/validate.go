@@ -50,5 +50,6 @@ func (o Options) Validate() []error {
 	if len(o.Scenarios) == 0 {
 		errs = append(errs, errors.New("--scenario: name at least one scenario"))
 	}
+	errs = append(errs, o.Service.problems(o)...)
 	return errs
 }

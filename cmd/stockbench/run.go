@@ -36,6 +36,8 @@ type runFlags struct {
 	retryBackoff                                  string
 	skew, mix, file, weights, preset              string
 	rtt, isolation                                string
+	// service is --service: in-process, process or process:N.
+	service                                       string
 	stock                                         int64
 	buyers, skus, repeat, pool, batchMax, buckets int
 	abandon, rate                                 float64
@@ -75,6 +77,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&f.rtt, "rtt", "", "network between the service and its stores (local or docker backend; empty: loopback): a profile ("+strings.Join(netpath.ProfileNames(), ", ")+"), an RTT with optional jitter (0.5ms, 1ms±0.1ms or 1ms+-0.1ms), or per store (mysql=1ms,redis=0.2ms); see docs/network.md")
+	fs.StringVar(&f.service, "service", "in-process", "where each strategy runs: in-process (the default, fastest) | process[:N] (N `stockbench serve` children of this binary on the run's stores, called over the order API round robin; the acks stay here; docs/api.md)")
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(scenarios.Names(), ", "))
@@ -231,6 +234,10 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait, Buckets: f.buckets, Isolation: isolation},
+	}
+	svc, err := parseService(f.service)
+	if parse("service", err) {
+		o.Service = svc
 	}
 	if len(scens) > 0 {
 		errs = append(errs, o.Validate()...)

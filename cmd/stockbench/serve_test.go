@@ -8,14 +8,17 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 	"github.com/stockbench/stockbench/servers/servertest"
 	"github.com/stockbench/stockbench/service"
@@ -196,5 +199,49 @@ func TestServeKillRestart(t *testing.T) {
 	}
 	if !strings.Contains(string(rest), "drained outbox-local") {
 		t.Errorf("serve's last words %q: want the drained line", rest)
+	}
+}
+
+// TestRunServiceProcess: run --service process:2 drives each strategy
+// through two serve children on the run's stores: both instances answer
+// reserves (round robin), and the run is audited clean like an in-process
+// one, its acks kept in the generator.
+func TestRunServiceProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers; not in the -short tier")
+	}
+	var mu sync.Mutex
+	served := map[string][]int64{} // strategy → ok answers per instance
+	onServeStop = func(i int, h service.Health) {
+		mu.Lock()
+		defer mu.Unlock()
+		for len(served[h.Strategy]) <= i {
+			served[h.Strategy] = append(served[h.Strategy], 0)
+		}
+		served[h.Strategy][i] = h.Served[inventory.OK]
+	}
+	t.Cleanup(func() { onServeStop = nil })
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"run", "--backend", "local", "--service", "process:2", "--strategies", "lua-tcc,outbox-local",
+		"--scenario", "sustained", "--duration", "2s", "--warmup", "300ms", "--buyers", "16", "--skus", "4", "--sweep-period", "100ms",
+		"--outbox-period", "100ms", "--calibrate", "0", "--quiet", "--out", dir}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(res.Runs))
+	}
+	for _, r := range res.Runs {
+		if r.Flows == 0 || r.Audit.Anomalies != 0 || r.AuditEndOfLoad == nil || r.AuditEndOfLoad.OversoldUnits != 0 {
+			t.Errorf("%s: %d flows, %d anomalies after settle: %v", r.Strategy, r.Flows, r.Audit.Anomalies, r.Audit.Violations)
+		}
+		if n := served[r.Strategy]; len(n) != 2 || n[0] == 0 || n[1] == 0 {
+			t.Errorf("%s: ok answers per instance %v: want both instances used", r.Strategy, n)
+		}
 	}
 }
