@@ -303,8 +303,14 @@ func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
 // deadline) and appends the decision locally.
 func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 	res, want, err := s.rs.ConfirmTarget(ctx, ref)
-	if err != nil || want == "" {
+	if err != nil {
 		return err
+	}
+	if want == "" {
+		// Already confirmed in Redis: a repeat. The call that decided may
+		// have died before its event was appended (a killed instance):
+		// the answer is given only once the decision is in a local table.
+		return s.reassert(ctx, ref, res, inventory.StateConfirmed)
 	}
 	got, err := s.decide(ctx, ref, res, want)
 	if err != nil {
@@ -324,8 +330,13 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 // cancelled marker in Redis (a late Try is refused) and a marker event.
 func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 	res, proceed, err := s.rs.CancelTarget(ctx, ref)
-	if err != nil || !proceed {
+	if err != nil {
 		return err
+	}
+	if !proceed {
+		// Already cancelled or expired in Redis: a repeat, re-asserted
+		// as Confirm's is.
+		return s.reassert(ctx, ref, res, res.State)
 	}
 	got, err := s.decide(ctx, ref, res, inventory.StateCancelled)
 	if err != nil {
@@ -357,6 +368,14 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 		res.Qty = 0
 	case prev == "":
 		return "", nil
+	case prev == want:
+		// A concurrent repeat decided first; its event may never be
+		// appended (its instance may die): re-assert it (the fence is
+		// held already).
+		if err := s.appendDecision(ctx, ref, res, want); err != nil {
+			return "", err
+		}
+		return want, nil
 	default:
 		return prev, nil // another decision came first
 	}
@@ -367,6 +386,26 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 		return "", fmt.Errorf("%s %s: %w: %w", want, ref.OrderID, inventory.ErrOutcomeUnknown, err)
 	}
 	return want, nil
+}
+
+// reassert appends the decision state that Redis already holds for the
+// order, so that a repeat is answered only once the decision is durable
+// in a local table — whichever instance made it, and whether or not that
+// instance lived to append its own event. The relay is idempotent by
+// order row, so a decision appended twice moves the order once.
+func (s *Strategy) reassert(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, state inventory.OrderState) error {
+	s.rs.Fence.Enter()
+	defer s.rs.Fence.Leave()
+	return s.appendDecision(ctx, ref, res, state)
+}
+
+// appendDecision is reassert with the fence held by the caller.
+func (s *Strategy) appendDecision(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, state inventory.OrderState) error {
+	e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(state), deadline: deadlineMS(res.Deadline), buyer: res.Buyer}
+	if err := s.appendEvent(ctx, e); err != nil {
+		return fmt.Errorf("%s %s: %w: %w", state, ref.OrderID, inventory.ErrOutcomeUnknown, err)
+	}
+	return nil
 }
 
 // Run runs the expiry sweeper, the relay and the reconciler until ctx
