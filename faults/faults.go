@@ -17,6 +17,9 @@
 //	reset:mysql@6s+2s           ... and reset every connection that sends during 2 s more
 //	partition:redis@5s+2s       Redis unreachable for 2 s: bytes dropped both ways
 //	app-crash@6s                the strategy instance is dropped and a new one started
+//	svc-kill@4s:0               service instance 0 (run --service process:N) killed with SIGKILL
+//	                            at 4 s and started again at once on its state directory
+//	svc-kill@4s+1s:1            ... instance 1, down for 1 s first (no index: instance 0)
 //
 // Times are offsets from the start of load.
 package faults
@@ -25,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +44,10 @@ const (
 	Reset     Kind = "reset"     // network: open connections cut; with Duration, new ones reset too
 	Partition Kind = "partition" // network: nothing gets through for Duration
 	AppCrash  Kind = "app-crash" // the service: strategy instance dropped mid-flow
+	// SvcKill: a service process (run --service process:N) killed with
+	// SIGKILL, down for Duration, then started again on its state
+	// directory.
+	SvcKill Kind = "kill"
 	// Lose: the server's data at At is checkpointed; at End it is killed
 	// and started again holding that checkpoint, every write of the
 	// Duration between lost (Redis only).
@@ -54,6 +62,9 @@ const (
 	Redis Target = "redis"
 	MySQL Target = "mysql"
 	App   Target = "app"
+	// Svc is a service process of run --service process:N; the fault's
+	// Instance says which.
+	Svc Target = "svc"
 )
 
 // Fault is one parsed fault spec.
@@ -68,6 +79,8 @@ type Fault struct {
 	// Latency and Jitter are the added delay of a latency fault: each reply
 	// is held Latency ± Jitter (uniform).
 	Latency, Jitter time.Duration
+	// Instance is the service instance a svc- fault hits (from 0).
+	Instance int
 }
 
 // End is when the fault is over (At for an instant fault).
@@ -85,7 +98,7 @@ func (f Fault) Process() bool { return f.Kind == Pause || f.Kind == Restart || f
 func (f Fault) String() string {
 	var b strings.Builder
 	switch f.Kind {
-	case Pause, Restart, Lose:
+	case Pause, Restart, Lose, SvcKill:
 		b.WriteString(string(f.Target) + "-" + string(f.Kind))
 	case AppCrash:
 		b.WriteString(string(AppCrash))
@@ -101,6 +114,9 @@ func (f Fault) String() string {
 	if f.Duration > 0 {
 		b.WriteString("+" + f.Duration.String())
 	}
+	if f.Target == Svc {
+		fmt.Fprintf(&b, ":%d", f.Instance)
+	}
 	return b.String()
 }
 
@@ -113,13 +129,25 @@ func Parse(spec string) (Fault, error) {
 	return f, nil
 }
 
-const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s"
+const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@4s:0"
 
 func parse(s string) (Fault, error) {
 	var f Fault
 	what, when, ok := strings.Cut(s, "@")
 	if !ok || what == "" {
 		return f, fmt.Errorf("no @time (%s)", forms)
+	}
+	if what == string(Svc)+"-"+string(SvcKill) {
+		// @T[+D][:i]
+		f.Kind, f.Target = SvcKill, Svc
+		if w, idx, ok := strings.Cut(when, ":"); ok {
+			n, err := strconv.Atoi(idx)
+			if err != nil || n < 0 {
+				return f, fmt.Errorf("instance %q: want :i, the instance's index from 0", idx)
+			}
+			when, f.Instance = w, n
+		}
+		return f, parseWhen(&f, when)
 	}
 	if err := parseWhen(&f, when); err != nil {
 		return f, err
@@ -286,7 +314,7 @@ func NewPlan(fs ...Fault) (Plan, error) {
 func (p Plan) Validate() error {
 	for i, a := range p {
 		for _, b := range p[i+1:] {
-			if a.Target == b.Target && overlap(a, b) {
+			if a.Target == b.Target && a.Instance == b.Instance && overlap(a, b) {
 				return fmt.Errorf("faults %s and %s overlap on %s: one fault per target at a time", a, b, a.Target)
 			}
 		}

@@ -28,6 +28,10 @@ func TestParse(t *testing.T) {
 		{"partition:redis@5s+2s", Fault{Kind: Partition, Target: Redis, At: 5 * s, Duration: 2 * s}, ""},
 		{"app-crash@6s", Fault{Kind: AppCrash, Target: App, At: 6 * s}, ""},
 		{" app-crash@1.5s ", Fault{Kind: AppCrash, Target: App, At: 1500 * ms}, "app-crash@1.5s"},
+		// a service instance, restarted at once or after a while; no index: instance 0
+		{"svc-kill@4s:1", Fault{Kind: SvcKill, Target: Svc, At: 4 * s, Instance: 1}, ""},
+		{"svc-kill@4s+1s:0", Fault{Kind: SvcKill, Target: Svc, At: 4 * s, Duration: s}, ""},
+		{"svc-kill@2s", Fault{Kind: SvcKill, Target: Svc, At: 2 * s}, "svc-kill@2s:0"},
 	}
 	for _, c := range cases {
 		got, err := Parse(c.spec)
@@ -71,6 +75,9 @@ func TestParseErrors(t *testing.T) {
 		{"app-pause@1s+2s", `target "app"`},
 		{"redispause@1s+2s", "unknown fault"},
 		{"app-crash@1s+2s", "app-crash is instant"},
+		{"svc-kill@1s:x", `instance "x"`},
+		{"svc-kill@1s:-1", `instance "-1"`},
+		{"svc-pause@1s+2s", `target "svc"`},
 		{"latency:redis@1s+2s", "latency needs an amount"},
 		{"latency:redis=20ms@1s", "latency needs a duration"},
 		{"latency:redis=fast@1s+2s", `latency "fast"`},
@@ -121,6 +128,7 @@ func TestPlan(t *testing.T) {
 		{[]string{"latency:mysql=5ms@1s+10s", "partition:mysql@5s+1s"}, "overlap on mysql"},
 		{[]string{"mysql-restart@5s", "reset:mysql@5s"}, "overlap on mysql"},
 		{[]string{"app-crash@5s", "app-crash@5s"}, "overlap on app"},
+		{[]string{"svc-kill@5s+2s:1", "svc-kill@6s:1"}, "overlap on svc"},
 		{[]string{"redis-pause@5s+3s", "nonsense"}, `fault "nonsense"`},
 	}
 	for _, b := range bad {
@@ -129,7 +137,7 @@ func TestPlan(t *testing.T) {
 		}
 	}
 	// Back to back on one target, or at once on two, is fine.
-	for _, ok := range [][]string{{"redis-pause@5s+3s", "redis-restart@8s"}, {"redis-pause@5s+3s", "mysql-pause@5s+3s", "app-crash@5s"}} {
+	for _, ok := range [][]string{{"redis-pause@5s+3s", "redis-restart@8s"}, {"redis-pause@5s+3s", "mysql-pause@5s+3s", "app-crash@5s"}, {"svc-kill@5s+2s:0", "svc-kill@5s+2s:1"}} {
 		if _, err := ParsePlan(ok); err != nil {
 			t.Errorf("ParsePlan(%q): %v", ok, err)
 		}

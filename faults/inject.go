@@ -17,6 +17,17 @@ import (
 // stores. It returns when the new instance serves (or with why not).
 type AppCrashHook func(ctx context.Context, f Fault) error
 
+// Services kills and restarts the service processes of a run (run
+// --service process:N), for svc-kill. Its methods are called from the
+// injector's goroutines, one fault per instance at a time.
+type Services interface {
+	// Kill ends instance i with SIGKILL and returns once it is gone.
+	Kill(ctx context.Context, i int) error
+	// Restart starts instance i again on its state directory and at its
+	// address, and returns once it answers its health check.
+	Restart(ctx context.Context, i int) error
+}
+
 // Event is what happened to one fault of the plan: when it was applied and
 // undone (offsets from the start of load, and wall-clock times), and any
 // error. Undone is zero (with ok false in Done) when the fault was never
@@ -48,6 +59,8 @@ type Injector struct {
 	Faulter    servers.Faulter
 	Proxy      *Proxy
 	OnAppCrash AppCrashHook
+	// Services carries out svc-kill faults.
+	Services Services
 	// OnEvent, when set, is called as each fault is applied (with Undone
 	// zero) and as it is over: the live timeline, for the runner's
 	// per-second marks.
@@ -72,6 +85,8 @@ func (in *Injector) Check() error {
 			return fmt.Errorf("fault %s: no proxy in front of the stores (faults.Listen)", f)
 		case f.Kind == AppCrash && in.OnAppCrash == nil:
 			return fmt.Errorf("fault %s: no app-crash hook", f)
+		case f.Kind == SvcKill && in.Services == nil:
+			return fmt.Errorf("fault %s: no service processes (run --service process:N)", f)
 		}
 	}
 	return nil
@@ -122,7 +137,7 @@ func (in *Injector) one(ctx context.Context, start time.Time, f Fault) Event {
 	// A restart, once begun, is seen through even if ctx ends: a server
 	// is never left down.
 	actx := ctx
-	if f.Kind == Restart {
+	if f.Kind == Restart || f.Kind == SvcKill {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), in.undoTimeout())
 		defer cancel()
@@ -130,7 +145,7 @@ func (in *Injector) one(ctx context.Context, start time.Time, f Fault) Event {
 	began := time.Now()
 	if err := in.apply(actx, f); err != nil {
 		e.Err = "apply: " + err.Error()
-		if f.Kind == Restart && f.Duration > 0 {
+		if (f.Kind == Restart || f.Kind == SvcKill) && f.Duration > 0 {
 			// A kill that failed half-way: bring the server back.
 			if uerr := in.undo(actx, f); uerr != nil {
 				e.Err += "; undo: " + uerr.Error()
@@ -141,7 +156,7 @@ func (in *Injector) one(ctx context.Context, start time.Time, f Fault) Event {
 	e.Applied = time.Now()
 	if f.Duration == 0 {
 		e.Undone = e.Applied
-		if f.Kind == Restart || f.Kind == AppCrash {
+		if f.Kind == Restart || f.Kind == AppCrash || f.Kind == SvcKill {
 			// Down from the kill until the restarted server answered (the
 			// new service instance served).
 			e.Applied = began
@@ -211,6 +226,11 @@ func (in *Injector) apply(ctx context.Context, f Fault) error {
 		return in.OnAppCrash(ctx, f)
 	case Lose:
 		return in.Faulter.(servers.DataLoser).Checkpoint(ctx, target)
+	case SvcKill:
+		if err := in.Services.Kill(ctx, f.Instance); err != nil || f.Duration > 0 {
+			return err
+		}
+		return in.Services.Restart(ctx, f.Instance)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -231,6 +251,11 @@ func (in *Injector) undo(ctx context.Context, f Fault) error {
 		return in.Proxy.Remove(f.Target)
 	case Lose:
 		return in.Faulter.(servers.DataLoser).RollBack(ctx, target)
+	case SvcKill:
+		if f.Duration == 0 {
+			return nil // restarted in apply
+		}
+		return in.Services.Restart(ctx, f.Instance)
 	}
 	return nil
 }

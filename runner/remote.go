@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/stockbench/stockbench/faults"
 	"github.com/stockbench/stockbench/servers"
 	svcapi "github.com/stockbench/stockbench/service"
 	"github.com/stockbench/stockbench/strategies"
@@ -39,8 +40,11 @@ type ServiceSpec struct {
 	StateDirs []string
 }
 
-// ServiceGroup is a started set of service instances.
+// ServiceGroup is a started set of service instances. Kill and Restart
+// (faults.Services) carry out svc-kill: a restarted instance keeps its
+// address and state directory.
 type ServiceGroup interface {
+	faults.Services
 	// URLs are the instances' base URLs, in instance order.
 	URLs() []string
 	// Stop drains every instance (SIGTERM) and waits for it; safe to call
@@ -61,13 +65,23 @@ func (so ServiceOptions) problems(o Options) []error {
 	case so.Procs < 0:
 		errs = append(errs, fmt.Errorf("--service process:%d: want at least one instance", so.Procs))
 	case !so.Remote():
-		return nil
+		for _, f := range o.Faults {
+			if f.Kind == faults.SvcKill {
+				errs = append(errs, fmt.Errorf("--fault %s: needs --service process[:N] (service processes to kill)", f))
+			}
+		}
+		return errs
 	}
 	if o.Procs > 1 || o.Segment.Of > 1 {
 		errs = append(errs, errors.New("--service process: not with several generators (--procs, --shard) yet"))
 	}
-	if len(o.Faults) > 0 {
-		errs = append(errs, errors.New("--service process: not with --fault yet (the faults act on the generator's strategy instance and its pools)"))
+	for _, f := range o.Faults {
+		switch {
+		case f.Kind != faults.SvcKill:
+			errs = append(errs, fmt.Errorf("--fault %s: not with --service process yet (svc-kill only: the other faults act on the generator's strategy instance and its pools)", f))
+		case f.Instance >= so.Procs:
+			errs = append(errs, fmt.Errorf("--fault %s: no instance %d of --service process:%d", f, f.Instance, so.Procs))
+		}
 	}
 	return errs
 }
@@ -89,6 +103,7 @@ func (t *trial) startRemote(ctx context.Context, e registry.Entry, cfg strategie
 		return nil, fmt.Errorf("service instances: %w", err)
 	}
 	t.later(func() { _ = grp.Stop() })
+	t.remote = grp
 	c, err := svcapi.NewClient(svcapi.ClientOptions{Name: e.Name, Conns: t.o.pool()}, grp.URLs()...)
 	if err != nil {
 		return nil, err

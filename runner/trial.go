@@ -78,9 +78,12 @@ type trial struct {
 	// stands for its process when the plan crashes it.
 	svc   *service
 	strat strategies.Strategy
-	acks  *ackLog
-	book  *ledger
-	d     *driver
+	// remote are the service processes the buyers call (--service
+	// process:N); nil when the strategy runs in this process.
+	remote ServiceGroup
+	acks   *ackLog
+	book   *ledger
+	d      *driver
 
 	injStop  context.CancelFunc
 	injected struct {
@@ -262,6 +265,9 @@ func (t *trial) inject(ctx context.Context) error {
 	}
 	in := &faults.Injector{Plan: t.o.Faults, Faulter: t.st.Faulter, Proxy: t.proxy,
 		OnAppCrash: func(ctx context.Context, f faults.Fault) error { return t.svc.crash(ctx) }}
+	if t.remote != nil {
+		in.Services = t.remote
+	}
 	if err := in.Check(); err != nil {
 		return err
 	}
