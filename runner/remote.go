@@ -77,8 +77,8 @@ func (so ServiceOptions) problems(o Options) []error {
 	}
 	for _, f := range o.Faults {
 		switch {
-		case f.Kind != faults.SvcKill:
-			errs = append(errs, fmt.Errorf("--fault %s: not with --service process yet (svc-kill only: the other faults act on the generator's strategy instance and its pools)", f))
+		case f.Network() || f.Kind == faults.AppCrash:
+			errs = append(errs, fmt.Errorf("--fault %s: not with --service process yet (network faults and app-crash act on the generator's own pools and strategy instance; svc-kill and the servers' process faults work)", f))
 		case f.Instance >= so.Procs:
 			errs = append(errs, fmt.Errorf("--fault %s: no instance %d of --service process:%d", f, f.Instance, so.Procs))
 		}

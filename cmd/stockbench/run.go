@@ -245,6 +245,9 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err := f.sh.check(f); err != nil {
 		errs = append(errs, err)
 	}
+	if (f.sh.procs > 1 || f.sh.shard != "") && o.Service.Remote() {
+		errs = append(errs, errors.New("--service process: not with several generators (--procs, --shard) yet"))
+	}
 	if f.sh.procs > 1 && len(f.servers.MySQLDSNs) > 1 {
 		errs = append(errs, errors.New("--procs: not on a MySQL cluster yet (several --mysql-dsn)"))
 	}

@@ -284,3 +284,35 @@ func TestRunServiceKill(t *testing.T) {
 		t.Errorf("end of load: MySQL holds no confirmed unit: the restarted instance relayed no backlog")
 	}
 }
+
+// TestRunServiceFlags: run refuses --service settings it cannot honour,
+// naming the flag, with exit 2 and nothing started.
+func TestRunServiceFlags(t *testing.T) {
+	base := []string{"run", "--backend", "external", "--scenario", "sustained", "--duration", "5s", "--out", t.TempDir()}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no instances", []string{"--service", "process:0"}, "want process:N with N ≥ 1"},
+		{"unknown mode", []string{"--service", "threads"}, "want in-process, process or process:N"},
+		// the instance a kill names must exist
+		{"kill past the instances", []string{"--service", "process:2", "--fault", "svc-kill@1s:2"}, "no instance 2 of --service process:2"},
+		{"kill without instances", []string{"--fault", "svc-kill@1s"}, "needs --service process"},
+		// network faults act on the generator's pools, not the instances'
+		{"network fault", []string{"--service", "process:2", "--fault", "latency:redis=5ms@1s+1s"}, "not with --service process yet"},
+		{"app-crash", []string{"--service", "process", "--fault", "app-crash@1s"}, "not with --service process yet"},
+		{"several generators", []string{"--service", "process:2", "--procs", "2"}, "not with several generators"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := Main(context.Background(), append(append([]string(nil), base...), tc.args...), &out, &errb); code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr %q", code, exitUsage, errb.String())
+			}
+			if !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("stderr %q: want %q", errb.String(), tc.want)
+			}
+		})
+	}
+}
