@@ -97,10 +97,16 @@ func (c *Client) URLs() []string { return c.urls }
 // Name is ClientOptions.Name.
 func (c *Client) Name() string { return c.o.Name }
 
+// setupWait bounds how long Setup waits for an instance that announced
+// itself to answer its health check: only a dead or hung instance takes it.
+const setupWait = 2 * time.Minute
+
 // Setup waits until every instance answers its health check with 200 (the
-// instances set up their strategies themselves when they start); stock is
-// not sent.
+// instances set up their strategies themselves when they start), at most
+// setupWait; stock is not sent.
 func (c *Client) Setup(ctx context.Context, _ []inventory.Stock) error {
+	ctx, cancel := context.WithTimeout(ctx, setupWait)
+	defer cancel()
 	for _, u := range c.urls {
 		if err := WaitHealthy(ctx, c.hc, u); err != nil {
 			return err
