@@ -29,8 +29,9 @@ func TestMain(m *testing.M) {
 // served is one strategy served on fresh stores through a real listener,
 // with the client that calls it and the acks the client got.
 type served struct {
-	t      *testing.T
+	t      testing.TB
 	e      registry.Entry
+	strat  strategies.Strategy // what the instance serves (for in-process comparisons)
 	in     *service.Instance
 	c      *service.Client
 	ledger map[string]int64
@@ -40,7 +41,7 @@ type served struct {
 
 // serve resets the stores, loads stock, sets name up as serve does and
 // serves it on 127.0.0.1:0. The instance is shut down when the test ends.
-func serve(t *testing.T, name string, stock map[string]int64, o service.HandlerOptions) *served {
+func serve(t testing.TB, name string, stock map[string]int64, o service.HandlerOptions) *served {
 	t.Helper()
 	ctx := context.Background()
 	e, err := registry.Lookup(name)
@@ -90,7 +91,7 @@ func serve(t *testing.T, name string, stock map[string]int64, o service.HandlerO
 	if err := c.Setup(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	return &served{t: t, e: e, in: in, c: c, ledger: stock}
+	return &served{t: t, e: e, strat: s, in: in, c: c, ledger: stock}
 }
 
 func (s *served) ack(a inventory.Ack) {
