@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -13,11 +14,13 @@ import (
 
 // BenchmarkReserve is one reserve of lua-tcc in process and through the
 // API (client, loopback HTTP, handler): the difference is the service
-// tier's cost per call, in time and allocations.
+// tier's cost per call, in time and allocations. "tier-only" is a call the
+// handler answers without the store (a confirm without its SKU: 400): the
+// client, loopback HTTP and handler alone.
 //
 //	go test -run '^$' -bench Reserve -benchmem ./service
 func BenchmarkReserve(b *testing.B) {
-	for _, mode := range []string{"in-process", "http"} {
+	for _, mode := range []string{"in-process", "http", "tier-only"} {
 		b.Run(mode, func(b *testing.B) {
 			s := serve(b, "lua-tcc", map[string]int64{"B": 1 << 40}, service.HandlerOptions{OpTimeout: 10 * time.Second})
 			var n atomic.Int64
@@ -29,10 +32,15 @@ func BenchmarkReserve(b *testing.B) {
 				for pb.Next() {
 					r := inventory.Reservation{OrderID: fmt.Sprintf("b-%s-%d", mode, n.Add(1)), SKU: "B", Qty: 1, Deadline: deadline}
 					var err error
-					if mode == "http" {
+					switch mode {
+					case "http":
 						err = s.c.Reserve(ctx, r)
-					} else {
+					case "in-process":
 						err = s.strat.Reserve(ctx, r)
+					default:
+						if err = s.c.Confirm(ctx, inventory.OrderRef{OrderID: r.OrderID}); errors.Is(err, service.ErrBadRequest) {
+							err = nil
+						}
 					}
 					if err != nil {
 						b.Error(err)
