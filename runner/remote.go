@@ -93,7 +93,9 @@ func (t *trial) startRemote(ctx context.Context, e registry.Entry, cfg strategie
 	if t.o.Service.Start == nil {
 		return nil, fmt.Errorf("--service process: no way to start service instances")
 	}
-	spec := ServiceSpec{Endpoints: t.st.Endpoints, Strategy: e.Name, Config: cfg, Pool: t.o.pool()}
+	// The strategy's endpoints: its sessions' isolation (--isolation)
+	// is in their DSN.
+	spec := ServiceSpec{Endpoints: t.sep, Strategy: e.Name, Config: cfg, Pool: t.o.pool()}
 	spec.Config.DB, spec.Config.Redis = nil, nil
 	for i := 0; i < t.o.Service.Procs; i++ {
 		spec.StateDirs = append(spec.StateDirs, filepath.Join(cfg.LocalDir, fmt.Sprintf("svc-%d", i)))

@@ -81,9 +81,12 @@ type trial struct {
 	// remote are the service processes the buyers call (--service
 	// process:N); nil when the strategy runs in this process.
 	remote ServiceGroup
-	acks   *ackLog
-	book   *ledger
-	d      *driver
+	// sep are the endpoints of the strategy's pools (sconns): the
+	// session isolation asked in the DSN; service processes get them.
+	sep  servers.Endpoints
+	acks *ackLog
+	book *ledger
+	d    *driver
 
 	injStop  context.CancelFunc
 	injected struct {
@@ -121,7 +124,7 @@ func (t *trial) cleanup() {
 // paths opens the strategy's pools: through a fault proxy in front of the
 // servers when the plan has network faults, else the run's own.
 func (t *trial) paths(ctx context.Context) error {
-	t.conns, t.sconns = t.st.Conns, t.st.Conns
+	t.conns, t.sconns, t.sep = t.st.Conns, t.st.Conns, t.st.Endpoints
 	level := t.o.Strategy.Isolation
 	if !t.o.Faults.NeedsProxy() && level == servers.IsolationServer {
 		return nil
@@ -146,7 +149,7 @@ func (t *trial) paths(ctx context.Context) error {
 		return err
 	}
 	t.later(func() { pc.Close() })
-	t.sconns = pc
+	t.sconns, t.sep = pc, ep
 	return nil
 }
 

@@ -29,7 +29,7 @@ type serveFlags struct {
 	allowRemote                      bool
 	pool, inflight, queue, batchMax  int
 	buckets, casMaxAttempts          int
-	casRetry                         string
+	casRetry, isolation              string
 	opTimeout, sweepPeriod           time.Duration
 	outboxPeriod, reconcilePeriod    time.Duration
 	batchWait, casMaxWait, drain     time.Duration
@@ -57,6 +57,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.casMaxAttempts, "cas-max-attempts", d.CASMaxAttempts, "cas: optimistic attempts of one reserve")
 	fs.DurationVar(&f.casMaxWait, "cas-max-wait", 0, "cas backoff: total time budget of one reserve (0: --op-timeout)")
 	fs.IntVar(&f.buckets, "buckets", d.Buckets, "buckets strategy: rows each SKU's stock is spread over")
+	fs.StringVar(&f.isolation, "isolation", "", "isolation level of the strategy's MySQL sessions: rc | rr; empty: the server's default (or what the DSN asks)")
 }
 
 // check validates the flags and returns the strategy and the stock to load.
@@ -80,6 +81,9 @@ func (f *serveFlags) check() (registry.Entry, []inventory.Stock, error) {
 		return e, nil, errors.New("--batch-max, --buckets and --cas-max-attempts must be positive, --batch-wait and --cas-max-wait not negative")
 	case f.casRetry != "backoff" && f.casRetry != "immediate":
 		return e, nil, fmt.Errorf("--cas-retry %q: want backoff or immediate", f.casRetry)
+	}
+	if _, err := servers.ParseIsolation(f.isolation); err != nil {
+		return e, nil, fmt.Errorf("--isolation: %w", err)
 	}
 	if err := checkListen(f.listen, f.allowRemote); err != nil {
 		return e, nil, err
@@ -120,7 +124,8 @@ func checkListen(addr string, allowRemote bool) error {
 
 // config is the strategy's configuration from the flags, on conns.
 func (f *serveFlags) config(conns servers.Conns, stateDir string) strategies.Config {
-	return strategies.Config{DB: conns.DB, Redis: conns.Redis, SweepPeriod: f.sweepPeriod, CASRetry: f.casRetry,
+	level, _ := servers.ParseIsolation(f.isolation)
+	return strategies.Config{DB: conns.DB, Redis: conns.Redis, SweepPeriod: f.sweepPeriod, CASRetry: f.casRetry, Isolation: level,
 		CASMaxAttempts: f.casMaxAttempts, CASMaxWait: f.casMaxWait, OutboxPeriod: f.outboxPeriod, ReconcilePeriod: f.reconcilePeriod,
 		OpTimeout: f.opTimeout, BatchMax: f.batchMax, BatchWait: f.batchWait, Buckets: f.buckets, LocalDir: stateDir}
 }
@@ -187,7 +192,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	if err != nil {
 		return fail(exitUsage, fmt.Errorf("no stockbench inventory in the stores (give --load SKU=N,… or run stockbench prepare): %w", err))
 	}
-	s, err := e.New(f.config(conns, stateDir))
+	sconns := conns
+	if f.isolation != "" {
+		// The strategy's sessions at the level asked; the reads above
+		// and the load keep the server's default.
+		level, _ := servers.ParseIsolation(f.isolation)
+		sep, err := servers.WithIsolation(ctx, ep, conns.DB, level)
+		if err != nil {
+			return fail(exitUsage, fmt.Errorf("--isolation: %w", err))
+		}
+		if sconns, err = servers.Open(sep, f.pool); err != nil {
+			return fail(exitUsage, err)
+		}
+		defer sconns.Close()
+	}
+	s, err := e.New(f.config(sconns, stateDir))
 	if err != nil {
 		return fail(exitUsage, fmt.Errorf("%s: %w", e.Name, err))
 	}
