@@ -15,7 +15,7 @@ var coreLines = map[string]int{
 	"strategies/luatcc":               456,
 	"strategies/naive":                131,
 	"strategies/outbox":               826,
-	"strategies/outboxlocal":          692,
+	"strategies/outboxlocal":          715,
 	"strategies/rowlock":              61,
 	"strategies/skiplocked":           162,
 }
