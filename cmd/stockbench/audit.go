@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -111,6 +112,22 @@ func cmdAudit(ctx context.Context, args []string, stdout io.Writer, fail func(in
 	}
 	defer conns.Close()
 	a.DB = conns.DB
+	if a.Ledger != nil {
+		// A ledger naming a SKU the stores do not hold is a wrong database
+		// or a wrong flag, not hundreds of invariant violations.
+		var skus []string
+		for sku := range a.Ledger {
+			skus = append(skus, sku)
+		}
+		slices.Sort(skus)
+		missing, held, err := missingSKUs(ctx, conns.DB, skus)
+		if err != nil {
+			return fail(exitUsage, fmt.Errorf("--ledger: %w", err))
+		}
+		if len(missing) > 0 {
+			return fail(exitUsage, fmt.Errorf("--ledger: SKU %s is not in this database's inventory (it holds %d SKUs): name the SKUs of the run you audit", strings.Join(missing, ", "), held))
+		}
+	}
 	if addr != "" {
 		a.Redis = conns.Redis
 	}

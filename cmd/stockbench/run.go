@@ -131,7 +131,7 @@ func applyFile(fs *flag.FlagSet, path string) error {
 	}
 	var m map[string]any
 	if err := yaml.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("scenario file %s: %w", path, err)
+		return fmt.Errorf("scenario file %s: %w", path, yamlError(b, err))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -141,6 +141,9 @@ func applyFile(fs *flag.FlagSet, path string) error {
 			k = "fault"
 		}
 		if fs.Lookup(k) == nil || k == "f" {
+			if near := closestFlag(fs, k, "f"); near != "" {
+				return fmt.Errorf("scenario file %s: unknown key %q (did you mean %q?)", path, k, near)
+			}
 			return fmt.Errorf("scenario file %s: unknown key %q", path, k)
 		}
 		if set[k] {
