@@ -313,6 +313,7 @@ func (f *runFlags) resolve(fs *flag.FlagSet) (runner.Options, error) {
 		// and reports/latest follows the newest.
 		f.out, f.latest = newRunDir(reportsRoot), true
 	}
+	f.shorten()
 	return f.options(explicit)
 }
 
@@ -325,6 +326,9 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 				plans[i].Progress = stderr
 			}
 		}
+	}
+	if shortened() {
+		fmt.Fprintln(stderr, shortNote())
 	}
 	// Refuse an output that cannot be written before any server starts:
 	// finding out after the run would lose its results.
