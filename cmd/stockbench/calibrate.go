@@ -28,6 +28,10 @@ func cmdCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if *conc <= 0 || *dur <= 0 {
 		return fail(exitUsage, errors.New("--concurrency and --duration must be positive"))
 	}
+	if shortened() {
+		*dur = min(*dur, shortCalibrate)
+		fmt.Fprintln(stderr, shortNote())
+	}
 	p, err := newProvider(so, stderr)
 	if err != nil {
 		return fail(exitUsage, err)

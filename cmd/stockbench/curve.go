@@ -41,7 +41,7 @@ func cmdCurve(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	values = shortenRates(values)
+	values = shortenValues(values)
 	explicit := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
 	if explicit["scenario"] && !scenarios.IsTimed(f.scenario) {

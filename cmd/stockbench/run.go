@@ -486,6 +486,7 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 			values = append(values, v)
 		}
 	}
+	values = shortenValues(values)
 	var plans []runner.Plan
 	for _, v := range values {
 		if name == "fault" {

@@ -20,8 +20,9 @@ const (
 	shortWarmup    = 200 * time.Millisecond
 	shortCalibrate = 200 * time.Millisecond
 	shortBuyers    = 32
-	shortRepeat    = 2
-	shortRates     = 2
+	shortRepeat    = 1
+	shortStrats    = 3
+	shortValues    = 2
 	// shortFaultTail is how long a shortened measured phase runs past the
 	// end of its last fault, so every fault still falls inside it.
 	shortFaultTail = time.Second
@@ -36,8 +37,9 @@ func shortened() bool { return os.Getenv(shortEnv) == "1" }
 
 // shorten caps, when STOCKBENCH_EXAMPLE_SHORT=1, the figures that make a
 // run long: the measured phase (never before its last fault ends), the
-// warm-up, the calibration probes, the buyers, the repeats, and "all"
-// strategies. It changes the values only, not which flags count as set,
+// warm-up, the calibration probes, the buyers, the repeats, and the
+// strategies ("all" is one of each family; a longer list keeps its first
+// three). It changes the values only, not which flags count as set,
 // so every check on the flags as written still applies.
 func (f *runFlags) shorten() {
 	if !shortened() {
@@ -45,6 +47,9 @@ func (f *runFlags) shorten() {
 	}
 	if f.strategies == "all" {
 		f.strategies = shortAll
+	}
+	if list := strings.Split(f.strategies, ","); len(list) > shortStrats {
+		f.strategies = strings.Join(list[:shortStrats], ",")
 	}
 	end := time.Duration(0)
 	if plan, err := faults.ParsePlan(f.faults); err == nil {
@@ -59,11 +64,11 @@ func (f *runFlags) shorten() {
 	f.repeat = min(f.repeat, shortRepeat)
 }
 
-// shortenRates keeps, in a shortened run, the first few offered loads of a
-// curve.
-func shortenRates(values []string) []string {
-	if shortened() && len(values) > shortRates {
-		return values[:shortRates]
+// shortenValues keeps, in a shortened run, the first few values of a
+// sweep or offered loads of a curve.
+func shortenValues(values []string) []string {
+	if shortened() && len(values) > shortValues {
+		return values[:shortValues]
 	}
 	return values
 }
@@ -73,5 +78,6 @@ func shortenRates(values []string) []string {
 func shortNote() string {
 	return "stockbench: " + shortEnv + "=1: shortened run (measured phase ≤ " + shortDuration.String() +
 		", warm-up ≤ " + shortWarmup.String() + ", buyers ≤ " + strconv.Itoa(shortBuyers) + ", repeats ≤ " + strconv.Itoa(shortRepeat) +
-		", all = " + strings.ReplaceAll(shortAll, ",", " ") + ")"
+		", strategies ≤ " + strconv.Itoa(shortStrats) + ", all = " + strings.ReplaceAll(shortAll, ",", " ") +
+		", sweep values and curve rates ≤ " + strconv.Itoa(shortValues) + ")"
 }
