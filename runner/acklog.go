@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers"
 )
 
 // ackLog keeps a run's acknowledgements on disk, not in memory: an
@@ -50,7 +51,7 @@ func ackCode(st inventory.OrderState) (byte, bool) {
 // newAckLog creates the log in a new directory under the system's
 // temporary directory.
 func newAckLog() (*ackLog, error) {
-	dir, err := os.MkdirTemp("", "stockbench-acks-")
+	dir, err := servers.MkdirTemp("stockbench-acks-")
 	if err != nil {
 		return nil, fmt.Errorf("ack log: %w", err)
 	}

@@ -191,7 +191,7 @@ func (t *trial) setup(ctx context.Context) error {
 	if cfg.LocalDir == "" {
 		// The service's own disk (outbox-local's message database): one
 		// directory per run, kept across an app crash, removed after.
-		dir, err := os.MkdirTemp("", "stockbench-local-*")
+		dir, err := servers.MkdirTemp("stockbench-local-*")
 		if err != nil {
 			return fmt.Errorf("local dir: %w", err)
 		}

@@ -279,7 +279,7 @@ func (d *Docker) startOnce(ctx context.Context) (ep Endpoints, err error) {
 	if err != nil {
 		return ep, err
 	}
-	if d.confDir, err = os.MkdirTemp("", "stockbench-docker-"); err != nil {
+	if d.confDir, err = MkdirTemp("stockbench-docker-"); err != nil {
 		return ep, fmt.Errorf("docker: %w", err)
 	}
 	mycnf := filepath.Join(d.confDir, "stockbench.cnf")
@@ -555,7 +555,32 @@ func (d *Docker) Stop() error {
 
 // Down removes every container that carries the stockbench label, running
 // or not, and returns their names.
-func Down() ([]string, error) { return downMatching(Label) }
+//
+// A container whose stockbench.pid names a process that still runs on this
+// host belongs to a live run (or test) and is kept: its names are returned
+// in kept.
+func Down() (removed, kept []string, err error) {
+	pool, err := dockerPool()
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := pool.Client.ListContainers(dc.ListContainersOptions{All: true, Filters: map[string][]string{"label": {Label}}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("docker: list containers: %w", err)
+	}
+	for _, c := range cs {
+		name := strings.TrimPrefix(strings.Join(c.Names, ","), "/")
+		if pid, err := strconv.Atoi(c.Labels[LabelPID]); err == nil && processAlive(pid) {
+			kept = append(kept, fmt.Sprintf("%s (pid %d)", name, pid))
+			continue
+		}
+		if err := pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true}); err != nil {
+			return removed, kept, fmt.Errorf("docker: remove %s: %w", c.ID[:12], err)
+		}
+		removed = append(removed, name)
+	}
+	return removed, kept, nil
+}
 
 // downMatching removes the containers whose labels match filter ("key" or
 // "key=value").

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -15,8 +16,27 @@ import (
 // the owner).
 const ownerFile = "stockbench-owner"
 
-// localDirPatterns match the data directories of the local provider.
-var localDirPatterns = []string{"stockbench-mysql-*", "stockbench-redis-*"}
+// localDirPatterns match the temporary directories stockbench makes: the
+// local provider's data directories, the docker provider's config files,
+// a run's ack log and its service's own disk (outbox-local's database).
+var localDirPatterns = []string{"stockbench-mysql-*", "stockbench-redis-*", "stockbench-docker-*",
+	"stockbench-acks-*", "stockbench-local-*", "stockbench-outbox-local-*"}
+
+// MkdirTemp creates a new directory under the temp dir as os.MkdirTemp
+// does (pattern should match one of localDirPatterns), and records this
+// process as its owner, so that once this process is gone — killed before
+// it could remove it — `stockbench down` and the next run remove it.
+func MkdirTemp(pattern string) (string, error) {
+	d, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	if err := writeOwner(d); err != nil {
+		_ = os.RemoveAll(d)
+		return "", fmt.Errorf("temp dir owner: %w", err)
+	}
+	return d, nil
+}
 
 // writeOwner records this process as the owner of dir.
 func writeOwner(dir string) error {
@@ -73,6 +93,16 @@ func ownerAlive(dir string) bool {
 	return err == nil && st == f[1]
 }
 
+// processAlive reports whether a process with this pid runs (a reused pid
+// counts as alive: what is kept is only left for a later sweep).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 // inUse reports whether a live process names dir on its command line (a
 // server that outlived its owner still works in it). When /proc cannot be
 // listed whole, it cannot tell, and says the directory is in use: a sweep
@@ -94,8 +124,9 @@ func inUse(dir string) bool {
 	return false
 }
 
-// SweepLocal removes the data directories, under the temp dir, of local
-// runs whose process is gone (killed before it could clean up), and
+// SweepLocal removes the temporary directories (data directories, config
+// files, ack logs, a service's local disk; localDirPatterns) of runs
+// whose process is gone (killed before it could clean up), and
 // returns them. A directory whose owner lives, that a live server still
 // names, or whose owner is unknown and that changed within the last hour,
 // is left alone.

@@ -111,12 +111,12 @@ func cmdDown(args []string, stdout io.Writer, fail func(int, error) int) int {
 		fmt.Fprintln(stdout, "removed", d)
 	}
 	if len(dirs) == 0 {
-		fmt.Fprintln(stdout, "no leftover local data directories")
+		fmt.Fprintln(stdout, "no leftover temporary directories (stockbench-{mysql,redis,docker,acks,local,outbox-local}-* of runs that are gone)")
 	}
 	if derr != nil {
 		return fail(exitFailed, derr)
 	}
-	names, err := servers.Down()
+	names, kept, err := servers.Down()
 	if err != nil {
 		if !servers.DockerAvailable() {
 			fmt.Fprintln(stdout, "no docker engine: no containers to remove")
@@ -124,12 +124,14 @@ func cmdDown(args []string, stdout io.Writer, fail func(int, error) int) int {
 		}
 		return fail(exitFailed, err)
 	}
-	if len(names) == 0 {
-		fmt.Fprintln(stdout, "no stockbench containers")
-		return exitOK
-	}
 	for _, n := range names {
-		fmt.Fprintln(stdout, "removed", n)
+		fmt.Fprintln(stdout, "removed container", n)
+	}
+	if len(names) == 0 {
+		fmt.Fprintln(stdout, "no leftover stockbench containers")
+	}
+	for _, n := range kept {
+		fmt.Fprintln(stdout, "kept container", n, "of a run that still runs")
 	}
 	return exitOK
 }

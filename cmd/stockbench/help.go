@@ -42,7 +42,7 @@ var commandHelp = map[string]struct{ args, about, example string }{
 		"Serves one instance of one strategy behind the order API (docs/api.md): POST /v1/reserve, /v1/confirm,\n/v1/cancel, /v1/restock, GET /v1/health — HTTP/1.1 keep-alive, JSON bodies, idempotent by order id. Its\nbackground loops (expiry, relay, reconciler) run inside it and its own state (outbox-local's message table)\nlives in --state-dir, which a restart resumes. The stores are the run's (--backend, --mysql-dsn,\n--redis-addr …); --load resets them and loads stock first. Prints \"serving NAME on http://HOST:PORT\" once\nready; SIGTERM or Ctrl-C drains it and exits 0. Loopback only unless --allow-remote.",
 		"stockbench serve --backend local --strategy lua-tcc --load FLASH-1=100 --listen 127.0.0.1:8080 --state-dir /tmp/svc-0\n  stockbench serve --backend external --strategy outbox-local --listen 127.0.0.1:0 --state-dir /var/lib/stockbench/svc-1   # STOCKBENCH_MYSQL_DSN, STOCKBENCH_REDIS_ADDR"},
 	"down": {"",
-		"Removes stockbench containers a killed run left behind (docker backend), and the data\ndirectories of local runs whose process is gone. Takes no arguments.",
+		"Removes what killed runs left behind, one line each: stockbench containers whose run is gone, and the\ntemporary directories (stockbench-{mysql,redis,docker,acks,local,outbox-local}-*) of processes that\nare gone. A live run's containers and directories are kept. Takes no arguments.",
 		"stockbench down"},
 	"version": {"",
 		"Prints the tool's version and revision. Takes no arguments.",

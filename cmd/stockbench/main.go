@@ -27,6 +27,10 @@ func main() {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
+	// A closed output pipe (stockbench run … | head -n 3) must not kill a
+	// run before it stops its servers and removes its directories: writes
+	// to it fail instead, and the run goes on to its end.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

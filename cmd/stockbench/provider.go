@@ -11,6 +11,9 @@ import (
 // on stderr, about any choice made for them (such as the offline images
 // standing in for the official ones).
 func newProvider(o servers.Options, stderr io.Writer) (servers.Provider, error) {
+	// Directories killed runs left behind go first, whatever the backend; a
+	// failure to sweep does not stop this run.
+	_, _ = servers.SweepLocal()
 	p, err := servers.New(servers.OptionsFromEnv(o))
 	if err != nil {
 		return nil, err
