@@ -169,6 +169,7 @@ var exampleSkips = []struct {
 }{
 	{regexp.MustCompile(`^make test\b`), "the suite this test is part of"},
 	{regexp.MustCompile(`^make hooks\b`), "configures the checkout's git hooks (TestCommitMsgHook checks the hook)"},
+	{regexp.MustCompile(`^make screenshots\b`), "photographs report pages with headless Chromium (installed with apt) and rewrites docs/screenshots; its runs are the documented ones run here"},
 	{regexp.MustCompile(`^make images-offline\b`), "builds the offline images with debootstrap as root (~1.5 min, apt); the images are used by every docker example"},
 	{regexp.MustCompile(`tcp\((db|10\.0\.0\.\d+):3306\)|redis:6379|--redis-addr 127\.0\.0\.1:6379`), "placeholder servers (your database and Redis, an external cluster)"},
 	{regexp.MustCompile(`\$DSN|alert-sink`), "placeholder: your DSN and your alert sink"},
