@@ -105,8 +105,10 @@ type Audit struct {
 	// CancelAckViolations counts cancel acks whose order is confirmed or
 	// still reserved.
 	CancelAckViolations int `json:"cancel_ack_violations"`
-	// RefusedAfterReserve counts confirms refused for lack of stock after
-	// a successful reserve.
+	// RefusedAfterReserve counts confirms refused after a successful
+	// reserve: for lack of stock, as an unknown order, or as already final
+	// (cancelled, expired) before the reservation's deadline (the client
+	// ledger decides which refusals these are: inventory.AckRefused).
 	RefusedAfterReserve int   `json:"refused_after_reserve"`
 	DriftUnits          int64 `json:"drift_units"`
 	// OrphanReservations are Redis reservations holding units for an order
@@ -785,7 +787,7 @@ func (a Auditor) checkAckBatch(ctx context.Context, out *Audit, k sink, acks []i
 			}
 		case inventory.AckRefused:
 			out.RefusedAfterReserve++
-			k.note("order %s: confirm refused for lack of stock after its reserve succeeded", ack.OrderID)
+			k.note("order %s: confirm refused after its reserve succeeded (out of stock, unknown, or final before its deadline)", ack.OrderID)
 		case inventory.StateReserved:
 			if found && o.qty > 0 {
 				continue

@@ -75,7 +75,7 @@ var Classes = withFields([]Class{
 	{Key: "reserve_ack_violations", Title: "reserve-ack violations", Unit: "count",
 		Counted: "reserve acks for which no store holds a reservation or a decision"},
 	{Key: "refused_after_reserve", Title: "refused after reserve", Unit: "count",
-		Counted: "confirms refused for lack of stock after the reserve succeeded"},
+		Counted: "confirms refused after the reserve succeeded: for lack of stock, as an unknown order, or as cancelled or expired before the deadline"},
 	{Key: "orphan_reservations", Title: "orphan reservations", Unit: "count",
 		Counted: "Redis reservations MySQL does not hold as reserved, and MySQL reservations Redis does not hold"},
 	{Key: "stale_reservations", Title: "stale reservations", Unit: "count",
