@@ -17,6 +17,9 @@
 //	reset:mysql@6s+2s           ... and reset every connection that sends during 2 s more
 //	partition:redis@5s+2s       Redis unreachable for 2 s: bytes dropped both ways
 //	app-crash@6s                the strategy instance is dropped and a new one started
+//	local-fail@5s+2s            the service's local message table (outbox-local) takes no
+//	                            write for 2 s: each write blocks until the fault ends or
+//	                            its operation's deadline passes, then fails
 //
 // Times are offsets from the start of load.
 package faults
@@ -40,6 +43,10 @@ const (
 	Reset     Kind = "reset"     // network: open connections cut; with Duration, new ones reset too
 	Partition Kind = "partition" // network: nothing gets through for Duration
 	AppCrash  Kind = "app-crash" // the service: strategy instance dropped mid-flow
+	// LocalFail: the service's local table (outbox-local's message
+	// database) takes no write for Duration; the runner carries it out
+	// through a hook.
+	LocalFail Kind = "local-fail"
 	// Lose: the server's data at At is checkpointed; at End it is killed
 	// and started again holding that checkpoint, every write of the
 	// Duration between lost (Redis only).
@@ -54,6 +61,8 @@ const (
 	Redis Target = "redis"
 	MySQL Target = "mysql"
 	App   Target = "app"
+	// Local is the service's own disk (its local table).
+	Local Target = "local"
 )
 
 // Fault is one parsed fault spec.
@@ -87,8 +96,8 @@ func (f Fault) String() string {
 	switch f.Kind {
 	case Pause, Restart, Lose:
 		b.WriteString(string(f.Target) + "-" + string(f.Kind))
-	case AppCrash:
-		b.WriteString(string(AppCrash))
+	case AppCrash, LocalFail:
+		b.WriteString(string(f.Kind))
 	case Latency:
 		fmt.Fprintf(&b, "latency:%s=%s", f.Target, f.Latency)
 		if f.Jitter > 0 {
@@ -113,7 +122,7 @@ func Parse(spec string) (Fault, error) {
 	return f, nil
 }
 
-const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s"
+const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, local-fail@5s+2s"
 
 func parse(s string) (Fault, error) {
 	var f Fault
@@ -157,6 +166,13 @@ func parse(s string) (Fault, error) {
 		f.Kind, f.Target = AppCrash, App
 		if f.Duration != 0 {
 			return f, errors.New("app-crash is instant: no +duration")
+		}
+		return f, nil
+	}
+	if what == string(LocalFail) {
+		f.Kind, f.Target = LocalFail, Local
+		if f.Duration == 0 {
+			return f, errors.New("local-fail needs a duration: @5s+2s")
 		}
 		return f, nil
 	}

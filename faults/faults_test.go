@@ -28,6 +28,7 @@ func TestParse(t *testing.T) {
 		{"partition:redis@5s+2s", Fault{Kind: Partition, Target: Redis, At: 5 * s, Duration: 2 * s}, ""},
 		{"app-crash@6s", Fault{Kind: AppCrash, Target: App, At: 6 * s}, ""},
 		{" app-crash@1.5s ", Fault{Kind: AppCrash, Target: App, At: 1500 * ms}, "app-crash@1.5s"},
+		{"local-fail@5s+2s", Fault{Kind: LocalFail, Target: Local, At: 5 * s, Duration: 2 * s}, ""},
 	}
 	for _, c := range cases {
 		got, err := Parse(c.spec)
@@ -58,6 +59,7 @@ func TestParseErrors(t *testing.T) {
 		{"redis-pause", "no @time"},
 		{"@5s", "no @time"},
 		{"redis-pause@5s", "pause needs a duration"},
+		{"local-fail@5s", "local-fail needs a duration"},
 		{"redis-lose@5s", "lose needs the window it loses"},
 		{"mysql-lose@5s+1s", "lose is a Redis fault"},
 		{"redis-pause@5s+", "empty duration"},

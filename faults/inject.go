@@ -17,6 +17,10 @@ import (
 // stores. It returns when the new instance serves (or with why not).
 type AppCrashHook func(ctx context.Context, f Fault) error
 
+// LocalFailHook carries out a local-fail fault: on is true when it starts
+// (the service's local table takes no write) and false when it ends.
+type LocalFailHook func(ctx context.Context, on bool) error
+
 // Event is what happened to one fault of the plan: when it was applied and
 // undone (offsets from the start of load, and wall-clock times), and any
 // error. Undone is zero (with ok false in Done) when the fault was never
@@ -48,6 +52,8 @@ type Injector struct {
 	Faulter    servers.Faulter
 	Proxy      *Proxy
 	OnAppCrash AppCrashHook
+	// OnLocalFail carries out local-fail faults.
+	OnLocalFail LocalFailHook
 	// OnEvent, when set, is called as each fault is applied (with Undone
 	// zero) and as it is over: the live timeline, for the runner's
 	// per-second marks.
@@ -72,6 +78,8 @@ func (in *Injector) Check() error {
 			return fmt.Errorf("fault %s: no proxy in front of the stores (faults.Listen)", f)
 		case f.Kind == AppCrash && in.OnAppCrash == nil:
 			return fmt.Errorf("fault %s: no app-crash hook", f)
+		case f.Kind == LocalFail && in.OnLocalFail == nil:
+			return fmt.Errorf("fault %s: no local-fail hook", f)
 		}
 	}
 	return nil
@@ -209,6 +217,8 @@ func (in *Injector) apply(ctx context.Context, f Fault) error {
 		return in.Proxy.Apply(f)
 	case AppCrash:
 		return in.OnAppCrash(ctx, f)
+	case LocalFail:
+		return in.OnLocalFail(ctx, true)
 	case Lose:
 		return in.Faulter.(servers.DataLoser).Checkpoint(ctx, target)
 	}
@@ -231,6 +241,8 @@ func (in *Injector) undo(ctx context.Context, f Fault) error {
 		return in.Proxy.Remove(f.Target)
 	case Lose:
 		return in.Faulter.(servers.DataLoser).RollBack(ctx, target)
+	case LocalFail:
+		return in.OnLocalFail(ctx, false)
 	}
 	return nil
 }

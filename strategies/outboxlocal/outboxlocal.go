@@ -266,8 +266,27 @@ func isBusy(err error) bool {
 	return strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY")
 }
 
+// errLocalFail: a local write blocked by the local-fail fault until its
+// deadline.
+var errLocalFail = errors.New("local table takes no write (local-fail fault)")
+
+// localStall blocks a local write while the local-fail fault is on
+// (cfg.LocalFailing), looking every busyStep, until it is off (nil) or
+// ctx ends (errLocalFail with ctx's error).
+func (s *Strategy) localStall(ctx context.Context) error {
+	for s.cfg.LocalFailing != nil && s.cfg.LocalFailing() {
+		if !clock.Sleep(ctx, busyStep) {
+			return fmt.Errorf("outbox-local: %w: %w", errLocalFail, ctx.Err())
+		}
+	}
+	return nil
+}
+
 // insertOnce is one attempt of insertEvents.
 func (s *Strategy) insertOnce(ctx context.Context, evs []event) error {
+	if err := s.localStall(ctx); err != nil {
+		return err
+	}
 	tx, err := s.local.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("outbox-local: append: %w", err)
@@ -315,7 +334,7 @@ func (s *Strategy) appendEvent(ctx context.Context, e event) error {
 }
 
 // flushUnsent appends the events kept by failed appends (appendEvent) in
-// one local transaction; on failure they stay kept. Called with relayMu
+// one local transaction, bounded by OpTimeout; on failure they stay kept. Called with relayMu
 // held (the relay's first step).
 func (s *Strategy) flushUnsent(ctx context.Context) error {
 	s.unsentMu.Lock()
@@ -325,7 +344,9 @@ func (s *Strategy) flushUnsent(ctx context.Context) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := s.insertEvents(ctx, evs); err != nil {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	defer cancel()
+	if err := s.insertEvents(actx, evs); err != nil {
 		s.unsentMu.Lock()
 		s.unsent = append(evs, s.unsent...)
 		s.unsentMu.Unlock()

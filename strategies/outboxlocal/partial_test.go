@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,4 +286,37 @@ func TestReconcilerCountsRepairs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLocalFail is the local-fail fault on outbox-local: while the local
+// table takes no write, a reserve and a confirm answer "outcome unknown"
+// at their deadline (never ok); once it takes writes again the kept events
+// reach MySQL with the next relay pass, a repeat of the reserve is
+// acknowledged, and the stores end as every answer said.
+func TestLocalFail(t *testing.T) {
+	ctx := context.Background()
+	var failing atomic.Bool
+	s := start(t, strategies.Config{OpTimeout: 200 * time.Millisecond, LocalFailing: failing.Load}, 10)
+	must(t, "reserve c", s.Reserve(ctx, resFor("c", "", 0)))
+	failing.Store(true)
+	if err := s.Reserve(ctx, resFor("r", "", 0)); !errors.Is(err, inventory.ErrOutcomeUnknown) || !errors.Is(err, errLocalFail) {
+		t.Fatalf("reserve during local-fail: %v, want %v (%v)", err, inventory.ErrOutcomeUnknown, errLocalFail)
+	}
+	if err := s.Confirm(ctx, ref("c")); !errors.Is(err, inventory.ErrOutcomeUnknown) {
+		t.Fatalf("confirm during local-fail: %v, want %v", err, inventory.ErrOutcomeUnknown)
+	}
+	if err := s.drain(ctx); err == nil {
+		t.Fatal("drain during local-fail succeeded with events kept unsent")
+	}
+	failing.Store(false)
+	must(t, "drain", s.drain(ctx))
+	if st, _ := mysqlOrder(t, "r"); st != inventory.StateReserved {
+		t.Fatalf("MySQL order r is %s, want reserved (its kept reserve event)", st)
+	}
+	if st, _ := mysqlOrder(t, "c"); st != inventory.StateConfirmed {
+		t.Fatalf("MySQL order c is %s, want confirmed (its kept decision)", st)
+	}
+	must(t, "repeat reserve r", s.Reserve(ctx, resFor("r", "", 0)))
+	auditClean(t, s, 10, []inventory.Ack{{OrderID: "c", SKU: sku, State: inventory.StateReserved},
+		{OrderID: "r", SKU: sku, State: inventory.StateReserved}})
 }

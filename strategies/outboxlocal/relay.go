@@ -53,7 +53,7 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("relay: %w", err)
 		}
-		if _, err := s.local.ExecContext(ctx, "DELETE FROM events WHERE id <= ?", evs[len(evs)-1].id); err != nil {
+		if err := s.deleteRelayed(ctx, evs[len(evs)-1].id); err != nil {
 			// MySQL has them: the next pass relays them again, harmlessly.
 			return total, fmt.Errorf("relay: delete relayed events: %w", err)
 		}
@@ -69,6 +69,17 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// deleteRelayed deletes the relayed events up to id, within OpTimeout.
+func (s *Strategy) deleteRelayed(ctx context.Context, id int64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	defer cancel()
+	if err := s.localStall(ctx); err != nil {
+		return err
+	}
+	_, err := s.local.ExecContext(ctx, "DELETE FROM events WHERE id <= ?", id)
+	return err
 }
 
 func noteMax(v interface {
