@@ -17,6 +17,11 @@ var buyersLua string
 
 var buyersScript = redis.NewScript(buyersLua)
 
+// buyersReadHook, set by tests only, runs between BuildBuyers' MySQL read
+// and its script: where a decision committed meanwhile used to fall
+// between the two.
+var buyersReadHook func(sku string)
+
 // buildLocks serialises BuildBuyers per SKU within a process, so a flash
 // sale's first buyers do not all read MySQL to build the same holds.
 var buildLocks sync.Map // sku → *sync.Mutex
@@ -27,7 +32,10 @@ var buildLocks sync.Map // sku → *sync.Mutex
 // (Reload, Rebuild), starts without them, and the Try of a reservation
 // with a buyer refuses to run until they are built (try.lua's -5). The
 // counts come from MySQL's orders with a buyer (reserved or confirmed)
-// and Redis's own reservation records, at one instant (buyers.lua). It is
+// and Redis's own reservation records, at one instant (buyers.lua), over
+// every reservation live when the hash was rebuilt as well as those live
+// now, so a decision landing between the MySQL read and the script is
+// counted by its record. It is
 // apart from the stock rebuild on purpose: the stock hash is rebuilt
 // without knowing about buyers, and the holds follow on first use. Safe
 // for concurrent use and beside live traffic; a second call finds the
@@ -58,7 +66,10 @@ func (s Store) BuildBuyers(ctx context.Context, db *sql.DB, sku string) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("build buyer holds %s: %w", sku, err)
 	}
-	keys := []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku)}
+	if buyersReadHook != nil {
+		buyersReadHook(sku)
+	}
+	keys := []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku), buyersPendingKey(sku)}
 	if err := buyersScript.Run(ctx, s.R, keys, args...).Err(); err != nil {
 		return fmt.Errorf("build buyer holds %s: %w", sku, err)
 	}

@@ -470,7 +470,7 @@ func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool
 	if err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	r, err := rebuildScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), restockKey(sku)}, args...).Int()
+	r, err := rebuildScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), restockKey(sku), buyersPendingKey(sku)}, args...).Int()
 	switch {
 	case err != nil:
 		return false, wrapLoad(sku, err)
@@ -822,6 +822,13 @@ func (s Store) Adjust(ctx context.Context, sku string, snap Snapshot, delta inve
 	}
 	return n == 1, nil
 }
+
+// buyersPendingKey is the set of a SKU's reservations live when its stock
+// hash was last rebuilt (rebuild.lua), over which buyers.lua counts the
+// buyer holds: one decided since (its MySQL row committed after
+// BuildBuyers read MySQL, or not relayed yet) is no longer live, but was
+// then. Same hash tag as the stock hash.
+func buyersPendingKey(sku string) string { return inventory.RedisPrefix + "bpend:{" + sku + "}" }
 
 // restockKey is the set of restock versions a SKU's hash has applied above
 // its floor (same hash tag as the stock hash).
