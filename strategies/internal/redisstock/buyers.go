@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -52,7 +53,11 @@ func (s Store) BuildBuyers(ctx context.Context, db *sql.DB, sku string) error {
 	if err != nil {
 		return fmt.Errorf("build buyer holds %s: %w", sku, err)
 	}
-	args := []any{inventory.RedisReservationKey(sku, "")}
+	retain := s.Retain.Milliseconds()
+	if retain <= 0 {
+		retain = time.Hour.Milliseconds()
+	}
+	args := []any{inventory.RedisReservationKey(sku, ""), retain}
 	for rows.Next() {
 		var id, buyer string
 		var q int64
@@ -69,7 +74,7 @@ func (s Store) BuildBuyers(ctx context.Context, db *sql.DB, sku string) error {
 	if buyersReadHook != nil {
 		buyersReadHook(sku)
 	}
-	keys := []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku), buyersPendingKey(sku)}
+	keys := []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku), buyersPendingKey(sku), buyersCountedKey(sku)}
 	if err := buyersScript.Run(ctx, s.R, keys, args...).Err(); err != nil {
 		return fmt.Errorf("build buyer holds %s: %w", sku, err)
 	}

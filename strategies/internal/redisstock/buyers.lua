@@ -2,8 +2,11 @@
 -- confirmed) at one instant, once its stock hash (KEYS[1]) exists but has
 -- no valid holds (no 'bv' field: the hash is new or was rebuilt after
 -- Redis lost data). KEYS[2] live set. ARGV[1] the prefix of the SKU's
--- reservation keys, then triples (order id, buyer, qty) of the orders
--- MySQL holds as reserved or confirmed with a buyer.
+-- reservation keys, ARGV[2] how long (ms) KEYS[5] is kept, then triples
+-- (order id, buyer, qty) of the orders MySQL holds as reserved or
+-- confirmed with a buyer. KEYS[5] gets the orders counted from MySQL
+-- alone (no Redis record), so that a later Try of one of them (outbox's
+-- recount after a rebuild) does not count it twice (try.lua).
 -- A reservation Redis records counts as its record says (reserved or
 -- confirmed: held; cancelled or expired: not), and gets its buyer from
 -- MySQL if it lacks one (a reservation rebuild.lua recorded), so a later
@@ -21,10 +24,10 @@
 -- Returns 1 built, 0 already valid, -3 no stock hash.
 if redis.call('EXISTS', KEYS[1]) == 0 then return -3 end
 if redis.call('HGET', KEYS[1], 'bv') == '1' then return 0 end
-redis.call('DEL', KEYS[3])
+redis.call('DEL', KEYS[3], KEYS[5])
 local p = ARGV[1]
 local seen, held = {}, {}
-local i = 2
+local i = 3
 while i + 2 <= #ARGV do
   local id, b, q = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   i = i + 3
@@ -35,6 +38,7 @@ while i + 2 <= #ARGV do
     held[b] = (held[b] or 0) + (tonumber(r[3]) or q)
   elseif not r[1] then
     held[b] = (held[b] or 0) + q
+    redis.call('SADD', KEYS[5], id)
   end
 end
 local function own(id)
@@ -51,5 +55,6 @@ redis.call('DEL', KEYS[4])
 for b, n in pairs(held) do
   if n > 0 then redis.call('HSET', KEYS[3], b, n) end
 end
+if redis.call('EXISTS', KEYS[5]) == 1 then redis.call('PEXPIRE', KEYS[5], ARGV[2]) end
 redis.call('HSET', KEYS[1], 'bv', 1)
 return 1
