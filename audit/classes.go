@@ -71,7 +71,7 @@ var Classes = withFields([]Class{
 	{Key: "phantom_units", Title: "phantom units", Unit: "units",
 		Counted: "units held (available + reserved + sold) beyond every ledger"},
 	{Key: "over_limit_units", Title: "over-limit units", Unit: "units",
-		Counted: "units a buyer holds of a SKU (its orders reserved or confirmed in MySQL) beyond the per-buyer limit, summed over buyers; 0 without a limit"},
+		Counted: "units a buyer holds of a SKU (its orders reserved or confirmed in MySQL, and its live Redis reservations MySQL has no order for) beyond the per-buyer limit, summed over buyers; 0 without a limit"},
 	{Key: "reserve_ack_violations", Title: "reserve-ack violations", Unit: "count",
 		Counted: "reserve acks for which no store holds a reservation or a decision"},
 	{Key: "refused_after_reserve", Title: "refused after reserve", Unit: "count",
