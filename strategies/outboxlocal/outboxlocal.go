@@ -38,6 +38,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,6 +62,25 @@ import (
 const (
 	kindReserve = "reserve"
 )
+
+// orderStripes is how many locks the SKUs' ordering is spread over
+// (Strategy.order): SKUs sharing one only wait for each other's releases.
+const orderStripes = 256
+
+// stripe is sku's ordering lock.
+func (s *Strategy) stripe(sku string) *sync.RWMutex {
+	h := fnv.New32a()
+	h.Write([]byte(sku))
+	return &s.order[h.Sum32()%orderStripes]
+}
+
+// decisionHook, set by tests only, runs between a decision's Redis
+// script and its append (inside its ordering lock).
+var decisionHook func(ref inventory.OrderRef, want inventory.OrderState)
+
+// orderWaitHook, set by tests only, runs when a Try waits for a release
+// of its SKU's stripe.
+var orderWaitHook func()
 
 // appendMax bounds the events of one local (group) commit.
 const appendMax = 1024
@@ -104,6 +124,16 @@ type Strategy struct {
 	// until they are in the table. Guarded by unsentMu.
 	unsentMu sync.Mutex
 	unsent   []event
+
+	// order keeps each SKU's local events in Redis's order where it
+	// matters to MySQL's available count: a release (cancel, expiry) holds
+	// its SKU's stripe exclusively from its Redis script until its event
+	// is queued for the local commit, a Try holds it shared, so a unit a
+	// release gave back in Redis and a Try took again reach the table
+	// release first, and no relay pass can apply the take without the
+	// release (MySQL's available briefly −1, which the mid-run probe
+	// flagged). Trys do not wait for each other.
+	order [orderStripes]sync.RWMutex
 
 	mu  sync.Mutex
 	lag *hdrhistogram.Histogram // relay lag (append → MySQL commit), µs; guarded by mu
@@ -317,13 +347,28 @@ func (s *Strategy) insertOnce(ctx context.Context, evs []event) error {
 // could not be appended is kept (unsent) and appended again before the
 // next relay pass; the caller must then answer "outcome unknown".
 func (s *Strategy) appendEvent(ctx context.Context, e event) error {
+	return s.appendQueued(ctx, e, nil)
+}
+
+// appendQueued is appendEvent that calls onQueued (when not nil) once the
+// event holds its place in the group commit's queue (see
+// groupcommit.Group.DoQueued), or once the append failed.
+func (s *Strategy) appendQueued(ctx context.Context, e event, onQueued func()) error {
+	called := false
+	once := func() {
+		if !called && onQueued != nil {
+			called = true
+			onQueued()
+		}
+	}
+	defer once()
 	deadline := time.Now().Add(s.cfg.OpTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	err := s.appends.Do(actx, "", e)
+	err := s.appends.DoQueued(actx, "", e, once)
 	if err != nil {
 		s.appendFailures.Add(1)
 		s.unsentMu.Lock()
@@ -413,11 +458,26 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 
 // reserve is Reserve inside the fence.
 func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
+	mu := s.stripe(r.SKU)
+	if !mu.TryRLock() {
+		if orderWaitHook != nil {
+			orderWaitHook()
+		}
+		mu.RLock()
+	}
+	held := true
+	unlock := func() {
+		if held {
+			held = false
+			mu.RUnlock()
+		}
+	}
+	defer unlock()
 	if _, err := s.rs.Try(ctx, r); err != nil {
 		return err
 	}
 	e := event{orderID: r.OrderID, sku: r.SKU, qty: r.Qty, kind: kindReserve, deadline: deadlineMS(r.Deadline), buyer: r.Buyer}
-	if err := s.appendEvent(ctx, e); err != nil {
+	if err := s.appendQueued(ctx, e, unlock); err != nil {
 		return fmt.Errorf("reserve %s: %w: %w", r.OrderID, inventory.ErrOutcomeUnknown, err)
 	}
 	return nil
@@ -522,10 +582,28 @@ func (s *Strategy) decideOnce(ctx context.Context, ref inventory.OrderRef, res r
 	// the events after every move it may not see (redisstock.Fence).
 	s.rs.Fence.Enter()
 	defer s.rs.Fence.Leave()
+	unlock := func() {}
+	if want != inventory.StateConfirmed {
+		// A release: its event goes to the table before any take of the
+		// unit it gives back (Strategy.order).
+		mu := s.stripe(ref.SKU)
+		mu.Lock()
+		held := true
+		unlock = func() {
+			if held {
+				held = false
+				mu.Unlock()
+			}
+		}
+		defer unlock()
+	}
 	marker := res.State == "" && want == inventory.StateCancelled
 	prev, err := s.rs.Finish(ctx, ref, want, marker)
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
+	}
+	if decisionHook != nil {
+		decisionHook(ref, want)
 	}
 	got := want
 	switch {
@@ -545,7 +623,7 @@ func (s *Strategy) decideOnce(ctx context.Context, ref inventory.OrderRef, res r
 		res = cur
 	}
 	e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(got), deadline: deadlineMS(res.Deadline), buyer: res.Buyer}
-	if err := s.appendEvent(ctx, e); err != nil {
+	if err := s.appendQueued(ctx, e, unlock); err != nil {
 		// The decision stands in Redis; its event is kept (appendEvent).
 		return "", fmt.Errorf("%s %s: %w: %w", want, ref.OrderID, inventory.ErrOutcomeUnknown, err)
 	}

@@ -320,3 +320,60 @@ func TestLocalFail(t *testing.T) {
 	auditClean(t, s, 10, []inventory.Ack{{OrderID: "c", SKU: sku, State: inventory.StateReserved},
 		{OrderID: "r", SKU: sku, State: inventory.StateReserved}})
 }
+
+// TestReleaseRelayedBeforeRetake is finding 6 of issue 42: the sweeper
+// expires a's reservation in Redis, and before its event is appended b
+// takes the unit it gave back. b's reserve event must not reach the local
+// table (and so MySQL, by a relay pass) before a's expiry: MySQL's
+// available would read −1 and the mid-run probe cry wolf. The hooks hold
+// the expiry between its Redis script and its append, and tell whether
+// b's reserve finished or waits for it.
+func TestReleaseRelayedBeforeRetake(t *testing.T) {
+	ctx := context.Background()
+	s := start(t, strategies.Config{}, 1)
+	a := resFor("a", "", 0)
+	a.Deadline = time.Now().Add(-time.Second) // due at once
+	must(t, "reserve a", s.Reserve(ctx, a))
+	must(t, "drain", s.drain(ctx))
+	inWindow, release := make(chan struct{}), make(chan struct{})
+	waited := make(chan struct{}, 1)
+	decisionHook = func(ref inventory.OrderRef, want inventory.OrderState) {
+		if ref.OrderID == "a" {
+			close(inWindow)
+			<-release
+		}
+	}
+	orderWaitHook = func() {
+		select {
+		case waited <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(func() { decisionHook, orderWaitHook = nil, nil })
+	swept := make(chan error, 1)
+	go func() { _, _, err := s.sweepBatch(ctx, sku, time.Now(), 1000); swept <- err }()
+	<-inWindow
+	bDone := make(chan error, 1)
+	go func() { bDone <- s.Reserve(ctx, resFor("b", "", 0)) }()
+	var bErr error
+	finished := false
+	select {
+	case bErr = <-bDone:
+		finished = true
+	case <-waited:
+	}
+	_, err := s.relay(ctx)
+	must(t, "relay", err)
+	var avail int64
+	must(t, "read available", env.DB.QueryRow("SELECT available FROM inventory WHERE sku=?", sku).Scan(&avail))
+	close(release)
+	must(t, "sweep", <-swept)
+	if !finished {
+		bErr = <-bDone
+	}
+	if avail < 0 {
+		t.Fatalf("MySQL available %d after a relay pass between the expiry and its append (b's reserve finished first: %v)", avail, finished)
+	}
+	must(t, "reserve b", bErr)
+	auditClean(t, s, 1, []inventory.Ack{{OrderID: "b", SKU: sku, State: inventory.StateReserved}})
+}
