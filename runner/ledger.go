@@ -32,6 +32,10 @@ type ledger struct {
 	// last rotation (with their reservation's deadline), reservedOld
 	// those of the generation before.
 	reserved, reservedOld map[string]time.Time
+	// cancelling, cancellingOld hold the orders a client has sent a
+	// cancel for (rotated with reserved): a confirm refused as final after
+	// (or racing) the client's own cancel is no anomaly.
+	cancelling, cancellingOld map[string]struct{}
 	rotated               time.Time
 	keep                  time.Duration
 }
@@ -40,7 +44,8 @@ type ledger struct {
 // go to acks, and an acknowledged reserve is remembered for at least keep.
 func newLedger(s strategies.Strategy, initial []inventory.Stock, acks *ackLog, keep time.Duration) *ledger {
 	l := &ledger{Strategy: s, stock: map[string]int64{}, acks: acks, keep: keep,
-		reserved: map[string]time.Time{}, reservedOld: map[string]time.Time{}, rotated: time.Now()}
+		reserved: map[string]time.Time{}, reservedOld: map[string]time.Time{},
+		cancelling: map[string]struct{}{}, cancellingOld: map[string]struct{}{}, rotated: time.Now()}
 	for _, st := range initial {
 		l.stock[st.SKU] += st.Total
 	}
@@ -57,11 +62,26 @@ func ledgerKeep(o Options) time.Duration {
 
 // remember notes an acknowledged reserve and its deadline; l.mu held.
 func (l *ledger) remember(id string, deadline, now time.Time) {
+	l.rotate(now)
+	l.reserved[id] = deadline
+}
+
+// rotate starts a new generation of the remembered orders when keep has
+// passed since the last; l.mu held.
+func (l *ledger) rotate(now time.Time) {
 	if now.Sub(l.rotated) >= l.keep {
 		l.reservedOld, l.reserved = l.reserved, make(map[string]time.Time, len(l.reserved))
+		l.cancellingOld, l.cancelling = l.cancelling, make(map[string]struct{}, len(l.cancelling))
 		l.rotated = now
 	}
-	l.reserved[id] = deadline
+}
+
+// cancelSent reports whether a client sent a cancel for the order
+// (within keep); l.mu held.
+func (l *ledger) cancelSent(id string) bool {
+	_, a := l.cancelling[id]
+	_, b := l.cancellingOld[id]
+	return a || b
 }
 
 // wasReserved reports whether the order's reserve was acknowledged (within
@@ -89,7 +109,9 @@ func (l *ledger) Reserve(ctx context.Context, r inventory.Reservation) error {
 }
 
 // Confirm records a confirm acknowledgement, or a refusal of a confirm
-// after an acknowledged reserve that no rule allows (refusedAfterReserve).
+// after an acknowledged reserve that no rule allows (refusedAfterReserve;
+// a refusal as unknown or final is allowed once the client sent a cancel
+// for the order, whose race with the confirm it may have won).
 // Either answer is final, so the order's reserve is forgotten then; an
 // answer that is not final (outcome unknown, a conflict, a timeout) keeps
 // it for the client's retry.
@@ -105,8 +127,9 @@ func (l *ledger) Confirm(ctx context.Context, o inventory.OrderRef) error {
 		now := time.Now()
 		l.mu.Lock()
 		deadline, was := l.wasReserved(o.OrderID)
+		cancelled := l.cancelSent(o.OrderID) && !errors.Is(err, inventory.ErrOutOfStock)
 		l.mu.Unlock()
-		if was && refusedAfterReserve(err, deadline, now) {
+		if was && !cancelled && refusedAfterReserve(err, deadline, now) {
 			l.acks.add(inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.AckRefused})
 		}
 	}
@@ -131,15 +154,16 @@ func refusedAfterReserve(err error, deadline, now time.Time) bool {
 	return false
 }
 
-// Cancel records a cancel acknowledgement; the order's reserve is
-// forgotten then (a confirm refused after the client's own cancel is no
-// anomaly).
+// Cancel records a cancel acknowledgement. The order is noted as one its
+// client cancels before the call (a confirm refused as final after, or
+// racing, the client's own cancel is no anomaly).
 func (l *ledger) Cancel(ctx context.Context, o inventory.OrderRef) error {
+	l.mu.Lock()
+	l.rotate(time.Now())
+	l.cancelling[o.OrderID] = struct{}{}
+	l.mu.Unlock()
 	err := l.Strategy.Cancel(ctx, o)
 	if err == nil {
-		l.mu.Lock()
-		l.wasReserved(o.OrderID)
-		l.mu.Unlock()
 		l.acks.add(inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.StateCancelled})
 	}
 	return err
