@@ -36,8 +36,8 @@ type ledger struct {
 	// cancel for (rotated with reserved): a confirm refused as final after
 	// (or racing) the client's own cancel is no anomaly.
 	cancelling, cancellingOld map[string]struct{}
-	rotated               time.Time
-	keep                  time.Duration
+	rotated                   time.Time
+	keep                      time.Duration
 }
 
 // newLedger keeps the account of a run of s from the initial stock; acks
