@@ -105,8 +105,10 @@ type Audit struct {
 	// CancelAckViolations counts cancel acks whose order is confirmed or
 	// still reserved.
 	CancelAckViolations int `json:"cancel_ack_violations"`
-	// RefusedAfterReserve counts confirms refused for lack of stock after
-	// a successful reserve.
+	// RefusedAfterReserve counts confirms refused after a successful
+	// reserve: for lack of stock, as an unknown order, or as already final
+	// (cancelled, expired) before the reservation's deadline (the client
+	// ledger decides which refusals these are: inventory.AckRefused).
 	RefusedAfterReserve int   `json:"refused_after_reserve"`
 	DriftUnits          int64 `json:"drift_units"`
 	// OrphanReservations are Redis reservations holding units for an order
@@ -130,8 +132,9 @@ type Audit struct {
 	UnsoldUnits int64 `json:"unsold_units"`
 	// OverLimitUnits are the units buyers hold of a SKU beyond the
 	// per-buyer limit (Auditor.LimitPerBuyer): per (SKU, buyer), the units
-	// of its orders MySQL holds as reserved or confirmed, less the limit,
-	// where positive; summed.
+	// of its orders MySQL holds as reserved or confirmed — plus, with
+	// RedisReservations, those of its live Redis reservations MySQL has no
+	// order for — less the limit, where positive; summed.
 	OverLimitUnits int64 `json:"over_limit_units"`
 	// Anomalies is the sum of the UNSAFE classes' counts (Classes, units
 	// and counts alike): zero means the auditor found nothing wrong.
@@ -285,6 +288,10 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	if err != nil {
 		return out, err
 	}
+	// The units buyers hold in live Redis reservations MySQL has no order
+	// for (lua-tcc's, outbox-local's in flight), per (SKU, buyer): the
+	// per-buyer limit is checked over them too (checkLimit).
+	redisHolds := map[[2]string]int64{}
 	err = a.scanInventory(ctx, func(batch []SKUAudit, reserved [][]string) error {
 		var rd *redisBatch
 		if a.Redis != nil {
@@ -300,6 +307,7 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 			a.checkSKU(s, k)
 			if rd != nil {
 				a.checkRedis(s, rd, i, reserved[i], k)
+				a.redisOnlyHolds(s.SKU, rd, i, redisHolds)
 			}
 			if s.LeakedUnits > 0 {
 				k.note("%s: %d units leaked (in no available, reserved or sold count)", s.SKU, s.LeakedUnits)
@@ -334,7 +342,7 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 	if out.ConfirmedUnits > 0 {
 		out.OversellRate = float64(out.OversoldUnits) / float64(out.ConfirmedUnits)
 	}
-	if err := a.checkLimit(ctx, &out, k); err != nil {
+	if err := a.checkLimit(ctx, &out, k, redisHolds); err != nil {
 		return out, err
 	}
 	if err := a.checkAcks(ctx, &out, k, acks, func(n int) {
@@ -549,6 +557,7 @@ type redisReservation struct {
 	id       string
 	qty      int64
 	deadline time.Time
+	buyer    string // "" for none
 }
 
 // redisBatch is what Redis and MySQL's orders hold for one batch of SKUs:
@@ -585,7 +594,7 @@ func (a Auditor) readRedis(ctx context.Context, batch []SKUAudit) (*redisBatch, 
 		for _, id := range zs[i].Val() {
 			refs = append(refs, ref{i, len(ids)})
 			ids = append(ids, id)
-			rs = append(rs, pipe.HMGet(ctx, inventory.RedisReservationKey(s.SKU, id), "qty", "state", "deadline"))
+			rs = append(rs, pipe.HMGet(ctx, inventory.RedisReservationKey(s.SKU, id), "qty", "state", "deadline", "buyer"))
 		}
 	}
 	if len(rs) > 0 {
@@ -603,7 +612,8 @@ func (a Auditor) readRedis(ctx context.Context, batch []SKUAudit) (*redisBatch, 
 		d, _ := v[2].(string)
 		n, _ := strconv.ParseInt(q, 10, 64)
 		ms, _ := strconv.ParseInt(d, 10, 64)
-		out.live[r.sku] = append(out.live[r.sku], redisReservation{id: ids[r.id], qty: n, deadline: time.UnixMilli(ms)})
+		b, _ := v[3].(string)
+		out.live[r.sku] = append(out.live[r.sku], redisReservation{id: ids[r.id], qty: n, deadline: time.UnixMilli(ms), buyer: b})
 		liveIDs = append(liveIDs, ids[r.id])
 	}
 	rows, err := a.orders(ctx, liveIDs)
@@ -785,7 +795,7 @@ func (a Auditor) checkAckBatch(ctx context.Context, out *Audit, k sink, acks []i
 			}
 		case inventory.AckRefused:
 			out.RefusedAfterReserve++
-			k.note("order %s: confirm refused for lack of stock after its reserve succeeded", ack.OrderID)
+			k.note("order %s: confirm refused after its reserve succeeded (out of stock, unknown, or final before its deadline)", ack.OrderID)
 		case inventory.StateReserved:
 			if found && o.qty > 0 {
 				continue
@@ -844,9 +854,25 @@ func abs(x int64) int64 {
 	return x
 }
 
-// checkLimit counts the units buyers hold beyond LimitPerBuyer, from the
-// orders table alone (one grouped pass over the orders that name a buyer).
-func (a Auditor) checkLimit(ctx context.Context, out *Audit, k sink) error {
+// redisOnlyHolds adds to holds the units of SKU i's live Redis
+// reservations with a buyer that MySQL has no order for (strategies whose
+// reservations live in Redis), when a per-buyer limit is audited.
+func (a Auditor) redisOnlyHolds(sku string, rd *redisBatch, i int, holds map[[2]string]int64) {
+	if a.LimitPerBuyer <= 0 || !a.RedisReservations {
+		return
+	}
+	for _, res := range rd.live[i] {
+		if _, known := rd.states[res.id]; !known && res.buyer != "" {
+			holds[[2]string{sku, res.buyer}] += res.qty
+		}
+	}
+}
+
+// checkLimit counts the units buyers hold beyond LimitPerBuyer: from the
+// orders table (one grouped pass over the orders that name a buyer), plus
+// redisHolds, the units of live Redis reservations MySQL has no order for
+// (per SKU and buyer), added to that buyer's MySQL holds.
+func (a Auditor) checkLimit(ctx context.Context, out *Audit, k sink, redisHolds map[[2]string]int64) error {
 	if a.LimitPerBuyer <= 0 {
 		return nil
 	}
@@ -859,8 +885,62 @@ SELECT COALESCE(SUM(h-?),0), COUNT(*) FROM (
 	if err != nil {
 		return fmt.Errorf("audit: per-buyer limit: %w", err)
 	}
+	if len(redisHolds) > 0 {
+		inMySQL, err := a.mysqlHolds(ctx, redisHolds)
+		if err != nil {
+			return err
+		}
+		for key, extra := range redisHolds {
+			h := inMySQL[key]
+			before, after := max(0, h-a.LimitPerBuyer), max(0, h+extra-a.LimitPerBuyer)
+			if after > before {
+				out.OverLimitUnits += after - before
+				if before == 0 {
+					buyers++
+				}
+				k.note("%s: buyer %s holds %d units (%d in Redis only) beyond the per-buyer limit of %d", key[0], key[1], h+extra, extra, a.LimitPerBuyer)
+			}
+		}
+	}
 	if out.OverLimitUnits > 0 {
 		k.note("%d buyers hold %d units beyond the per-buyer limit of %d", buyers, out.OverLimitUnits, a.LimitPerBuyer)
 	}
 	return nil
+}
+
+// mysqlHolds reads, for each (SKU, buyer) of keys, the units its orders
+// hold in MySQL (reserved or confirmed), in batches.
+func (a Auditor) mysqlHolds(ctx context.Context, keys map[[2]string]int64) (map[[2]string]int64, error) {
+	all := make([][2]string, 0, len(keys))
+	for key := range keys {
+		all = append(all, key)
+	}
+	out := make(map[[2]string]int64, len(all))
+	const batch = 500
+	for start := 0; start < len(all); start += batch {
+		part := all[start:min(start+batch, len(all))]
+		args := make([]any, 0, 2*len(part))
+		for _, key := range part {
+			args = append(args, key[0], key[1])
+		}
+		rows, err := a.DB.QueryContext(ctx, "SELECT sku, buyer, SUM(qty) FROM orders WHERE state IN ('reserved','confirmed') AND (sku, buyer) IN ((?,?)"+
+			strings.Repeat(",(?,?)", len(part)-1)+") GROUP BY sku, buyer", args...)
+		if err != nil {
+			return nil, fmt.Errorf("audit: per-buyer limit: %w", err)
+		}
+		for rows.Next() {
+			var key [2]string
+			var n int64
+			if err := rows.Scan(&key[0], &key[1], &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("audit: per-buyer limit: %w", err)
+			}
+			out[key] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("audit: per-buyer limit: %w", err)
+		}
+	}
+	return out, nil
 }

@@ -20,6 +20,9 @@
 //	svc-kill@4s:0               service instance 0 (run --service process:N) killed with SIGKILL
 //	                            at 4 s and started again at once on its state directory
 //	svc-kill@4s+1s:1            ... instance 1, down for 1 s first (no index: instance 0)
+//	local-fail@5s+2s            the service's local message table (outbox-local) takes no
+//	                            write for 2 s: each write blocks until the fault ends or
+//	                            its operation's deadline passes, then fails
 //
 // Times are offsets from the start of load.
 package faults
@@ -48,6 +51,10 @@ const (
 	// SIGKILL, down for Duration, then started again on its state
 	// directory.
 	SvcKill Kind = "kill"
+	// LocalFail: the service's local table (outbox-local's message
+	// database) takes no write for Duration; the runner carries it out
+	// through a hook.
+	LocalFail Kind = "local-fail"
 	// Lose: the server's data at At is checkpointed; at End it is killed
 	// and started again holding that checkpoint, every write of the
 	// Duration between lost (Redis only).
@@ -65,6 +72,8 @@ const (
 	// Svc is a service process of run --service process:N; the fault's
 	// Instance says which.
 	Svc Target = "svc"
+	// Local is the service's own disk (its local table).
+	Local Target = "local"
 )
 
 // Fault is one parsed fault spec.
@@ -100,8 +109,8 @@ func (f Fault) String() string {
 	switch f.Kind {
 	case Pause, Restart, Lose, SvcKill:
 		b.WriteString(string(f.Target) + "-" + string(f.Kind))
-	case AppCrash:
-		b.WriteString(string(AppCrash))
+	case AppCrash, LocalFail:
+		b.WriteString(string(f.Kind))
 	case Latency:
 		fmt.Fprintf(&b, "latency:%s=%s", f.Target, f.Latency)
 		if f.Jitter > 0 {
@@ -129,7 +138,7 @@ func Parse(spec string) (Fault, error) {
 	return f, nil
 }
 
-const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@4s:0"
+const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@4s:0, local-fail@5s+2s"
 
 func parse(s string) (Fault, error) {
 	var f Fault
@@ -185,6 +194,13 @@ func parse(s string) (Fault, error) {
 		f.Kind, f.Target = AppCrash, App
 		if f.Duration != 0 {
 			return f, errors.New("app-crash is instant: no +duration")
+		}
+		return f, nil
+	}
+	if what == string(LocalFail) {
+		f.Kind, f.Target = LocalFail, Local
+		if f.Duration == 0 {
+			return f, errors.New("local-fail needs a duration: @5s+2s")
 		}
 		return f, nil
 	}

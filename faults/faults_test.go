@@ -32,6 +32,7 @@ func TestParse(t *testing.T) {
 		{"svc-kill@4s:1", Fault{Kind: SvcKill, Target: Svc, At: 4 * s, Instance: 1}, ""},
 		{"svc-kill@4s+1s:0", Fault{Kind: SvcKill, Target: Svc, At: 4 * s, Duration: s}, ""},
 		{"svc-kill@2s", Fault{Kind: SvcKill, Target: Svc, At: 2 * s}, "svc-kill@2s:0"},
+		{"local-fail@5s+2s", Fault{Kind: LocalFail, Target: Local, At: 5 * s, Duration: 2 * s}, ""},
 	}
 	for _, c := range cases {
 		got, err := Parse(c.spec)
@@ -62,6 +63,7 @@ func TestParseErrors(t *testing.T) {
 		{"redis-pause", "no @time"},
 		{"@5s", "no @time"},
 		{"redis-pause@5s", "pause needs a duration"},
+		{"local-fail@5s", "local-fail needs a duration"},
 		{"redis-lose@5s", "lose needs the window it loses"},
 		{"mysql-lose@5s+1s", "lose is a Redis fault"},
 		{"redis-pause@5s+", "empty duration"},

@@ -28,6 +28,10 @@ type Services interface {
 	Restart(ctx context.Context, i int) error
 }
 
+// LocalFailHook carries out a local-fail fault: on is true when it starts
+// (the service's local table takes no write) and false when it ends.
+type LocalFailHook func(ctx context.Context, on bool) error
+
 // Event is what happened to one fault of the plan: when it was applied and
 // undone (offsets from the start of load, and wall-clock times), and any
 // error. Undone is zero (with ok false in Done) when the fault was never
@@ -61,6 +65,8 @@ type Injector struct {
 	OnAppCrash AppCrashHook
 	// Services carries out svc-kill faults.
 	Services Services
+	// OnLocalFail carries out local-fail faults.
+	OnLocalFail LocalFailHook
 	// OnEvent, when set, is called as each fault is applied (with Undone
 	// zero) and as it is over: the live timeline, for the runner's
 	// per-second marks.
@@ -87,6 +93,8 @@ func (in *Injector) Check() error {
 			return fmt.Errorf("fault %s: no app-crash hook", f)
 		case f.Kind == SvcKill && in.Services == nil:
 			return fmt.Errorf("fault %s: no service processes (run --service process:N)", f)
+		case f.Kind == LocalFail && in.OnLocalFail == nil:
+			return fmt.Errorf("fault %s: no local-fail hook", f)
 		}
 	}
 	return nil
@@ -224,6 +232,8 @@ func (in *Injector) apply(ctx context.Context, f Fault) error {
 		return in.Proxy.Apply(f)
 	case AppCrash:
 		return in.OnAppCrash(ctx, f)
+	case LocalFail:
+		return in.OnLocalFail(ctx, true)
 	case Lose:
 		return in.Faulter.(servers.DataLoser).Checkpoint(ctx, target)
 	case SvcKill:
@@ -256,6 +266,8 @@ func (in *Injector) undo(ctx context.Context, f Fault) error {
 			return nil // restarted in apply
 		}
 		return in.Services.Restart(ctx, f.Instance)
+	case LocalFail:
+		return in.OnLocalFail(ctx, false)
 	}
 	return nil
 }

@@ -268,3 +268,24 @@ func TestInjectorRestartKeepsData(t *testing.T) {
 		t.Fatalf("key after restart: %q", v)
 	}
 }
+
+// TestInjectorLocalFail: a local-fail fault is the hook's, switched on at
+// its start and off at its end; without a hook the plan is refused.
+func TestInjectorLocalFail(t *testing.T) {
+	var calls []bool
+	in := &Injector{Plan: mustPlan(t, "local-fail@0s+10ms"),
+		OnLocalFail: func(_ context.Context, on bool) error { calls = append(calls, on); return nil }}
+	events, err := in.Run(context.Background(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2 || !calls[0] || calls[1] {
+		t.Fatalf("hook calls %v, want [true false]", calls)
+	}
+	if len(events) != 1 || events[0].Err != "" || events[0].Undone.Before(events[0].Applied) {
+		t.Fatalf("events %+v", events)
+	}
+	if err := (&Injector{Plan: mustPlan(t, "local-fail@0s+10ms")}).Check(); err == nil {
+		t.Fatal("a local-fail plan without a hook was accepted")
+	}
+}

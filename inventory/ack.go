@@ -1,8 +1,10 @@
 package inventory
 
-// AckRefused is the state an Ack carries for a confirm refused with
-// ErrOutOfStock after the order's reserve was acknowledged: a paid buyer
-// turned away, which the auditor counts as an anomaly.
+// AckRefused is the state an Ack carries for a confirm refused after the
+// order's reserve was acknowledged — with ErrOutOfStock, ErrUnknownOrder,
+// or ErrAlreadyFinal before the reservation's deadline (the client did not
+// cancel it): a paid buyer turned away, which the auditor counts as an
+// anomaly.
 const AckRefused OrderState = "refused"
 
 // AckRestocked and AckRestockUnknown are the states an Ack carries for a

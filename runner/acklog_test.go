@@ -155,12 +155,12 @@ func TestLedgerReserved(t *testing.T) {
 	// Rotation: an order is kept for at least keep and at most 2×keep.
 	l.keep = time.Minute
 	t0 := l.rotated
-	l.remember("c", t0.Add(time.Minute))    // rotates: b goes old
-	l.remember("d", t0.Add(90*time.Second)) // no rotation
+	l.remember("c", time.Time{}, t0.Add(time.Minute))    // rotates: b goes old
+	l.remember("d", time.Time{}, t0.Add(90*time.Second)) // no rotation
 	if _, ok := l.reservedOld["b"]; !ok {
 		t.Fatal("b dropped before two rotations")
 	}
-	l.remember("e", t0.Add(2*time.Minute)) // rotates: b gone, c and d old
+	l.remember("e", time.Time{}, t0.Add(2*time.Minute)) // rotates: b gone, c and d old
 	if _, ok := l.reservedOld["b"]; ok || len(l.reservedOld) != 2 || len(l.reserved) != 1 {
 		t.Fatalf("after two rotations: new %v, old %v", l.reserved, l.reservedOld)
 	}

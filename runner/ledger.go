@@ -29,17 +29,23 @@ type ledger struct {
 	stock map[string]int64
 	acks  *ackLog
 	// reserved holds the orders whose reserve was acknowledged since the
-	// last rotation, reservedOld those of the generation before.
-	reserved, reservedOld map[string]struct{}
-	rotated               time.Time
-	keep                  time.Duration
+	// last rotation (with their reservation's deadline), reservedOld
+	// those of the generation before.
+	reserved, reservedOld map[string]time.Time
+	// cancelling, cancellingOld hold the orders a client has sent a
+	// cancel for (rotated with reserved): a confirm refused as final after
+	// (or racing) the client's own cancel is no anomaly.
+	cancelling, cancellingOld map[string]struct{}
+	rotated                   time.Time
+	keep                      time.Duration
 }
 
 // newLedger keeps the account of a run of s from the initial stock; acks
 // go to acks, and an acknowledged reserve is remembered for at least keep.
 func newLedger(s strategies.Strategy, initial []inventory.Stock, acks *ackLog, keep time.Duration) *ledger {
 	l := &ledger{Strategy: s, stock: map[string]int64{}, acks: acks, keep: keep,
-		reserved: map[string]struct{}{}, reservedOld: map[string]struct{}{}, rotated: time.Now()}
+		reserved: map[string]time.Time{}, reservedOld: map[string]time.Time{},
+		cancelling: map[string]struct{}{}, cancellingOld: map[string]struct{}{}, rotated: time.Now()}
 	for _, st := range initial {
 		l.stock[st.SKU] += st.Total
 	}
@@ -54,23 +60,40 @@ func ledgerKeep(o Options) time.Duration {
 	return time.Minute + max(o.PayDelay.Max, o.SustainedPayDelay.Max) + 2*o.OpTimeout
 }
 
-// remember notes an acknowledged reserve; l.mu held.
-func (l *ledger) remember(id string, now time.Time) {
+// remember notes an acknowledged reserve and its deadline; l.mu held.
+func (l *ledger) remember(id string, deadline, now time.Time) {
+	l.rotate(now)
+	l.reserved[id] = deadline
+}
+
+// rotate starts a new generation of the remembered orders when keep has
+// passed since the last; l.mu held.
+func (l *ledger) rotate(now time.Time) {
 	if now.Sub(l.rotated) >= l.keep {
-		l.reservedOld, l.reserved = l.reserved, make(map[string]struct{}, len(l.reserved))
+		l.reservedOld, l.reserved = l.reserved, make(map[string]time.Time, len(l.reserved))
+		l.cancellingOld, l.cancelling = l.cancelling, make(map[string]struct{}, len(l.cancelling))
 		l.rotated = now
 	}
-	l.reserved[id] = struct{}{}
+}
+
+// cancelSent reports whether a client sent a cancel for the order
+// (within keep); l.mu held.
+func (l *ledger) cancelSent(id string) bool {
+	_, a := l.cancelling[id]
+	_, b := l.cancellingOld[id]
+	return a || b
 }
 
 // wasReserved reports whether the order's reserve was acknowledged (within
-// keep) and forgets it; l.mu held.
-func (l *ledger) wasReserved(id string) bool {
-	_, a := l.reserved[id]
-	_, b := l.reservedOld[id]
+// keep), with its deadline, and forgets it; l.mu held.
+func (l *ledger) wasReserved(id string) (deadline time.Time, ok bool) {
+	d, a := l.reserved[id]
+	if !a {
+		d, a = l.reservedOld[id]
+	}
 	delete(l.reserved, id)
 	delete(l.reservedOld, id)
-	return a || b
+	return d, a
 }
 
 // Reserve records a reserve acknowledgement.
@@ -78,16 +101,20 @@ func (l *ledger) Reserve(ctx context.Context, r inventory.Reservation) error {
 	err := l.Strategy.Reserve(ctx, r)
 	if err == nil {
 		l.mu.Lock()
-		l.remember(r.OrderID, time.Now())
+		l.remember(r.OrderID, r.Deadline, time.Now())
 		l.mu.Unlock()
 		l.acks.add(inventory.Ack{OrderID: r.OrderID, SKU: r.SKU, State: inventory.StateReserved})
 	}
 	return err
 }
 
-// Confirm records a confirm acknowledgement, or a refusal for lack of
-// stock after an acknowledged reserve. Either answer is final, so the
-// order's reserve is forgotten then.
+// Confirm records a confirm acknowledgement, or a refusal of a confirm
+// after an acknowledged reserve that no rule allows (refusedAfterReserve;
+// a refusal as unknown or final is allowed once the client sent a cancel
+// for the order, whose race with the confirm it may have won).
+// Either answer is final, so the order's reserve is forgotten then; an
+// answer that is not final (outcome unknown, a conflict, a timeout) keeps
+// it for the client's retry.
 func (l *ledger) Confirm(ctx context.Context, o inventory.OrderRef) error {
 	err := l.Strategy.Confirm(ctx, o)
 	switch {
@@ -96,19 +123,45 @@ func (l *ledger) Confirm(ctx context.Context, o inventory.OrderRef) error {
 		l.wasReserved(o.OrderID)
 		l.mu.Unlock()
 		l.acks.add(inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.StateConfirmed})
-	case errors.Is(err, inventory.ErrOutOfStock):
+	case errors.Is(err, inventory.ErrOutOfStock), errors.Is(err, inventory.ErrUnknownOrder), errors.Is(err, inventory.ErrAlreadyFinal):
+		now := time.Now()
 		l.mu.Lock()
-		was := l.wasReserved(o.OrderID)
+		deadline, was := l.wasReserved(o.OrderID)
+		cancelled := l.cancelSent(o.OrderID) && !errors.Is(err, inventory.ErrOutOfStock)
 		l.mu.Unlock()
-		if was {
+		if was && !cancelled && refusedAfterReserve(err, deadline, now) {
 			l.acks.add(inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.AckRefused})
 		}
 	}
 	return err
 }
 
-// Cancel records a cancel acknowledgement.
+// refusedAfterReserve says whether a confirm refused with err at now (its
+// answer's time), after a reserve acknowledged with deadline, contradicts
+// that acknowledgement: refused for lack of stock; the order unknown; or
+// the order already final (cancelled, expired) while its deadline had not
+// passed when the answer came — the client did not cancel it (the ledger
+// forgets an order its cancel answered), so only an expiry past the
+// deadline is a rule the stores may invoke. The deadline compared is the
+// one every store keeps (inventory.StoredDeadline).
+func refusedAfterReserve(err error, deadline, now time.Time) bool {
+	switch {
+	case errors.Is(err, inventory.ErrOutOfStock), errors.Is(err, inventory.ErrUnknownOrder):
+		return true
+	case errors.Is(err, inventory.ErrAlreadyFinal):
+		return !deadline.IsZero() && now.Before(inventory.StoredDeadline(deadline))
+	}
+	return false
+}
+
+// Cancel records a cancel acknowledgement. The order is noted as one its
+// client cancels before the call (a confirm refused as final after, or
+// racing, the client's own cancel is no anomaly).
 func (l *ledger) Cancel(ctx context.Context, o inventory.OrderRef) error {
+	l.mu.Lock()
+	l.rotate(time.Now())
+	l.cancelling[o.OrderID] = struct{}{}
+	l.mu.Unlock()
 	err := l.Strategy.Cancel(ctx, o)
 	if err == nil {
 		l.acks.add(inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.StateCancelled})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/stockbench/stockbench/audit"
@@ -88,8 +89,11 @@ type trial struct {
 	book *ledger
 	d    *driver
 
-	injStop  context.CancelFunc
-	injected struct {
+	injStop context.CancelFunc
+	// localFail is the local-fail fault's switch, shared by every
+	// instance of the service (strategies.Config.LocalFailing).
+	localFail atomic.Bool
+	injected  struct {
 		events []faults.Event
 		err    error
 		done   chan struct{}
@@ -201,6 +205,9 @@ func (t *trial) setup(ctx context.Context) error {
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = t.o.OpTimeout
 	}
+	if cfg.LocalFailing == nil {
+		cfg.LocalFailing = t.localFail.Load
+	}
 	t.cfg = cfg
 	var s strategies.Strategy
 	var err error
@@ -267,7 +274,8 @@ func (t *trial) inject(ctx context.Context) error {
 		return nil
 	}
 	in := &faults.Injector{Plan: t.o.Faults, Faulter: t.st.Faulter, Proxy: t.proxy,
-		OnAppCrash: func(ctx context.Context, f faults.Fault) error { return t.svc.crash(ctx) }}
+		OnAppCrash:  func(ctx context.Context, f faults.Fault) error { return t.svc.crash(ctx) },
+		OnLocalFail: func(_ context.Context, on bool) error { t.localFail.Store(on); return nil }}
 	if t.remote != nil {
 		in.Services = t.remote
 	}

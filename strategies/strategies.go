@@ -61,10 +61,19 @@ type Config struct {
 	// outbox relay, buckets, skiplocked: READ COMMITTED) keeps its choice.
 	Isolation string
 	// LocalDir is the directory of outbox-local's embedded message
-	// database (one file per service instance directory). A restarted
-	// instance given the same directory resumes its backlog. Empty: a
-	// fresh temporary directory per instance (nothing to resume).
+	// database (one file per service instance directory): the instance's
+	// state directory. A restarted instance given the same directory
+	// relays its predecessor's backlog before it serves (Setup), so a
+	// service (`stockbench serve`) keeps one stable directory per instance
+	// here. One live instance per directory at a time. Empty: a fresh
+	// temporary directory per instance, removed at Close (nothing to
+	// resume).
 	LocalDir string
+	// LocalFailing, when set, is the local-fail fault's switch: while it
+	// returns true, outbox-local's local table takes no write (each
+	// blocks until the switch is off or its operation's deadline passes,
+	// then fails). Safe for concurrent calls; nil: never failing.
+	LocalFailing func() bool
 }
 
 // Defaults are the documented defaults of every knob: WithDefaults fills

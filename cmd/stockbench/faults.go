@@ -24,10 +24,12 @@ var faultMatrix = []struct{ name, specs string }{
 	{"mysql-restart", "mysql-restart@2s"},
 	{"latency", "latency:mysql=20ms±10ms@2s+2s,latency:redis=20ms±10ms@2s+2s"},
 	{"app-crash", "app-crash@2s"},
+	// outbox-local's local table stalls (no effect on the others).
+	{"local-fail", "local-fail@2s+2s"},
 }
 
 // faultDefaults are the run flags `stockbench faults` sets unless given: a
-// short sustained run per cell, so the whole matrix (7 strategies × 6
+// short sustained run per cell, so the whole matrix (7 strategies × 7
 // faults) stays within about 5 minutes on 2 cores.
 var faultDefaults = map[string]string{"scenario": "sustained", "duration": "6s", "warmup": "1s", "buyers": "32",
 	"calibrate": "0", "out": "reports/faults", "ttl": "3s", "mix": "confirm=0.8,cancel=0.1,abandon=0.1",

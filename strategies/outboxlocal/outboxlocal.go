@@ -38,8 +38,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +50,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	_ "github.com/glebarez/go-sqlite" // the "sqlite" database/sql driver (pure Go)
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
@@ -58,6 +62,25 @@ import (
 const (
 	kindReserve = "reserve"
 )
+
+// orderStripes is how many locks the SKUs' ordering is spread over
+// (Strategy.order): SKUs sharing one only wait for each other's releases.
+const orderStripes = 256
+
+// stripe is sku's ordering lock.
+func (s *Strategy) stripe(sku string) *sync.RWMutex {
+	h := fnv.New32a()
+	h.Write([]byte(sku))
+	return &s.order[h.Sum32()%orderStripes]
+}
+
+// decisionHook, set by tests only, runs between a decision's Redis
+// script and its append (inside its ordering lock).
+var decisionHook func(ref inventory.OrderRef, want inventory.OrderState)
+
+// orderWaitHook, set by tests only, runs when a Try waits for a release
+// of its SKU's stripe.
+var orderWaitHook func()
 
 // appendMax bounds the events of one local (group) commit.
 const appendMax = 1024
@@ -92,7 +115,25 @@ type Strategy struct {
 	owned bool // dir was made by New: Close removes it
 
 	appends *groupcommit.Group[event]
-	relayMu sync.Mutex // one relay pass at a time
+	relayMu sync.Mutex // one relay pass (or reconciler check) at a time
+
+	// unsent holds the events whose append failed after their Redis step
+	// had run (the caller was answered "outcome unknown"): every relay pass
+	// appends them again first, so a decision never stays in Redis alone
+	// while this instance lives, and a rebuild (the fence's Drain) waits
+	// until they are in the table. Guarded by unsentMu.
+	unsentMu sync.Mutex
+	unsent   []event
+
+	// order keeps each SKU's local events in Redis's order where it
+	// matters to MySQL's available count: a release (cancel, expiry) holds
+	// its SKU's stripe exclusively from its Redis script until its event
+	// is queued for the local commit, a Try holds it shared, so a unit a
+	// release gave back in Redis and a Try took again reach the table
+	// release first, and no relay pass can apply the take without the
+	// release (MySQL's available briefly −1, which the mid-run probe
+	// flagged). Trys do not wait for each other.
+	order [orderStripes]sync.RWMutex
 
 	mu  sync.Mutex
 	lag *hdrhistogram.Histogram // relay lag (append → MySQL commit), µs; guarded by mu
@@ -130,7 +171,7 @@ func New(cfg strategies.Config) (*Strategy, error) {
 		lag: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 	// The truth a rebuild needs is MySQL plus this instance's local table:
 	// the fence drains the table into MySQL before it reads (see Ready).
-	fence.Drain = s.drain
+	fence.Drain = s.drainAll
 	if s.dir == "" {
 		d, err := os.MkdirTemp("", "stockbench-outbox-local-*")
 		if err != nil {
@@ -164,7 +205,10 @@ func New(cfg strategies.Config) (*Strategy, error) {
 // package comment), one connection (SQLite has one writer; the relay's
 // reads are short).
 func openLocal(ctx context.Context, path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)")
+	// A short busy wait: SQLite's busy handler does not see a context, so
+	// insertEvents waits for a lock another connection holds in steps of
+	// busyStep, looking at its deadline between them.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout("+strconv.Itoa(int(busyStep/time.Millisecond))+")")
 	if err != nil {
 		return nil, fmt.Errorf("outbox-local: open %s: %w", path, err)
 	}
@@ -216,8 +260,63 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 	return s.skus.Load(ctx, s.rs, s.db)
 }
 
+// busyStep is how long one local write waits for a lock another
+// connection holds before insertEvents looks at its deadline again.
+const busyStep = 20 * time.Millisecond
+
 // insertEvents appends events in one SQLite transaction (one WAL fsync).
+// It honours ctx's deadline: a lock held by another connection (another
+// process on the file) is waited for in steps of busyStep, never past the
+// deadline, whose error the result then wraps.
 func (s *Strategy) insertEvents(ctx context.Context, evs []event) error {
+	for {
+		err := s.insertOnce(ctx, evs)
+		if err == nil {
+			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("%w (%w)", err, cerr)
+		}
+		if !isBusy(err) {
+			return err
+		}
+		if !clock.Sleep(ctx, busyStep) {
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+	}
+}
+
+// isBusy reports SQLite's "database is locked" (SQLITE_BUSY): another
+// connection holds the file's write lock.
+func isBusy(err error) bool {
+	var se interface{ Code() int }
+	if errors.As(err, &se) && se.Code()&0xff == 5 { // SQLITE_BUSY and its extended codes
+		return true
+	}
+	return strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY")
+}
+
+// errLocalFail: a local write blocked by the local-fail fault until its
+// deadline.
+var errLocalFail = errors.New("local table takes no write (local-fail fault)")
+
+// localStall blocks a local write while the local-fail fault is on
+// (cfg.LocalFailing), looking every busyStep, until it is off (nil) or
+// ctx ends (errLocalFail with ctx's error).
+func (s *Strategy) localStall(ctx context.Context) error {
+	for s.cfg.LocalFailing != nil && s.cfg.LocalFailing() {
+		if !clock.Sleep(ctx, busyStep) {
+			return fmt.Errorf("outbox-local: %w: %w", errLocalFail, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// insertOnce is one attempt of insertEvents.
+func (s *Strategy) insertOnce(ctx context.Context, evs []event) error {
+	if err := s.localStall(ctx); err != nil {
+		return err
+	}
 	tx, err := s.local.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("outbox-local: append: %w", err)
@@ -241,16 +340,85 @@ func (s *Strategy) insertEvents(ctx context.Context, evs []event) error {
 }
 
 // appendEvent appends one event through the group commit. It runs on a
-// context of its own: the Redis half is done, and the caller's deadline
-// ending must not leave it without its event.
+// context of its own, which the caller's cancellation does not end (the
+// Redis half is done: a service dropping the call must not leave it
+// without its event) but which keeps the operation's deadline: the
+// caller's, or OpTimeout from now if that comes first. An event that
+// could not be appended is kept (unsent) and appended again before the
+// next relay pass; the caller must then answer "outcome unknown".
 func (s *Strategy) appendEvent(ctx context.Context, e event) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	return s.appendQueued(ctx, e, nil)
+}
+
+// appendQueued is appendEvent that calls onQueued (when not nil) once the
+// event holds its place in the group commit's queue (see
+// groupcommit.Group.DoQueued), or once the append failed.
+func (s *Strategy) appendQueued(ctx context.Context, e event, onQueued func()) error {
+	called := false
+	once := func() {
+		if !called && onQueued != nil {
+			called = true
+			onQueued()
+		}
+	}
+	defer once()
+	deadline := time.Now().Add(s.cfg.OpTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	err := s.appends.Do(ctx, "", e)
+	err := s.appends.DoQueued(actx, "", e, once)
 	if err != nil {
 		s.appendFailures.Add(1)
+		s.unsentMu.Lock()
+		s.unsent = append(s.unsent, e)
+		s.unsentMu.Unlock()
 	}
 	return err
+}
+
+// flushUnsent appends the events kept by failed appends (appendEvent) in
+// one local transaction, bounded by OpTimeout; on failure they stay kept. Called with relayMu
+// held (the relay's first step).
+func (s *Strategy) flushUnsent(ctx context.Context) error {
+	s.unsentMu.Lock()
+	evs := s.unsent
+	s.unsent = nil
+	s.unsentMu.Unlock()
+	if len(evs) == 0 {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	defer cancel()
+	if err := s.insertEvents(actx, evs); err != nil {
+		s.unsentMu.Lock()
+		s.unsent = append(evs, s.unsent...)
+		s.unsentMu.Unlock()
+		return fmt.Errorf("outbox-local: append kept events: %w", err)
+	}
+	return nil
+}
+
+// dropUnsent forgets the kept events, as a process crash would (tests).
+func (s *Strategy) dropUnsent() {
+	s.unsentMu.Lock()
+	s.unsent = nil
+	s.unsentMu.Unlock()
+}
+
+// unsentDecisions is the set of orders with a decision among the kept
+// events.
+func (s *Strategy) unsentDecisions() map[string]bool {
+	s.unsentMu.Lock()
+	defer s.unsentMu.Unlock()
+	out := map[string]bool{}
+	for _, e := range s.unsent {
+		if e.kind != kindReserve {
+			out[e.orderID] = true
+		}
+	}
+	return out
 }
 
 func deadlineMS(t time.Time) int64 {
@@ -260,12 +428,20 @@ func deadlineMS(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// Reserve runs the Lua Try, then appends the reserve event locally. If the
-// append fails, the unit is given back in Redis (the order cancelled
-// there, so a retry is refused) and the caller gets the error. A Redis
-// that restarted is rebuilt first (redisstock.Fence, gated: the rebuild
-// drains the local table into MySQL and reads MySQL while no operation of
-// this instance writes Redis).
+// Reserve runs the Lua Try, then appends the reserve event locally, and
+// answers only after that append committed: the outbox's rule. A repeat
+// of an order Redis already holds (reserved or confirmed) appends the
+// reserve event again (the relay ignores a reserve of an order MySQL has),
+// so its answer too says the reservation is durable, whether or not the
+// first attempt's append is done. If the append fails (or outlives the
+// operation's deadline) the answer is inventory.ErrOutcomeUnknown: the
+// reservation stands in Redis, its event is kept and appended again before
+// the next relay pass (appendEvent), and the sweeper releases it at its
+// deadline if nobody confirms it. It is never undone behind the back of a
+// repeat that may have been acknowledged meanwhile. A Redis that restarted
+// is rebuilt first (redisstock.Fence, gated: the rebuild drains the local
+// table into MySQL and reads MySQL while no operation of this instance
+// writes Redis).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	for attempt := 0; ; attempt++ {
 		s.rs.Fence.Enter()
@@ -282,35 +458,57 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 
 // reserve is Reserve inside the fence.
 func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
-	fresh, err := s.rs.Try(ctx, r)
-	if err != nil || !fresh {
+	mu := s.stripe(r.SKU)
+	if !mu.TryRLock() {
+		if orderWaitHook != nil {
+			orderWaitHook()
+		}
+		mu.RLock()
+	}
+	held := true
+	unlock := func() {
+		if held {
+			held = false
+			mu.RUnlock()
+		}
+	}
+	defer unlock()
+	if _, err := s.rs.Try(ctx, r); err != nil {
 		return err
 	}
 	e := event{orderID: r.OrderID, sku: r.SKU, qty: r.Qty, kind: kindReserve, deadline: deadlineMS(r.Deadline), buyer: r.Buyer}
-	if err := s.appendEvent(ctx, e); err != nil {
-		ref := inventory.OrderRef{OrderID: r.OrderID, SKU: r.SKU}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
-		defer cancel()
-		if _, cerr := s.rs.Finish(cctx, ref, inventory.StateCancelled, false); cerr != nil {
-			return fmt.Errorf("reserve %s: %w (%v; undo: %v)", r.OrderID, inventory.ErrOutcomeUnknown, err, cerr)
-		}
-		return fmt.Errorf("reserve %s: %w", r.OrderID, err)
+	if err := s.appendQueued(ctx, e, unlock); err != nil {
+		return fmt.Errorf("reserve %s: %w: %w", r.OrderID, inventory.ErrOutcomeUnknown, err)
 	}
 	return nil
 }
 
+// errNoHash: a decision met a live reservation without its stock hash (a
+// Redis that lost its data); decide leaves the fence and rebuilds.
+var errNoHash = redisstock.ErrNoStockHash
+
 // Confirm decides the order in Redis (confirmed, or expired past its
-// deadline) and appends the decision locally.
+// deadline) and appends the decision locally; it answers nil only once a
+// confirmed event is in the local table — a repeat of a confirm Redis
+// already holds appends the decision again (the relay moves an order
+// once), so it is never acknowledged on the strength of a first attempt
+// whose append may still fail. An order Redis does not know is looked for
+// again after the fence's check (a Redis that lost its data is rebuilt
+// first, from MySQL and the local table) before the answer is
+// inventory.ErrUnknownOrder.
 func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 	res, want, err := s.rs.ConfirmTarget(ctx, ref)
+	if errors.Is(err, inventory.ErrUnknownOrder) {
+		if rerr := s.rs.Ready(ctx); rerr != nil {
+			return fmt.Errorf("confirm %s: %w", ref.OrderID, rerr)
+		}
+		res, want, err = s.rs.ConfirmTarget(ctx, ref)
+	}
 	if err != nil {
 		return err
 	}
 	if want == "" {
-		// Already confirmed in Redis: a repeat. The call that decided may
-		// have died before its event was appended (a killed instance):
-		// the answer is given only once the decision is in a local table.
-		return s.reassert(ctx, ref, res, inventory.StateConfirmed)
+		want = inventory.StateConfirmed // a repeat: the decision stands
 	}
 	got, err := s.decide(ctx, ref, res, want)
 	if err != nil {
@@ -326,19 +524,28 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 }
 
 // Cancel decides the order cancelled in Redis under the owner check and
-// appends the decision locally. A cancel of an unknown order leaves a
-// cancelled marker in Redis (a late Try is refused) and a marker event.
+// appends the decision locally; a repeat (the order already cancelled or
+// expired) appends the standing decision again before it answers. A
+// cancel of an order Redis does not know first has the fence check for a
+// Redis that lost its data (and rebuilds it), then leaves a cancelled
+// marker in Redis (a late Try is refused) and a marker event.
 func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
-	res, proceed, err := s.rs.CancelTarget(ctx, ref)
+	res, _, err := s.rs.CancelTarget(ctx, ref)
+	if err == nil && res.State == "" {
+		// Unknown to Redis: a Redis that lost its data is rebuilt first.
+		if rerr := s.rs.Ready(ctx); rerr != nil {
+			return fmt.Errorf("cancel %s: %w", ref.OrderID, rerr)
+		}
+		res, _, err = s.rs.CancelTarget(ctx, ref)
+	}
 	if err != nil {
 		return err
 	}
-	if !proceed {
-		// Already cancelled or expired in Redis: a repeat, re-asserted
-		// as Confirm's is.
-		return s.reassert(ctx, ref, res, res.State)
+	want := inventory.StateCancelled
+	if res.State == inventory.StateExpired {
+		want = inventory.StateExpired // a repeat: the expiry stands
 	}
-	got, err := s.decide(ctx, ref, res, inventory.StateCancelled)
+	got, err := s.decide(ctx, ref, res, want)
 	if err != nil {
 		return err
 	}
@@ -349,63 +556,78 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 }
 
 // decide moves the Redis reservation to want (a missing one gets a
-// cancelled marker when want is cancelled) and, when this call made the
-// move, appends the decision. It returns the state that stands: want, the
-// decision another call made first, or "" (no reservation).
+// cancelled marker when want is cancelled) and appends the decision that
+// stands: the one this call made, or one made before (by an earlier
+// attempt whose append may have failed, or by a racing call), again — the
+// relay applies a decision once. It returns the state that stands ("" for
+// no reservation) only after that append committed; a failed append is
+// inventory.ErrOutcomeUnknown (the event is kept and appended again, see
+// appendEvent). A live reservation without its stock hash (Redis lost its
+// data) has the fence rebuild first.
 func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
+	for attempt := 0; ; attempt++ {
+		got, err := s.decideOnce(ctx, ref, res, want)
+		if !errors.Is(err, errNoHash) || attempt == 1 {
+			return got, err
+		}
+		if err := s.rs.Ready(ctx); err != nil {
+			return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
+		}
+	}
+}
+
+// decideOnce is decide inside the fence.
+func (s *Strategy) decideOnce(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
 	// The Redis move and its event are one step for a rebuild: it drains
 	// the events after every move it may not see (redisstock.Fence).
 	s.rs.Fence.Enter()
 	defer s.rs.Fence.Leave()
+	unlock := func() {}
+	if want != inventory.StateConfirmed {
+		// A release: its event goes to the table before any take of the
+		// unit it gives back (Strategy.order).
+		mu := s.stripe(ref.SKU)
+		mu.Lock()
+		held := true
+		unlock = func() {
+			if held {
+				held = false
+				mu.Unlock()
+			}
+		}
+		defer unlock()
+	}
 	marker := res.State == "" && want == inventory.StateCancelled
 	prev, err := s.rs.Finish(ctx, ref, want, marker)
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
 	}
+	if decisionHook != nil {
+		decisionHook(ref, want)
+	}
+	got := want
 	switch {
 	case prev == inventory.StateReserved:
 	case prev == "" && marker:
 		res.Qty = 0
 	case prev == "":
 		return "", nil
-	case prev == want:
-		// A concurrent repeat decided first; its event may never be
-		// appended (its instance may die): re-assert it (the fence is
-		// held already).
-		if err := s.appendDecision(ctx, ref, res, want); err != nil {
-			return "", err
-		}
-		return want, nil
 	default:
-		return prev, nil // another decision came first
+		// Decided before: append what stands, with the record's own
+		// quantity (a marker's is 0).
+		got = prev
+		cur, err := s.rs.Get(ctx, ref)
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
+		}
+		res = cur
 	}
-	e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(want), deadline: deadlineMS(res.Deadline), buyer: res.Buyer}
-	if err := s.appendEvent(ctx, e); err != nil {
-		// The decision stands in Redis; the reconciler brings it to MySQL
-		// if MySQL holds the order as reserved.
+	e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(got), deadline: deadlineMS(res.Deadline), buyer: res.Buyer}
+	if err := s.appendQueued(ctx, e, unlock); err != nil {
+		// The decision stands in Redis; its event is kept (appendEvent).
 		return "", fmt.Errorf("%s %s: %w: %w", want, ref.OrderID, inventory.ErrOutcomeUnknown, err)
 	}
-	return want, nil
-}
-
-// reassert appends the decision state that Redis already holds for the
-// order, so that a repeat is answered only once the decision is durable
-// in a local table — whichever instance made it, and whether or not that
-// instance lived to append its own event. The relay is idempotent by
-// order row, so a decision appended twice moves the order once.
-func (s *Strategy) reassert(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, state inventory.OrderState) error {
-	s.rs.Fence.Enter()
-	defer s.rs.Fence.Leave()
-	return s.appendDecision(ctx, ref, res, state)
-}
-
-// appendDecision is reassert with the fence held by the caller.
-func (s *Strategy) appendDecision(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, state inventory.OrderState) error {
-	e := event{orderID: ref.OrderID, sku: ref.SKU, qty: res.Qty, kind: string(state), deadline: deadlineMS(res.Deadline), buyer: res.Buyer}
-	if err := s.appendEvent(ctx, e); err != nil {
-		return fmt.Errorf("%s %s: %w: %w", state, ref.OrderID, inventory.ErrOutcomeUnknown, err)
-	}
-	return nil
+	return got, nil
 }
 
 // Run runs the expiry sweeper, the relay and the reconciler until ctx
@@ -454,7 +676,23 @@ func (s *Strategy) backlog(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// drain relays until the local table is empty.
+// drainAll is the fence's Drain: every decision of this instance reaches
+// MySQL before a rebuild reads it — the local table and the kept events
+// are relayed, then every order MySQL holds as reserved that Redis (kept
+// through a restart) holds as decided gets its decision appended and
+// relayed too (repairDecisions, forced), so a rebuild cannot offer again a
+// unit a decision only Redis held had taken.
+func (s *Strategy) drainAll(ctx context.Context) error {
+	if err := s.drain(ctx); err != nil {
+		return err
+	}
+	if err := s.repairDecisions(ctx, true); err != nil {
+		return err
+	}
+	return s.drain(ctx)
+}
+
+// drain relays until the local table (and the kept events) is empty.
 func (s *Strategy) drain(ctx context.Context) error {
 	for {
 		n, err := s.relay(ctx)
@@ -533,9 +771,12 @@ func (s *Strategy) sweepBatch(ctx context.Context, sku string, now time.Time, ba
 	return n, full, nil
 }
 
-// Settle expires due reservations, runs a reconciler pass and drains the
-// local table into MySQL: afterwards MySQL holds every event this instance
-// answered for. Other processes' local tables are theirs to settle.
+// Settle expires due reservations, runs a reconciler pass, appends the
+// decision of every order MySQL holds as reserved that Redis has decided
+// (whatever its age: repairDecisions, forced) and drains the local table
+// (and the kept events) into MySQL: afterwards MySQL holds every event
+// this instance answered for and every decision Redis holds of an order
+// MySQL knows. Other processes' local tables are theirs to settle.
 func (s *Strategy) Settle(ctx context.Context) error {
 	if err := s.rs.Ready(ctx); err != nil { // a restart no Try noticed
 		return fmt.Errorf("settle: %w", err)
@@ -547,6 +788,10 @@ func (s *Strategy) Settle(ctx context.Context) error {
 		return fmt.Errorf("settle: %w", err)
 	}
 	if err := s.reconcile(ctx); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	// Every order still decided in Redis only, whatever its age.
+	if err := s.repairDecisions(ctx, true); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
 	if err := s.drain(ctx); err != nil {

@@ -18,7 +18,9 @@ const relayBatch = 1000
 // no gap locks that would stall other relays' inserts.
 var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// relay moves the local events into MySQL, a batch per transaction, and
+// relay first appends the events failed appends kept (flushUnsent: a
+// pass fails while it cannot), then moves the local events into MySQL, a
+// batch per transaction, and
 // deletes each batch locally after its commit, until fewer than a batch
 // remain. It returns how many events it relayed. One pass at a time per
 // instance; passes of several processes may run together (their order
@@ -27,6 +29,9 @@ var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 func (s *Strategy) relay(ctx context.Context) (int, error) {
 	s.relayMu.Lock()
 	defer s.relayMu.Unlock()
+	if err := s.flushUnsent(ctx); err != nil {
+		return 0, fmt.Errorf("relay: %w", err)
+	}
 	total := 0
 	for {
 		evs, err := s.readEvents(ctx, relayBatch)
@@ -48,7 +53,7 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("relay: %w", err)
 		}
-		if _, err := s.local.ExecContext(ctx, "DELETE FROM events WHERE id <= ?", evs[len(evs)-1].id); err != nil {
+		if err := s.deleteRelayed(ctx, evs[len(evs)-1].id); err != nil {
 			// MySQL has them: the next pass relays them again, harmlessly.
 			return total, fmt.Errorf("relay: delete relayed events: %w", err)
 		}
@@ -64,6 +69,17 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// deleteRelayed deletes the relayed events up to id, within OpTimeout.
+func (s *Strategy) deleteRelayed(ctx context.Context, id int64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	defer cancel()
+	if err := s.localStall(ctx); err != nil {
+		return err
+	}
+	_, err := s.local.ExecContext(ctx, "DELETE FROM events WHERE id <= ?", id)
+	return err
 }
 
 func noteMax(v interface {

@@ -100,9 +100,24 @@ type msg struct {
 // the call waits for the batch's outcome (the batch runs under a context
 // that keeps the latest deadline of its members).
 func (g *Group[T]) Do(ctx context.Context, key string, item T) error {
+	return g.DoQueued(ctx, key, item, nil)
+}
+
+// DoQueued is Do that calls onQueued (when not nil) once the item holds
+// its place in key's queue: items of one key queued one after another (a
+// caller's onQueued returning before the next caller's Do starts) run in
+// that order, in one batch or in consecutive ones — unless a batch fails
+// as a whole and its items are run again one by one, or a caller leaves
+// the queue (its context ending first). Without coalescing (Max ≤ 1)
+// onQueued is called once the item has run.
+func (g *Group[T]) DoQueued(ctx context.Context, key string, item T, onQueued func()) error {
 	if g.Max <= 1 {
 		g.record(1, false)
-		return g.One(ctx, key, item)
+		err := g.One(ctx, key, item)
+		if onQueued != nil {
+			onQueued()
+		}
+		return err
 	}
 	c := &call[T]{ctx: ctx, item: item, ch: make(chan msg, 1)}
 	g.mu.Lock()
@@ -127,6 +142,9 @@ func (g *Group[T]) Do(ctx context.Context, key string, item T) error {
 		c.state = leading
 	}
 	g.mu.Unlock()
+	if onQueued != nil {
+		onQueued()
+	}
 	for !lead {
 		select {
 		case m := <-c.ch:

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,6 +18,11 @@ var buyersLua string
 
 var buyersScript = redis.NewScript(buyersLua)
 
+// buyersReadHook, set by tests only, runs between BuildBuyers' MySQL read
+// and its script: where a decision committed meanwhile used to fall
+// between the two.
+var buyersReadHook func(sku string)
+
 // buildLocks serialises BuildBuyers per SKU within a process, so a flash
 // sale's first buyers do not all read MySQL to build the same holds.
 var buildLocks sync.Map // sku → *sync.Mutex
@@ -27,7 +33,10 @@ var buildLocks sync.Map // sku → *sync.Mutex
 // (Reload, Rebuild), starts without them, and the Try of a reservation
 // with a buyer refuses to run until they are built (try.lua's -5). The
 // counts come from MySQL's orders with a buyer (reserved or confirmed)
-// and Redis's own reservation records, at one instant (buyers.lua). It is
+// and Redis's own reservation records, at one instant (buyers.lua), over
+// every reservation live when the hash was rebuilt as well as those live
+// now, so a decision landing between the MySQL read and the script is
+// counted by its record. It is
 // apart from the stock rebuild on purpose: the stock hash is rebuilt
 // without knowing about buyers, and the holds follow on first use. Safe
 // for concurrent use and beside live traffic; a second call finds the
@@ -44,7 +53,11 @@ func (s Store) BuildBuyers(ctx context.Context, db *sql.DB, sku string) error {
 	if err != nil {
 		return fmt.Errorf("build buyer holds %s: %w", sku, err)
 	}
-	args := []any{inventory.RedisReservationKey(sku, "")}
+	retain := s.Retain.Milliseconds()
+	if retain <= 0 {
+		retain = time.Hour.Milliseconds()
+	}
+	args := []any{inventory.RedisReservationKey(sku, ""), retain}
 	for rows.Next() {
 		var id, buyer string
 		var q int64
@@ -58,7 +71,10 @@ func (s Store) BuildBuyers(ctx context.Context, db *sql.DB, sku string) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("build buyer holds %s: %w", sku, err)
 	}
-	keys := []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku)}
+	if buyersReadHook != nil {
+		buyersReadHook(sku)
+	}
+	keys := []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku), buyersPendingKey(sku), buyersCountedKey(sku)}
 	if err := buyersScript.Run(ctx, s.R, keys, args...).Err(); err != nil {
 		return fmt.Errorf("build buyer holds %s: %w", sku, err)
 	}

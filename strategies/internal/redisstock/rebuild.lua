@@ -1,5 +1,7 @@
 -- Rebuild: build a missing stock hash from MySQL's word, at one instant.
--- KEYS[1] stock hash, KEYS[2] live set, KEYS[3] set of applied restock versions.
+-- KEYS[1] stock hash, KEYS[2] live set, KEYS[3] set of applied restock versions,
+-- KEYS[4] the set of reservations live at the rebuild, which buyers.lua
+-- counts the buyer holds over (see there).
 -- ARGV[1] MySQL total, ARGV[2] MySQL confirmed units, ARGV[3] MySQL inventory
 -- version (the restocks the total includes: the new floor), ARGV[4] the
 -- prefix of the SKU's reservation keys (same hash tag, same Cluster slot),
@@ -33,10 +35,12 @@ while i + 2 <= #ARGV do
   end
 end
 local occ = 0
+redis.call('DEL', KEYS[4])
 for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local r = redis.call('HMGET', p .. id, 'qty', 'state')
   if r[2] == 'reserved' then
     occ = occ + tonumber(r[1])
+    redis.call('SADD', KEYS[4], id)
   else
     redis.call('ZREM', KEYS[2], id)
   end

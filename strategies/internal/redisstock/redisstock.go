@@ -470,7 +470,7 @@ func (s Store) Reload(ctx context.Context, db *sql.DB, sku string) (created bool
 	if err != nil {
 		return false, wrapLoad(sku, err)
 	}
-	r, err := rebuildScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), restockKey(sku)}, args...).Int()
+	r, err := rebuildScript.Run(ctx, s.R, []string{inventory.RedisStockKey(sku), inventory.RedisLiveKey(sku), restockKey(sku), buyersPendingKey(sku)}, args...).Int()
 	switch {
 	case err != nil:
 		return false, wrapLoad(sku, err)
@@ -514,7 +514,7 @@ func wrapLoad(sku string, err error) error {
 }
 
 func keys(sku, id string) []string {
-	return []string{inventory.RedisStockKey(sku), inventory.RedisReservationKey(sku, id), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku)}
+	return []string{inventory.RedisStockKey(sku), inventory.RedisReservationKey(sku, id), inventory.RedisLiveKey(sku), inventory.RedisBuyersKey(sku), buyersCountedKey(sku)}
 }
 
 // Try reserves in Redis. fresh is true when this call moved stock, false for
@@ -822,6 +822,18 @@ func (s Store) Adjust(ctx context.Context, sku string, snap Snapshot, delta inve
 	}
 	return n == 1, nil
 }
+
+// buyersPendingKey is the set of a SKU's reservations live when its stock
+// hash was last rebuilt (rebuild.lua), over which buyers.lua counts the
+// buyer holds: one decided since (its MySQL row committed after
+// BuildBuyers read MySQL, or not relayed yet) is no longer live, but was
+// then. Same hash tag as the stock hash.
+func buyersPendingKey(sku string) string { return inventory.RedisPrefix + "bpend:{" + sku + "}" }
+
+// buyersCountedKey is the set of a SKU's orders buyers.lua counted into
+// the buyer holds from MySQL alone (no Redis record): a Try of one of them
+// is already in its buyer's hold (try.lua). Same hash tag.
+func buyersCountedKey(sku string) string { return inventory.RedisPrefix + "bcounted:{" + sku + "}" }
 
 // restockKey is the set of restock versions a SKU's hash has applied above
 // its floor (same hash tag as the stock hash).
