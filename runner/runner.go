@@ -322,6 +322,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		}
 		run.Param, run.Value = j.pl.Param, j.pl.Value
 		rtt(&run.Harness)
+		costNetwork(&run)
 		run.CeilingPct = ceilingPct(run, j.e, res.Calibration)
 		res.Runs = append(res.Runs, run)
 		if o.Enough != nil && o.Enough(run) {
