@@ -73,9 +73,14 @@ type Cost struct {
 	// Absent without an RTT.
 	NetworkMSPerFlow *float64 `json:"network_ms_per_flow,omitempty"`
 	// OpTimeMS is the clients' time inside store calls over the phase: the
-	// sum over reserve, confirm and cancel of count × mean latency. It is
-	// what the wait shares (lock, pool, network) are shares of.
+	// sum over reserve, confirm and cancel of count × mean latency.
 	OpTimeMS float64 `json:"op_time_ms"`
+	// StrategyTimeMS is the calls' time inside the strategy: from the
+	// service model's admission to the answer (OpTimeMS less the wait in
+	// the service's queue and the open loop's lateness), measured by the
+	// driver. It is what the wait shares (lock, pool, network) are shares
+	// of.
+	StrategyTimeMS float64 `json:"strategy_time_ms"`
 
 	// Budget is the CPU each tier was allowed (--cpus, --cpuset), absent
 	// when the tiers shared the machine.

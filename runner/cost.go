@@ -22,6 +22,8 @@ import (
 type costMeter struct {
 	pools  servers.Conns
 	status servers.Conns
+	// inStrategy reads the calls' time inside the strategy so far (ns).
+	inStrategy func() int64
 
 	mu       sync.Mutex
 	from, to *costMark
@@ -39,6 +41,7 @@ type costMark struct {
 	redisMain   float64 // seconds of CPU of Redis's main thread
 	redisMainOK bool
 	machine     *results.MachineCPU
+	inStrategy  int64 // ns
 }
 
 // statusTimeout bounds each status read, so a stalled server costs a
@@ -53,6 +56,9 @@ func (m *costMeter) read(start bool) *costMark {
 	trips := func() {
 		if t := m.pools.Trips; t != nil {
 			k.mysqlTrips, k.redisTrips = t.MySQL.Load(), t.Redis.Load()
+		}
+		if m.inStrategy != nil {
+			k.inStrategy = m.inStrategy()
 		}
 	}
 	if start {
@@ -215,6 +221,7 @@ func costOf(from, to *costMark, in costInputs) *results.Cost {
 	}
 	secs := to.at.Sub(from.at).Seconds()
 	c.MySQLTrips, c.RedisTrips = to.mysqlTrips-from.mysqlTrips, to.redisTrips-from.redisTrips
+	c.StrategyTimeMS = float64(to.inStrategy-from.inStrategy) / 1e6
 	c.MySQLTripsPerFlow, c.RedisTripsPerFlow = perFlow(float64(c.MySQLTrips)), perFlow(float64(c.RedisTrips))
 	if from.lockOK && to.lockOK {
 		w, ms := to.lockWaits-from.lockWaits, to.lockTimeMS-from.lockTimeMS

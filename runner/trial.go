@@ -320,7 +320,7 @@ func (t *trial) load(ctx context.Context) error {
 		// A run outside Execute (RunStrategy) still measures its cost.
 		t.cpu = newCPUSampler(t.st.Endpoints, t.st.Faulter)
 	}
-	meter := &costMeter{pools: t.sconns, status: t.conns}
+	meter := &costMeter{pools: t.sconns, status: t.conns, inStrategy: d.inStrategy.Load}
 	t.cpu.setMeter(meter)
 	t.peakReset = resetPeakRSS()
 	cpuFrom := selfCPU()
