@@ -175,6 +175,8 @@ func worse(a, b Safety) Safety {
 type Row struct {
 	results.Row
 	Safety Safety
+	// BoundBy is what limited the row's runs (BoundByRow).
+	BoundBy BoundBy
 }
 
 // Analysis is every verdict on one results file, decided once: the rows
@@ -208,7 +210,7 @@ type Analysis struct {
 func Analyze(r *results.Results) *Analysis {
 	a := &Analysis{Results: r, Weights: DefaultWeights}
 	for _, row := range results.Rows(r) {
-		a.Rows = append(a.Rows, Row{Row: row, Safety: SafetyOf(row.Runs)})
+		a.Rows = append(a.Rows, Row{Row: row, Safety: SafetyOf(row.Runs), BoundBy: BoundByRow(row.Runs)})
 	}
 	if s := r.Config.Weights; s != "" {
 		w, err := ParseWeights(s)

@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"fmt"
+
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -209,4 +211,45 @@ func BoundByOf(run results.Run) BoundBy {
 		return decide(TierNetwork, FigureNetworkPct, *ev.NetworkPct, WaitBoundPct)
 	}
 	return BoundBy{Tier: TierConcurrency, Evidence: ev}
+}
+
+// BoundByRow folds the repeats of one row: the tier most of its runs were
+// bound by (a tie goes to the tier of the earliest run among the tied),
+// with the evidence of the first run bound by it. No runs: TierUnknown.
+func BoundByRow(runs []results.Run) BoundBy {
+	var out BoundBy
+	best := 0
+	count := map[Tier]int{}
+	first := map[Tier]BoundBy{}
+	var order []Tier
+	for _, run := range runs {
+		b := BoundByOf(run)
+		if _, ok := first[b.Tier]; !ok {
+			first[b.Tier] = b
+			order = append(order, b.Tier)
+		}
+		count[b.Tier]++
+	}
+	for _, t := range order {
+		if count[t] > best {
+			out, best = first[t], count[t]
+		}
+	}
+	if best == 0 {
+		return BoundBy{Tier: TierUnknown}
+	}
+	return out
+}
+
+// Label is the verdict in a table cell: the tier and, when a rule fired,
+// the deciding figure ("row-lock 92%", "redis-cpu 97%", "concurrency");
+// "n/a" without cost figures.
+func (b BoundBy) Label() string {
+	switch {
+	case b.Tier == TierUnknown || b.Tier == "":
+		return "n/a"
+	case b.Evidence.Figure == FigureNone:
+		return string(b.Tier)
+	}
+	return fmt.Sprintf("%s %.0f%%", b.Tier, b.Evidence.Pct)
 }

@@ -69,3 +69,25 @@ func TestBoundByOf(t *testing.T) {
 }
 
 func closeTo(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
+
+// TestBoundByRow folds repeats: the most common tier wins, a tie goes to
+// the earliest, and the label carries the deciding figure.
+func TestBoundByRow(t *testing.T) {
+	lock := results.Run{Cost: &results.Cost{Cores: 2, StrategyTimeMS: 100, RowLockTimeMS: pf(92)}}
+	conc := results.Run{Cost: &results.Cost{Cores: 2, StrategyTimeMS: 100}}
+	cases := []struct {
+		name  string
+		runs  []results.Run
+		label string
+	}{
+		{"none", nil, "n/a"},
+		{"no cost", []results.Run{{}}, "n/a"},
+		{"majority", []results.Run{conc, lock, lock}, "row-lock 92%"},
+		{"tie: earliest", []results.Run{conc, lock}, "concurrency"},
+	}
+	for _, tc := range cases {
+		if got := BoundByRow(tc.runs).Label(); got != tc.label {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.label)
+		}
+	}
+}
