@@ -43,8 +43,8 @@ func TestRendering(t *testing.T) {
 		{"summary", md, "lost acks"}, // lost acks and cancel-ack violations apart
 		{"summary", md, "cancel-ack violations"},
 		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | n/a | ok |"}, // classic row
-		{"summary", md, "sold 100 != confirmed orders 120"},                                                                 // violation text
-		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                                                                // outcome counts
+		{"summary", md, "sold 100 != confirmed orders 120"},                                                                       // violation text
+		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                                                                      // outcome counts
 	}
 	for _, c := range cases {
 		if !strings.Contains(c.text, c.want) {
