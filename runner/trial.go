@@ -323,6 +323,7 @@ func (t *trial) load(ctx context.Context) error {
 	meter := &costMeter{pools: t.sconns, status: t.conns, inStrategy: d.inStrategy.Load}
 	t.cpu.setMeter(meter)
 	t.peakReset = resetPeakRSS()
+	stopProfile := startCPUProfile(t.e.Name)
 	cpuFrom := selfCPU()
 	switch {
 	case !t.sc.Timed():
@@ -332,6 +333,7 @@ func (t *trial) load(ctx context.Context) error {
 	default:
 		t.recs, t.window = d.closedLoop(ctx, t.cpu)
 	}
+	stopProfile()
 	t.costFrom, t.costTo = meter.marks()
 	t.cpu.setMeter(nil)
 	t.cpuPct = t.cpu.end()
