@@ -200,6 +200,9 @@ type Analysis struct {
 	// Curve is the latency curve's verdict (stockbench curve; nil
 	// otherwise), judged again from the runs against the recorded SLO.
 	Curve *Curve
+	// Scalability is the USL fit of each strategy over a sweep of buyers
+	// (USLFits; nil otherwise).
+	Scalability []StrategyUSL
 	// Problems are what the analysis could not read as recorded (e.g.
 	// weights that do not parse), each a sentence; renderers show them.
 	Problems []string
@@ -232,6 +235,7 @@ func Analyze(r *results.Results) *Analysis {
 		}
 		a.Curve = CurveOf(r.Runs, names, c.SLOP99MS)
 	}
+	a.Scalability = USLFits(r)
 	return a
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 // USLPoint is one measured throughput at one concurrency.
@@ -177,4 +179,53 @@ func nelderMead(f func([2]float64) float64, x0, step [2]float64, iters int) [2]f
 	}
 	sort.Slice(s, func(i, j int) bool { return s[i].v < s[j].v })
 	return s[0].x
+}
+
+// StrategyUSL is one strategy's USL fit over a sweep of buyers on one
+// scenario: every run (repeats apart) is a point (buyers, TPS). Err says
+// why there is no fit (Fit is then zero).
+type StrategyUSL struct {
+	Strategy string `json:"strategy"`
+	Scenario string `json:"scenario"`
+	Fit      USL    `json:"fit"`
+	Err      string `json:"error,omitempty"`
+}
+
+// USLFits fits the USL per strategy and scenario of a `sweep --param
+// buyers` (closed loop: the buyers are the concurrency); nil for any
+// other file. Strategies and scenarios keep the order of the runs.
+func USLFits(r *results.Results) []StrategyUSL {
+	if r == nil || r.Sweep == nil || r.Sweep.Param != "buyers" {
+		return nil
+	}
+	xs, _, ok := SweepX(r.Sweep)
+	if !ok {
+		return nil
+	}
+	type key struct{ strategy, scenario string }
+	var order []key
+	pts := map[key][]USLPoint{}
+	for _, run := range r.Runs {
+		n, ok := xs[run.Value]
+		if !ok {
+			continue
+		}
+		k := key{run.Strategy, run.Scenario}
+		if _, seen := pts[k]; !seen {
+			order = append(order, k)
+		}
+		pts[k] = append(pts[k], USLPoint{N: n, X: run.TPS})
+	}
+	var out []StrategyUSL
+	for _, k := range order {
+		s := StrategyUSL{Strategy: k.strategy, Scenario: k.scenario}
+		fit, err := FitUSL(pts[k])
+		if err != nil {
+			s.Err = err.Error()
+		} else {
+			s.Fit = fit
+		}
+		out = append(out, s)
+	}
+	return out
 }

@@ -3,7 +3,10 @@ package analysis
 import (
 	"errors"
 	"math"
+	"strconv"
 	"testing"
+
+	"github.com/stockbench/stockbench/results"
 )
 
 func uslPoints(l, s, k float64, ns ...float64) []USLPoint {
@@ -73,5 +76,33 @@ func TestFitUSLRefuses(t *testing.T) {
 		if _, err := FitUSL(pts); !errors.Is(err, ErrUSLPoints) {
 			t.Errorf("FitUSL(%v) = %v, want ErrUSLPoints", pts, err)
 		}
+	}
+}
+
+// TestUSLFits fits each strategy of a buyers sweep from its runs, and
+// nothing for another sweep.
+func TestUSLFits(t *testing.T) {
+	u := USL{Lambda: 100, Sigma: 0.2, Kappa: 0.001}
+	r := &results.Results{Sweep: &results.Sweep{Param: "buyers", Values: []string{"1", "4", "16", "64"}}}
+	for _, v := range r.Sweep.Values {
+		n, _ := strconv.ParseFloat(v, 64)
+		r.Runs = append(r.Runs, results.Run{Strategy: "rowlock", Scenario: "sustained", Param: "buyers", Value: v, TPS: u.X(n)})
+		if v != "64" {
+			r.Runs = append(r.Runs, results.Run{Strategy: "cas", Scenario: "sustained", Param: "buyers", Value: v, TPS: 10})
+		}
+	}
+	fits := USLFits(r)
+	if len(fits) != 2 || fits[0].Strategy != "rowlock" || fits[1].Strategy != "cas" {
+		t.Fatalf("fits %+v", fits)
+	}
+	if f := fits[0]; f.Err != "" || math.Abs(f.Fit.Sigma-0.2) > 1e-3 || f.Fit.R2 < 0.999 {
+		t.Errorf("rowlock: %+v", f)
+	}
+	if f := fits[1]; f.Err != "" || f.Fit.Points != 3 {
+		t.Errorf("cas (3 points, flat): %+v", f)
+	}
+	r.Sweep.Param = "rtt"
+	if fits := USLFits(r); fits != nil {
+		t.Errorf("an rtt sweep has USL fits: %+v", fits)
 	}
 }

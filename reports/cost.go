@@ -2,6 +2,8 @@ package reports
 
 import (
 	"fmt"
+	"io"
+	"math"
 
 	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
@@ -86,4 +88,22 @@ func deref(p *float64) float64 {
 		return 0
 	}
 	return *p
+}
+
+// uslLines are the USL fits of a buyers sweep, one line each: contention
+// σ, coherency κ, the peak N* and its throughput, and R².
+func uslLines(w io.Writer, a *analysis.Analysis) {
+	for _, f := range a.Scalability {
+		if f.Err != "" {
+			fmt.Fprintln(w, wrap(fmt.Sprintf("USL %s (%s): no fit: %s", f.Strategy, f.Scenario, f.Err), TerminalWidth, "  "))
+			continue
+		}
+		u := f.Fit
+		peak := "no peak (κ=0): levels off at " + f0(u.PeakX) + " flows/s"
+		if !math.IsInf(u.PeakN, 1) {
+			peak = fmt.Sprintf("peak N*=%.0f buyers at %s flows/s", u.PeakN, f0(u.PeakX))
+		}
+		fmt.Fprintln(w, wrap(fmt.Sprintf("USL %s (%s): σ=%.3f (contention) κ=%.2g (coherency) λ=%s flows/s per buyer, %s, R²=%.3f over %d runs",
+			f.Strategy, f.Scenario, u.Sigma, u.Kappa, f1(u.Lambda), peak, u.R2, u.Points), TerminalWidth, "  "))
+	}
 }

@@ -182,6 +182,7 @@ func Table(w io.Writer, a *analysis.Analysis) {
 		fmt.Fprintln(w, wrap(costCaption, TerminalWidth, "  "))
 		t.terminal(w)
 	}
+	uslLines(w, a)
 	for _, row := range a.Rows {
 		switch row.Safety.Kind {
 		case analysis.Unproven:
