@@ -73,6 +73,9 @@ type Options struct {
 	// Faults is the fault plan of every run (--fault); fault times are
 	// offsets from the start of the measured phase.
 	Faults faults.Plan
+	// CPUBudget is the CPU each tier may use (--cpus, --cpuset; local
+	// backend, through cgroups); the zero value shares the machine.
+	CPUBudget CPUBudget
 	// Enough, when set, is asked after each run; when it says true, that
 	// strategy is not run in the later plans (stockbench curve stops a
 	// strategy at the first rate past its latency bound).
@@ -242,6 +245,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 			return nil, err
 		}
 		defer release()
+	}
+	if !first.Segment.Partial() {
+		// The budgets hold from calibration to the last run.
+		undo, err := applyCPUBudget(first.CPUBudget, ep)
+		if err != nil {
+			return nil, refuse(err)
+		}
+		defer undo()
 	}
 	res.Env = collectEnv(ctx, ep, conns)
 	if len(ep.MySQLCluster) > 1 {

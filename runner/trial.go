@@ -528,6 +528,7 @@ func (t *trial) figures(context.Context) error {
 	run.CoreLines = t.e.CoreLines()
 	run.Cost = costOf(t.costFrom, t.costTo, costInputs{flows: total.flows, window: window, cores: runtime.NumCPU(),
 		cpu: t.cpuPct, opTimeMS: opTimeMS(run.LatencyMS), probe: t.e.Probe})
+	run.Cost.Budget = o.CPUBudget.Results()
 	if len(run.Faults) > 0 {
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, *run)
 	}
