@@ -175,6 +175,8 @@ func worse(a, b Safety) Safety {
 type Row struct {
 	results.Row
 	Safety Safety
+	// BoundBy is what limited the row's runs (BoundByRow).
+	BoundBy BoundBy
 }
 
 // Analysis is every verdict on one results file, decided once: the rows
@@ -198,6 +200,9 @@ type Analysis struct {
 	// Curve is the latency curve's verdict (stockbench curve; nil
 	// otherwise), judged again from the runs against the recorded SLO.
 	Curve *Curve
+	// Scalability is the USL fit of each strategy over a sweep of buyers
+	// (USLFits; nil otherwise).
+	Scalability []StrategyUSL
 	// Problems are what the analysis could not read as recorded (e.g.
 	// weights that do not parse), each a sentence; renderers show them.
 	Problems []string
@@ -208,7 +213,7 @@ type Analysis struct {
 func Analyze(r *results.Results) *Analysis {
 	a := &Analysis{Results: r, Weights: DefaultWeights}
 	for _, row := range results.Rows(r) {
-		a.Rows = append(a.Rows, Row{Row: row, Safety: SafetyOf(row.Runs)})
+		a.Rows = append(a.Rows, Row{Row: row, Safety: SafetyOf(row.Runs), BoundBy: BoundByRow(row.Runs)})
 	}
 	if s := r.Config.Weights; s != "" {
 		w, err := ParseWeights(s)
@@ -230,6 +235,7 @@ func Analyze(r *results.Results) *Analysis {
 		}
 		a.Curve = CurveOf(r.Runs, names, c.SLOP99MS)
 	}
+	a.Scalability = USLFits(r)
 	return a
 }
 

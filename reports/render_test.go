@@ -42,9 +42,9 @@ func TestRendering(t *testing.T) {
 		{"table", tb.String(), "recommended, best first: rowlock; then, UNPROVEN (audit not finished): outbox; then, UNSAFE: naive"},
 		{"summary", md, "lost acks"}, // lost acks and cancel-ack violations apart
 		{"summary", md, "cancel-ack violations"},
-		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | ok |"}, // classic row
-		{"summary", md, "sold 100 != confirmed orders 120"},                                                                 // violation text
-		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                                                                // outcome counts
+		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | n/a | ok |"}, // classic row
+		{"summary", md, "sold 100 != confirmed orders 120"},                                                                       // violation text
+		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                                                                      // outcome counts
 	}
 	for _, c := range cases {
 		if !strings.Contains(c.text, c.want) {
@@ -66,7 +66,11 @@ func TestTableFitsTerminal(t *testing.T) {
 			r.Runs = append(r.Runs, results.Run{Strategy: s, Scenario: "sustained", Param: "buyers", Value: "100000", Repeat: rep,
 				TPS: 12345.6 * float64(rep), Flows: 1234567, LatencyMS: map[string]results.Percentiles{"flow": {P99: 12345.67}},
 				Harness: results.Harness{ServerCPUPct: results.Float(187.5)}, CoreLines: 1234,
-				Audit: audit.Audit{ConfirmedUnits: 1000000, OversoldUnits: 123456, OversellRate: 0.123456, StaleReservations: 7}})
+				Audit: audit.Audit{ConfirmedUnits: 1000000, OversoldUnits: 123456, OversellRate: 0.123456, StaleReservations: 7},
+				// The widest cost row: a budget-bound label, six-figure costs.
+				Cost: &results.Cost{Flows: 1234567, Cores: 64, MySQLCPUUSPerFlow: results.Float(123456), RedisCPUUSPerFlow: results.Float(123456),
+					HarnessCPUUSPerFlow: results.Float(123456), HarnessCPUPct: results.Float(99.9), MySQLTripsPerFlow: results.Float(1234.5),
+					RowLockMSPerFlow: results.Float(12345.67), PoolWaitMSPerFlow: 12345.67, Budget: &results.CPUBudget{Harness: results.Float(0.1)}}})
 		}
 	}
 	var tb bytes.Buffer
@@ -75,6 +79,9 @@ func TestTableFitsTerminal(t *testing.T) {
 		if n := utf8.RuneCountInString(line); n > TerminalWidth {
 			t.Errorf("line of %d columns (> %d): %q", n, TerminalWidth, line)
 		}
+	}
+	if !strings.Contains(tb.String(), "harness-cpu 999%") {
+		t.Errorf("no bound-by verdict in the cost table:\n%s", tb.String())
 	}
 	if !strings.Contains(tb.String(), "UNSAFE naive (sustained buyers=100000): 370368 oversold units, 21 stale reservations") {
 		t.Errorf("no per-class line for an UNSAFE row:\n%s", tb.String())

@@ -32,7 +32,7 @@ func comparison(a *analysis.Analysis) table {
 		}
 	}
 	head = append(head, "other anomalies")
-	head = append(head, "server CPU %", "core lines", "safety")
+	head = append(head, "server CPU %", "core lines", "bound by", "safety")
 	var rows [][]string
 	for _, row := range rs {
 		runs := row.Runs
@@ -64,10 +64,10 @@ func comparison(a *analysis.Analysis) table {
 		if row.HasCPU {
 			cpu = fold(runs, results.ServerCPU, f1)
 		}
-		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), row.Safety.Label())
+		cells = append(cells, cpu, fmt.Sprint(row.CoreLines), row.BoundBy.Label(), row.Safety.Label())
 		rows = append(rows, cells)
 	}
-	t := table{Head: head, Rows: rows, Align: figuresAlign(len(head))}
+	t := table{Head: head, Rows: rows, Align: verdictsAlign(len(head))}
 	flagVerdicts(&t, a.Rows)
 	return t
 }
@@ -85,6 +85,10 @@ func flagVerdicts(t *table, rows []analysis.Row) {
 // figuresAlign aligns a table of n columns whose first two (strategy,
 // scenario) and last (a verdict) are words and the others figures.
 func figuresAlign(n int) string { return "ll" + strings.Repeat("r", n-3) + "l" }
+
+// verdictsAlign is figuresAlign for a table whose last two columns are
+// verdicts (bound by, safety).
+func verdictsAlign(n int) string { return "ll" + strings.Repeat("r", n-4) + "ll" }
 
 // wrap breaks text at spaces into lines of at most width columns, each
 // line after the first starting with indent.
@@ -174,6 +178,11 @@ func terminal(a *analysis.Analysis) table {
 func Table(w io.Writer, a *analysis.Analysis) {
 	r := a.Results
 	terminal(a).terminal(w)
+	if t, ok := costTable(a); ok {
+		fmt.Fprintln(w, wrap(costCaption, TerminalWidth, "  "))
+		t.terminal(w)
+	}
+	uslLines(w, a)
 	for _, row := range a.Rows {
 		switch row.Safety.Kind {
 		case analysis.Unproven:

@@ -206,6 +206,8 @@ type Run struct {
 	// service model's settings and sheds.
 	Flash   *Flash   `json:"flash,omitempty"`
 	Service *Service `json:"service,omitempty"`
+	// Cost is what the measured phase cost each tier per flow (results/cost.go).
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // Phase is one named phase of a run: setup (reset, load the catalog, the

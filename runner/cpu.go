@@ -59,6 +59,23 @@ type cpuSampler struct {
 	stop    chan struct{}
 	pending sync.WaitGroup
 	result  cpuFigures // set by mark
+	// meter, when set, reads the run's cost counters at the same start
+	// and end (trial.load sets it for one run).
+	meter *costMeter
+}
+
+// setMeter has the measurement's start and end also mark m (nil: none).
+func (c *cpuSampler) setMeter(m *costMeter) {
+	c.mu.Lock()
+	c.meter = m
+	c.mu.Unlock()
+}
+
+// costMeter is the meter set for the current measurement.
+func (c *cpuSampler) costMeter() *costMeter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.meter
 }
 
 // samplePeriod is how often a measurement reads its sources.
@@ -204,6 +221,7 @@ func (c *cpuSampler) begin() {
 			}
 		}
 	}()
+	c.costMeter().begin()
 }
 
 // halt stops the periodic reads and waits for them.
@@ -231,6 +249,7 @@ func (c *cpuSampler) window(from, to time.Time) (stop func()) {
 
 // mark fixes the figures as of now.
 func (c *cpuSampler) mark() {
+	c.costMeter().mark()
 	r := c.compute()
 	c.mu.Lock()
 	c.result = r

@@ -38,6 +38,10 @@ type driver struct {
 	begun atomic.Int64
 	// retries counts the client's retries (ClientRetry).
 	retries atomic.Int64
+	// inStrategy is the calls' time inside the strategy, in ns: from
+	// the service model's admission to the answer (the cost meter's
+	// denominator of the wait shares).
+	inStrategy atomic.Int64
 }
 
 // buyer is a journey's place in a fixed scenario: its arrival order, whether
@@ -233,6 +237,10 @@ func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op, t
 		return opResult{op: op, err: err, start: t0, lat: time.Since(t0)}
 	}
 	defer d.gate.leave()
+	admitted := t0
+	if t.w != nil {
+		admitted = time.Now() // it waited in the service's queue
+	}
 	switch op {
 	case scenarios.Reserve:
 		err = d.s.Reserve(ctx, inventory.Reservation{OrderID: j.OrderID, SKU: j.SKU, Qty: j.Qty, Deadline: t0.Add(j.TTL), Buyer: j.Buyer, Limit: j.Limit})
@@ -241,7 +249,9 @@ func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op, t
 	case scenarios.Cancel:
 		err = d.s.Cancel(ctx, ref)
 	}
-	return opResult{op: op, err: err, start: t0, lat: time.Since(t0)}
+	end := time.Now()
+	d.inStrategy.Add(int64(end.Sub(admitted)))
+	return opResult{op: op, err: err, start: t0, lat: end.Sub(t0)}
 }
 
 // closedLoop runs Buyers workers, each starting its next journey as soon as

@@ -73,6 +73,9 @@ type Options struct {
 	// Faults is the fault plan of every run (--fault); fault times are
 	// offsets from the start of the measured phase.
 	Faults faults.Plan
+	// CPUBudget is the CPU each tier may use (--cpus, --cpuset; local
+	// backend, through cgroups); the zero value shares the machine.
+	CPUBudget CPUBudget
 	// Enough, when set, is asked after each run; when it says true, that
 	// strategy is not run in the later plans (stockbench curve stops a
 	// strategy at the first rate past its latency bound).
@@ -243,6 +246,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		}
 		defer release()
 	}
+	if !first.Segment.Partial() {
+		// The budgets hold from calibration to the last run.
+		undo, err := applyCPUBudget(first.CPUBudget, ep)
+		if err != nil {
+			return nil, refuse(err)
+		}
+		defer undo()
+	}
 	res.Env = collectEnv(ctx, ep, conns)
 	if len(ep.MySQLCluster) > 1 {
 		first.logf("%s", ep.MySQLDescription())
@@ -322,6 +333,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		}
 		run.Param, run.Value = j.pl.Param, j.pl.Value
 		rtt(&run.Harness)
+		costNetwork(&run)
 		run.CeilingPct = ceilingPct(run, j.e, res.Calibration)
 		res.Runs = append(res.Runs, run)
 		if o.Enough != nil && o.Enough(run) {

@@ -16,7 +16,7 @@ import (
 var env servertest.Env
 
 // The server-free tests of the package, run by the -short tier.
-var pure = []string{"TestResolvedGrid", "TestHarnessPerKFlows", "TestRecorderOp", "TestRecorderMerge"}
+var pure = []string{"TestParseBudgets", "TestApplyCPUBudget", "TestCPUProfile", "TestCostOf", "TestCostOfPartial", "TestCostNetwork", "TestRedisMainThreadSec", "TestResolvedGrid", "TestHarnessPerKFlows", "TestRecorderOp", "TestRecorderMerge"}
 
 func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env, pure...)) }
 

@@ -112,6 +112,9 @@ type trial struct {
 	drifted     bool
 	bgRan       time.Duration
 	probed      *audit.ProbeReport
+	// costFrom and costTo are the cost meter's marks around the measured
+	// phase (nil when it never began).
+	costFrom, costTo *costMark
 	// phaseErr is why a check phase did not finish.
 	phaseErr error
 }
@@ -321,7 +324,14 @@ func (t *trial) load(ctx context.Context) error {
 		_, relay := countersOf(t.strat)["outbox_relayed"]
 		drift = startDrift(t.conns, pid, relay, driftEvery(o.Duration), t.cpu.seconds)
 	}
+	if t.cpu == nil {
+		// A run outside Execute (RunStrategy) still measures its cost.
+		t.cpu = newCPUSampler(t.st.Endpoints, t.st.Faulter)
+	}
+	meter := &costMeter{pools: t.sconns, status: t.conns, inStrategy: d.inStrategy.Load}
+	t.cpu.setMeter(meter)
 	t.peakReset = resetPeakRSS()
+	stopProfile := startCPUProfile(t.e.Name)
 	cpuFrom := selfCPU()
 	switch {
 	case !t.sc.Timed():
@@ -331,6 +341,9 @@ func (t *trial) load(ctx context.Context) error {
 	default:
 		t.recs, t.window = d.closedLoop(ctx, t.cpu)
 	}
+	stopProfile()
+	t.costFrom, t.costTo = meter.marks()
+	t.cpu.setMeter(nil)
 	t.cpuPct = t.cpu.end()
 	t.ps.list = append(t.ps.list, ph.end(false))
 	if drift != nil {
@@ -521,6 +534,9 @@ func (t *trial) figures(context.Context) error {
 		}
 	}
 	run.CoreLines = t.e.CoreLines()
+	run.Cost = costOf(t.costFrom, t.costTo, costInputs{flows: total.flows, window: window, cores: runtime.NumCPU(),
+		cpu: t.cpuPct, opTimeMS: opTimeMS(run.LatencyMS), probe: t.e.Probe})
+	run.Cost.Budget = o.CPUBudget.Results()
 	if len(run.Faults) > 0 {
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, *run)
 	}

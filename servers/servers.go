@@ -9,6 +9,7 @@ package servers
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -623,6 +624,8 @@ type Conns struct {
 	// MySQLCausalReads is the causal-read mode of the cluster (see
 	// Endpoints): the per-node checks read with it.
 	MySQLCausalReads string
+	// Trips counts both pools' round trips (nil for Conns not made by Open).
+	Trips *RoundTrips
 }
 
 // DefaultPool is the default size of each of a run's pools (MySQL and
@@ -637,19 +640,22 @@ const DefaultPool = 64
 // time is up, not after go-redis's own 3 s read timeout. go-redis does not
 // send a failed command again (see below).
 func Open(ep Endpoints, poolSize int) (Conns, error) {
-	var db *sql.DB
+	trips := &RoundTrips{}
+	var conn driver.Connector
 	if len(ep.MySQLCluster) > 1 && ep.MySQLSpread {
 		c, err := newSpreadConnector(ep.MySQLCluster, ep.MySQLCausalReads)
 		if err != nil {
 			return Conns{}, err
 		}
-		db = sql.OpenDB(c)
+		conn = c
 	} else {
-		var err error
-		if db, err = sql.Open("mysql", ep.MySQLDSN); err != nil {
+		c, err := mysql.MySQLDriver{}.OpenConnector(ep.MySQLDSN)
+		if err != nil {
 			return Conns{}, fmt.Errorf("mysql dsn %s: %w", ep.Redacted(), err)
 		}
+		conn = c
 	}
+	db := sql.OpenDB(countingConnector{inner: conn, n: &trips.MySQL})
 	poolSize = max(poolSize, 1)
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
@@ -661,7 +667,8 @@ func Open(ep Endpoints, poolSize int) (Conns, error) {
 		// settle it the way they settle any cut reply.
 		o.MaxRetries = -1
 	})
-	return Conns{DB: db, Redis: rdb, MySQLNodes: ep.MySQLCluster, MySQLCausalReads: ep.MySQLCausalReads}, nil
+	rdb.AddHook(redisTrips{n: &trips.Redis})
+	return Conns{DB: db, Redis: rdb, MySQLNodes: ep.MySQLCluster, MySQLCausalReads: ep.MySQLCausalReads, Trips: trips}, nil
 }
 
 // Close closes both pools.

@@ -42,6 +42,7 @@ commands:
   faults     every strategy under each standard fault (Redis/MySQL pause, restart, latency, app-crash): the fault matrix
   report     re-render summary.md, CSV, charts and index.html from DIR/results.json
   compare    OLD NEW (files or report dirs): side-by-side table, exit 1 on a regression (the CI gate)
+  project    RESULTS --deploy SPEC: each run's measured costs carried to a stated deployment
   prepare    reset and load external stores for generators started elsewhere (run --shard I/N --no-reset)
   merge      OUT DIR…: one report from several generators' results.json (histograms merged exactly)
   serve      one service instance of one strategy behind the order API (HTTP/JSON, docs/api.md)
@@ -96,6 +97,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdReport(args[1:], stdout, fail)
 	case "compare":
 		return cmdCompare(args[1:], stdout, fail)
+	case "project":
+		return cmdProject(args[1:], stdout, fail)
 	case "merge":
 		return cmdMerge(args[1:], stdout, fail)
 	case "prepare":

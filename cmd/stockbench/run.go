@@ -35,7 +35,7 @@ type runFlags struct {
 	inflight, queue, clientRetry                  int
 	retryBackoff                                  string
 	skew, mix, file, weights, preset              string
-	rtt, isolation                                string
+	rtt, isolation, cpus, cpuset                  string
 	// service is --service: in-process, process or process:N.
 	service                                       string
 	stock                                         int64
@@ -78,6 +78,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&f.rtt, "rtt", "", "network between the service and its stores (local or docker backend; empty: loopback): a profile ("+strings.Join(netpath.ProfileNames(), ", ")+"), an RTT with optional jitter (0.5ms, 1ms±0.1ms or 1ms+-0.1ms), or per store (mysql=1ms,redis=0.2ms); see docs/network.md")
 	fs.StringVar(&f.service, "service", "in-process", "where each strategy runs: in-process (the default, fastest) | process[:N] (N `stockbench serve` children of this binary on the run's stores, called over the order API round robin; the acks stay here; docs/api.md)")
+	fs.StringVar(&f.cpus, "cpus", "", "local backend: CPU quota per tier in cores, through cgroups: mysql=1,redis=0.5,harness=0.5 (empty: the tiers share the machine; docs/cost.md)")
+	fs.StringVar(&f.cpuset, "cpuset", "", "local backend: cores each tier is pinned to, through cgroups: mysql=0,redis=1,harness=1 (a list inside a tier with ; as 0;2 or a range 0-1)")
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(scenarios.Names(), ", "))
@@ -224,6 +226,11 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	parse("rtt", err)
 	isolation, err := servers.ParseIsolation(f.isolation)
 	parse("isolation", err)
+	var budget runner.CPUBudget
+	budget.Cores, err = runner.ParseCPUs(f.cpus)
+	parse("cpus", err)
+	budget.Set, err = runner.ParseCPUSet(f.cpuset)
+	parse("cpuset", err)
 	plan, err := faults.ParsePlan(f.faults)
 	if parse("fault", err) {
 		parse("fault", plan.For(f.servers.Backend))
@@ -233,7 +240,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 			Arrival: arrival, SustainedPayDelay: sustainedPay, Abandon: f.abandon, TTL: f.ttl, ShortTTL: f.shortTTL, Seed: f.seed,
 			Duration: f.duration, Warmup: f.warmup, SKUs: f.skus, Skew: skew, Mix: mix, NoRestock: f.noRestock,
 			LimitPerBuyer: f.limitPerBuyer, RepeatBuyers: f.repeatBuyers, RepeatTries: f.repeatTries}, Repeat: f.repeat, CalibrateDuration: f.calibrate,
-		Pool: f.pool, Inflight: f.inflight, Queue: f.queue, ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network,
+		Pool: f.pool, Inflight: f.inflight, Queue: f.queue, ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network, CPUBudget: budget,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
 			CASMaxWait: f.casMaxWait, Buckets: f.buckets, Isolation: isolation},

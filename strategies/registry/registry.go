@@ -17,6 +17,7 @@ import (
 	"github.com/stockbench/stockbench/strategies/conditional"
 	"github.com/stockbench/stockbench/strategies/luatcc"
 	"github.com/stockbench/stockbench/strategies/naive"
+	"github.com/stockbench/stockbench/strategies/null"
 	"github.com/stockbench/stockbench/strategies/outbox"
 	"github.com/stockbench/stockbench/strategies/outboxlocal"
 	"github.com/stockbench/stockbench/strategies/rowlock"
@@ -42,7 +43,10 @@ type Entry struct {
 	// Ceiling names the calibration probe that bounds the strategy's
 	// reserve: the store operation its reserve is shaped like.
 	Ceiling string
-	New     func(strategies.Config) (strategies.Strategy, error)
+	// Probe marks a harness-cost probe (null): not a strategy, never
+	// audited nor ranked, outside All.
+	Probe bool
+	New   func(strategies.Config) (strategies.Strategy, error)
 }
 
 func wrap[T strategies.Strategy](f func(strategies.Config) T) func(strategies.Config) (strategies.Strategy, error) {
@@ -65,6 +69,13 @@ var All = []Entry{
 	{Name: "buckets", Dirs: []string{"strategies/buckets", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(buckets.New)},
 	{Name: "skiplocked", Dirs: []string{"strategies/skiplocked", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(skiplocked.New)},
 	{Name: "naive", Dirs: []string{"strategies/naive"}, Safe: false, Ceiling: CeilingMySQLUpdate, New: wrap(naive.New)},
+}
+
+// Probes are the harness-cost probes: named on the command line like a
+// strategy (--strategies null), never part of "all", of make bench or of
+// the conformance suite, never audited nor ranked.
+var Probes = []Entry{
+	{Name: null.Name, Probe: true, New: wrap(null.New)},
 }
 
 // Calibration probes a strategy can be compared with.
@@ -101,12 +112,12 @@ func Names() []string {
 
 // Lookup finds a strategy by name.
 func Lookup(name string) (Entry, error) {
-	for _, e := range All {
+	for _, e := range append(All[:len(All):len(All)], Probes...) {
 		if e.Name == name {
 			return e, nil
 		}
 	}
-	return Entry{}, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(Names(), ", "))
+	return Entry{}, fmt.Errorf("unknown strategy %q (known: %s; probe: null)", name, strings.Join(Names(), ", "))
 }
 
 // Parse turns a comma-separated list ("all" for every strategy) into entries,

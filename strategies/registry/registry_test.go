@@ -37,3 +37,34 @@ func TestCoreLinesCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestProbesApart: a harness-cost probe is found by name but never in
+// "all" (so never in make bench nor the conformance suite, which range
+// over All), and every probe is marked as one.
+func TestProbesApart(t *testing.T) {
+	for _, p := range Probes {
+		if !p.Probe {
+			t.Errorf("%s: in Probes but not marked Probe", p.Name)
+		}
+		e, err := Lookup(p.Name)
+		if err != nil || !e.Probe {
+			t.Errorf("Lookup(%q) = %+v, %v: want the probe", p.Name, e.Name, err)
+		}
+		all, err := Parse("all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range all {
+			if a.Name == p.Name || a.Probe {
+				t.Errorf("Parse(all) holds the probe %s", a.Name)
+			}
+		}
+		named, err := Parse("rowlock," + p.Name)
+		if err != nil || len(named) != 2 || !named[1].Probe {
+			t.Errorf("Parse(rowlock,%s) = %v, %v", p.Name, named, err)
+		}
+	}
+	if len(Probes) == 0 {
+		t.Error("no probes: the null strategy measures the generator's own cost")
+	}
+}

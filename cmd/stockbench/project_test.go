@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stockbench/stockbench/results"
+)
+
+// TestProjectCommand projects a file's runs: a Redis-bound run, a probe
+// giving the generator's cost (not projected itself), and a run without
+// cost (skipped); a bad deployment is a usage error.
+func TestProjectCommand(t *testing.T) {
+	dir := t.TempDir()
+	f := func(v float64) *float64 { return &v }
+	r := &results.Results{Format: results.Format, Config: results.Config{Buyers: 100}, Runs: []results.Run{
+		{Strategy: "lua-tcc", Scenario: "sustained", TPS: 1000, Cost: &results.Cost{Flows: 1000, Cores: 2, StrategyTimeMS: 1,
+			MySQLCPUUSPerFlow: f(10), RedisCPUUSPerFlow: f(200), HarnessCPUUSPerFlow: f(60), RedisTripsPerFlow: f(3)}},
+		{Strategy: "null", Scenario: "sustained", TPS: 50000, Cost: &results.Cost{Flows: 1, Probe: true, GeneratorCPUUSPerFlow: f(10), HarnessCPUUSPerFlow: f(10)}},
+		{Strategy: "rowlock", Scenario: "sustained", TPS: 100},
+	}}
+	if err := results.WriteJSON(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"project", dir, "--deploy", "mysql=16,redis=1,service=8x4,rtt=same-zone"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got := out.String()
+	// Redis: one thread at 200 µs a flow.
+	if !strings.Contains(got, "lua-tcc") || !strings.Contains(got, "5000  redis-cpu") {
+		t.Errorf("no Redis-bound projection of 5000 flows/s:\n%s", got)
+	}
+	if strings.Contains(got, "\nnull ") || strings.Contains(got, "\nrowlock") {
+		t.Errorf("the probe or a run without cost was projected:\n%s", got)
+	}
+	errb.Reset()
+	if code := Main(context.Background(), []string{"project", dir, "--deploy", "mysql=0"}, &out, &errb); code != exitUsage {
+		t.Errorf("bad deploy: exit %d, want %d", code, exitUsage)
+	}
+}
