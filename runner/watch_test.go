@@ -212,4 +212,3 @@ func sample(text, name string) (float64, bool) {
 	}
 	return 0, false
 }
-
