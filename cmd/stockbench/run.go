@@ -57,6 +57,8 @@ type runFlags struct {
 	faults []string
 	// sh splits the run over generator processes (run only).
 	sh shardFlags
+	// obs watches the run live: thresholds, the metrics endpoint.
+	obs observeFlags
 	// post, when set, completes the results before they are written, and
 	// after prints more below the table (stockbench curve).
 	post  func(*results.Results)
@@ -120,6 +122,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.auditTimeout, "audit-timeout", 0, "deadline of each audit of a run (0: 1m + 1m per 100,000 SKUs + 200µs per ack); past it the run is written, marked incomplete, exit 3")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.StringVar(&f.weights, "weights", analysis.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
+	f.obs.register(fs)
 }
 
 // applyFile sets, from a YAML scenario file, every flag the command line did
@@ -242,6 +245,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if len(scens) > 0 {
 		errs = append(errs, o.Validate()...)
 	}
+	errs = append(errs, f.obs.apply(&o)...)
 	if err := f.sh.check(f); err != nil {
 		errs = append(errs, err)
 	}
@@ -340,6 +344,14 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 			}
 		}
 	}
+	metrics, closeMetrics, err := f.obs.listen()
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	defer closeMetrics()
+	for i := range plans {
+		plans[i].Metrics = metrics
+	}
 	p, err := newProvider(so, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
@@ -404,6 +416,8 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 		return fail(exitIncomplete, fmt.Errorf("%s; load figures written to %s", incomplete(res), f.out))
 	case res.Interrupted:
 		return fail(exitInterrupted, fmt.Errorf("interrupted: %s; written to %s", measuredOf(res, plans), f.out))
+	case verdict(res) != nil:
+		return fail(exitFailed, fmt.Errorf("%w; written to %s", verdict(res), f.out))
 	}
 	return exitOK
 }

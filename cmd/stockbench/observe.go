@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/stockbench/stockbench/observe"
+	"github.com/stockbench/stockbench/results"
+	"github.com/stockbench/stockbench/runner"
+)
+
+// observeFlags are the flags that watch a run live: thresholds and the
+// metrics endpoint (docs/ci.md, docs/observe.md).
+type observeFlags struct {
+	abortOn, thresholds []string
+	metricsAddr         string
+}
+
+func (f *observeFlags) register(fs *flag.FlagSet) {
+	list := func(to *[]string) func(string) error {
+		return func(v string) error {
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					*to = append(*to, s)
+				}
+			}
+			return nil
+		}
+	}
+	fs.Func("abort-on", "stop a run's load at once when this threshold is breached, then settle, audit, write everything and exit 1; repeatable: anomaly (the mid-run probe's first violation), p99>500ms for 30s, flows<100/s for 10s, errors>5/s", list(&f.abortOn))
+	fs.Func("threshold", "check the finished run against this threshold (same syntax as --abort-on) without stopping it; exit 1 when breached; repeatable", list(&f.thresholds))
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve OpenMetrics for Prometheus at http://ADDR/metrics during the run (loopback only, e.g. 127.0.0.1:9464)")
+}
+
+// apply parses the thresholds into o and checks the endpoint's address,
+// returning every problem.
+func (f *observeFlags) apply(o *runner.Options) []error {
+	var errs []error
+	parse := func(flag string, specs []string) []observe.Threshold {
+		var out []observe.Threshold
+		for _, s := range specs {
+			t, err := observe.Parse(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %w", flag, err))
+				continue
+			}
+			out = append(out, t)
+		}
+		return out
+	}
+	o.AbortOn, o.Thresholds = parse("abort-on", f.abortOn), parse("threshold", f.thresholds)
+	if f.metricsAddr != "" {
+		if err := observe.CheckAddr(f.metricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-addr %w", err))
+		}
+	}
+	return errs
+}
+
+// listen binds the metrics endpoint (none without --metrics-addr) before
+// any server starts, so a busy port is a usage error; the returned func
+// stops serving.
+func (f *observeFlags) listen() (*observe.Exporter, func(), error) {
+	if f.metricsAddr == "" {
+		return nil, func() {}, nil
+	}
+	m, err := observe.Listen(f.metricsAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-addr %w", err)
+	}
+	m.Serve()
+	return m, func() { _ = m.Close() }, nil
+}
+
+// verdict is the runs' aborts and breached thresholds, one line each
+// (nil when none): any is exit 1.
+func verdict(res *results.Results) error {
+	var errs []error
+	for _, r := range res.Runs {
+		if s := runner.AbortReason(r); s != "" {
+			errs = append(errs, errors.New("aborted: "+s))
+		}
+		for _, b := range r.Breaches {
+			errs = append(errs, fmt.Errorf("threshold breached: %s on %s: %s: %s", r.Strategy, r.Scenario, b.Threshold, b.Reason))
+		}
+	}
+	return errors.Join(errs...)
+}
