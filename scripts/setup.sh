@@ -104,6 +104,12 @@ ensure_cc() {
     { say "cgo is off (CGO_ENABLED=0 set?): go test -race needs it; unset CGO_ENABLED"; exit 1; }
 }
 
+# ensure_prometheus: make observe runs Debian's Prometheus beside a run,
+# and the runner's Prometheus test scrapes one (it skips without it).
+ensure_prometheus() {
+  command -v prometheus >/dev/null 2>&1 || apt_install prometheus
+}
+
 engine() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }
 image_present() { docker image inspect "$1" >/dev/null 2>&1; }
 
@@ -176,6 +182,7 @@ test)
   ensure_cc
   ensure_local
   ensure_galera
+  ensure_prometheus
   if engine; then
     ensure_images || [ "${STOCKBENCH_REQUIRE_DOCKER:-}" != 1 ] || exit 1
   elif [ "${STOCKBENCH_REQUIRE_DOCKER:-}" = 1 ]; then
