@@ -39,6 +39,12 @@ func TestPrometheusScrape(t *testing.T) {
 	defer m.Close()
 	promAddr := freeAddr(t)
 	startPrometheus(t, bin, m.Addr(), promAddr)
+	// Prometheus hands its targets to the scraper some seconds after it
+	// is ready: wait for its first scrape of the endpoint.
+	waitfor.Until(t, "Prometheus scraping the endpoint", func() bool {
+		v, ok := query(t, promAddr, `up{job="stockbench"}`, time.Now())
+		return ok && v == 1
+	})
 
 	e, err := registry.Lookup("rowlock")
 	if err != nil {
@@ -82,6 +88,10 @@ func TestPrometheusScrape(t *testing.T) {
 	for _, p := range run.Series {
 		perSec = append(perSec, p.Flows)
 	}
+	upAvg, _ := query(t, promAddr, `avg_over_time(up[15s])`, from.Add(13*time.Second))
+	durMax, _ := query(t, promAddr, `max_over_time(scrape_duration_seconds[15s])`, from.Add(13*time.Second))
+	samples, _ := query(t, promAddr, "count_over_time(stockbench_flows_total"+sel+"[11s])", from.Add(11*time.Second))
+	t.Logf("scrapes: up %.2f of the time, slowest %.3f s, %v samples of the counter in [0, 11 s]", upAvg, durMax, samples)
 	t.Logf("series flows/s over seconds 1-11: %.1f (each second %v); Prometheus counter at %v", float64(window)/10, perSec, raw)
 	p99, okP := query(t, promAddr, `histogram_quantile(0.99, sum by (le) (increase(stockbench_latency_seconds_bucket{op="flow",strategy="rowlock"}[1h])))`, time.Now())
 	t.Logf("flows/s: Prometheus rate(stockbench_flows_total[10s]) at 11 s = %.1f, results.json tps = %.1f (%.1f %% off); flow P99: Prometheus histogram_quantile = %.2f ms, HDR = %.2f ms",
