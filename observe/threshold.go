@@ -160,7 +160,7 @@ func (w *Watch) Observe(s Second) []Breach {
 		case Anomaly:
 			if s.Violations > 0 {
 				w.fired[i] = true
-				out = append(out, Breach{Threshold: t, At: s.At, Reason: fmt.Sprintf("%d probe violations by %s", s.Violations, s.At)})
+				out = append(out, Breach{Threshold: t, At: s.At, Reason: fmt.Sprintf("%d probe violations by %.2f s", s.Violations, s.At.Seconds())})
 			}
 			continue
 		case P99:
@@ -180,8 +180,12 @@ func (w *Watch) Observe(s Second) []Breach {
 		}
 		if w.streak[i] >= t.seconds() {
 			w.fired[i] = true
+			span := "in the second"
+			if n := t.seconds(); n > 1 {
+				span = fmt.Sprintf("(last second) after %d s in a row", n)
+			}
 			out = append(out, Breach{Threshold: t, At: s.At,
-				Reason: fmt.Sprintf("%s %.4g%s in each of the %d s up to %s", t.Metric, v, unit, t.seconds(), s.At)})
+				Reason: fmt.Sprintf("%s %.4g%s %s up to %.2f s", t.Metric, v, unit, span, s.At.Seconds())})
 		}
 	}
 	return out

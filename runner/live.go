@@ -70,8 +70,9 @@ func (l *live) measuredFrom(t time.Time) { l.from.Store(t.UnixNano()) }
 // available in MySQL (when conns.DB is set: the caller leaves it nil for a
 // large catalog, where summing it every second would load the server
 // under test), the buyers begun, and the harness's own resident memory
-// and CPU. Each second past the start of the measured phase is also
-// handed to each (nil: none), on the same goroutine.
+// and CPU. Each second of the measured phase (the line's ticks from half
+// a second past its start) is also handed to each (nil: none), on the
+// same goroutine.
 // The returned func stops it and ends the line; it may be called again.
 func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.Duration, each func(observe.Second)) (stop func()) {
 	done := make(chan struct{})
@@ -98,7 +99,9 @@ func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.
 			l.hist.Reset()
 			l.mu.Unlock()
 			perSec := flows - last
-			if from := l.from.Load(); each != nil && from != 0 && now.UnixNano() > from {
+			// A tick less than half a second past the start of the measured
+			// phase closes a second of warm-up: not handed on.
+			if from := l.from.Load(); each != nil && from != 0 && now.Sub(time.Unix(0, from)) >= time.Second/2 {
 				each(observe.Second{At: now.Sub(time.Unix(0, from)), Flows: perSec, Errors: errs - lastErr, P99MS: p99})
 			}
 			last, lastErr = flows, errs
