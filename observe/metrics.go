@@ -196,6 +196,7 @@ func (r *Run) End() {
 	s := r.r.src()
 	r.e.mu.Lock()
 	r.r.last = &s
+	r.r.src = nil // the run's recorders may go
 	r.e.mu.Unlock()
 }
 
@@ -249,14 +250,15 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	runs := append([]*runEntry{}, c.runs...)
 	frozen := make([]*Snapshot, len(runs))
+	srcs := make([]Source, len(runs))
 	for i, r := range runs {
-		frozen[i] = r.last
+		frozen[i], srcs[i] = r.last, r.src
 	}
 	c.mu.Unlock()
 	for i, r := range runs {
 		s := frozen[i]
 		if s == nil {
-			v := r.src()
+			v := srcs[i]()
 			s = &v
 		}
 		lv := r.l.values()
