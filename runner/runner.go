@@ -100,6 +100,9 @@ type Options struct {
 	// Metrics, when set, is the OpenMetrics endpoint every run of this
 	// process publishes on (--metrics-addr); the caller serves and closes it.
 	Metrics *observe.Exporter
+	// Dashboard, when set, is the live page every run of this process is
+	// drawn on (--dashboard); the caller serves and closes it.
+	Dashboard *observe.Dashboard
 	// rep is the run's index among Repeat (set by Execute per job).
 	rep int
 }

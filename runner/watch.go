@@ -25,6 +25,7 @@ type watcher struct {
 	violations atomic.Int64
 	stores     *storeSampler
 	metrics    *observe.Run
+	dash       *observe.DashRun
 
 	mu      sync.Mutex
 	watch   *observe.Watch
@@ -55,19 +56,31 @@ func (t *trial) startWatch(ctx context.Context) (context.Context, *watcher) {
 		w.metrics = m.Begin(observe.Labels{Strategy: t.e.Name, Scenario: t.sc.Name(), Repeat: t.o.rep}, w.snapshot)
 		t.d.obs = w.metrics
 	}
+	if d := t.o.Dashboard; d != nil && !partial {
+		w.dash = d.Begin(observe.Labels{Strategy: t.e.Name, Scenario: t.sc.Name(), Repeat: t.o.rep})
+	}
 	return lctx, w
 }
 
 // live reports whether the run needs the per-second live figures even
 // without a progress line.
-func (w *watcher) live() bool { return len(w.t.o.AbortOn) > 0 }
+func (w *watcher) live() bool { return len(w.t.o.AbortOn) > 0 || w.dash != nil }
 
 // second is one second of the measured phase, from the live line.
 func (w *watcher) second(s observe.Second) {
 	s.Violations = w.violations.Load()
 	w.mu.Lock()
 	bs := w.watch.Observe(s)
+	st := w.stores
 	w.mu.Unlock()
+	if w.dash != nil {
+		var lag *float64
+		if v, ok := countersOf(w.t.strat)["outbox_lag_p99_ms"]; ok {
+			lag = &v
+		}
+		_, latest := st.snapshot()
+		w.dash.Second(s, lag, latest)
+	}
 	for _, b := range bs {
 		w.abort(b)
 	}
@@ -156,6 +169,7 @@ func (w *watcher) figures(run *results.Run, secs []*results.StoreSecond, measure
 		run.Breaches = append(run.Breaches, b.Result())
 	}
 	w.metrics.End()
+	w.dash.End(*run)
 }
 
 // AbortReason is one line naming an aborted run, or "" when r was not

@@ -16,6 +16,7 @@ import (
 type observeFlags struct {
 	abortOn, thresholds []string
 	metricsAddr         string
+	dashboard           string
 }
 
 func (f *observeFlags) register(fs *flag.FlagSet) {
@@ -32,6 +33,7 @@ func (f *observeFlags) register(fs *flag.FlagSet) {
 	fs.Func("abort-on", "stop a run's load at once when this threshold is breached, then settle, audit, write everything and exit 1; repeatable: anomaly (the mid-run probe's first violation), p99>500ms for 30s, flows<100/s for 10s, errors>5/s", list(&f.abortOn))
 	fs.Func("threshold", "check the finished run against this threshold (same syntax as --abort-on) without stopping it; exit 1 when breached; repeatable", list(&f.thresholds))
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve OpenMetrics for Prometheus at http://ADDR/metrics during the run (loopback only, e.g. 127.0.0.1:9464)")
+	fs.StringVar(&f.dashboard, "dashboard", "", "serve a live page at http://ADDR/ during the run: flows/s, P99, anomalies so far, relay lag per run, then its final figures (loopback only, e.g. 127.0.0.1:8080)")
 }
 
 // apply parses the thresholds into o and checks the endpoint's address,
@@ -56,22 +58,45 @@ func (f *observeFlags) apply(o *runner.Options) []error {
 			errs = append(errs, fmt.Errorf("--metrics-addr %w", err))
 		}
 	}
+	if f.dashboard != "" {
+		if err := observe.CheckAddr(f.dashboard); err != nil {
+			errs = append(errs, fmt.Errorf("--dashboard %w", err))
+		}
+	}
 	return errs
 }
 
-// listen binds the metrics endpoint (none without --metrics-addr) before
-// any server starts, so a busy port is a usage error; the returned func
-// stops serving.
-func (f *observeFlags) listen() (*observe.Exporter, func(), error) {
-	if f.metricsAddr == "" {
-		return nil, func() {}, nil
+// listen binds the metrics endpoint and the live page (each only when
+// asked for) before any server starts, so a busy port is a usage error,
+// and sets them in every plan; the returned func stops serving.
+func (f *observeFlags) listen(plans []runner.Plan) (func(), error) {
+	var m *observe.Exporter
+	var d *observe.Dashboard
+	closeAll := func() {
+		if m != nil {
+			_ = m.Close()
+		}
+		if d != nil {
+			_ = d.Close()
+		}
 	}
-	m, err := observe.Listen(f.metricsAddr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics-addr %w", err)
+	var err error
+	if f.metricsAddr != "" {
+		if m, err = observe.Listen(f.metricsAddr); err != nil {
+			return nil, fmt.Errorf("--metrics-addr %w", err)
+		}
+		m.Serve()
 	}
-	m.Serve()
-	return m, func() { _ = m.Close() }, nil
+	if f.dashboard != "" {
+		if d, err = observe.ListenDashboard(f.dashboard); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("--dashboard %w", err)
+		}
+	}
+	for i := range plans {
+		plans[i].Metrics, plans[i].Dashboard = m, d
+	}
+	return closeAll, nil
 }
 
 // verdict is the runs' aborts and breached thresholds, one line each

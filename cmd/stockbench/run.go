@@ -344,14 +344,11 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 			}
 		}
 	}
-	metrics, closeMetrics, err := f.obs.listen()
+	closeObs, err := f.obs.listen(plans)
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	defer closeMetrics()
-	for i := range plans {
-		plans[i].Metrics = metrics
-	}
+	defer closeObs()
 	p, err := newProvider(so, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
