@@ -48,7 +48,9 @@ func TestDashboardInChromium(t *testing.T) {
 			return 0
 		}
 		defer resp.Body.Close()
-		var v struct{ Runs []struct{ Points []json.RawMessage } }
+		var v struct {
+			Runs []struct{ Points []json.RawMessage }
+		}
 		if json.NewDecoder(resp.Body).Decode(&v) != nil || len(v.Runs) == 0 {
 			return 0
 		}
