@@ -36,10 +36,21 @@ func (f *observeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dashboard, "dashboard", "", "serve a live page at http://ADDR/ during the run: flows/s, P99, anomalies so far, relay lag per run, then its final figures (loopback only, e.g. 127.0.0.1:8080)")
 }
 
-// apply parses the thresholds into o and checks the endpoint's address,
-// returning every problem.
-func (f *observeFlags) apply(o *runner.Options) []error {
+// apply parses the thresholds into o and checks the endpoints' addresses,
+// returning every problem. sharded says the run is split over generator
+// processes (--procs, --shard), which none of these watch yet.
+func (f *observeFlags) apply(o *runner.Options, sharded bool) []error {
 	var errs []error
+	if sharded {
+		for _, c := range []struct {
+			flag string
+			set  bool
+		}{{"abort-on", len(f.abortOn) > 0}, {"metrics-addr", f.metricsAddr != ""}, {"dashboard", f.dashboard != ""}} {
+			if c.set {
+				errs = append(errs, fmt.Errorf("--%s: not with several generators (--procs, --shard) yet", c.flag))
+			}
+		}
+	}
 	parse := func(flag string, specs []string) []observe.Threshold {
 		var out []observe.Threshold
 		for _, s := range specs {

@@ -245,7 +245,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if len(scens) > 0 {
 		errs = append(errs, o.Validate()...)
 	}
-	errs = append(errs, f.obs.apply(&o)...)
+	errs = append(errs, f.obs.apply(&o, f.sh.procs > 1 || f.sh.shard != "")...)
 	if err := f.sh.check(f); err != nil {
 		errs = append(errs, err)
 	}
