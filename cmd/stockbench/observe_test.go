@@ -36,11 +36,9 @@ func TestObserveFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			o, err := f.resolve(fs)
-			var got []error
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				got = j.Unwrap()
-			} else if err != nil {
-				got = []error{err}
+			var got problems
+			if err != nil && !errors.As(err, &got) {
+				got = problems{err}
 			}
 			if len(got) != len(c.want) {
 				t.Fatalf("%d errors, want %d: %v", len(got), len(c.want), errors.Join(got...))
