@@ -3,6 +3,9 @@ GO      ?= go
 BIN     := bin/stockbench
 # Extra flags for `make bench`, e.g. make bench BENCH_FLAGS="--seed 2"
 BENCH_FLAGS ?=
+# make observe: a run with Prometheus beside it, e.g.
+# make observe OBSERVE_FLAGS="--strategies rowlock,lua-tcc --scenario sustained --duration 30s"
+OBSERVE_FLAGS ?= --strategies rowlock,lua-tcc --scenario sustained --duration 30s
 # Extra flags for `make faults`, e.g. make faults FAULTS_FLAGS="--seed 2 --redis-persistence everysec"
 FAULTS_FLAGS ?=
 # Extra flags for the curve that ends `make bench`, e.g. CURVE_FLAGS="--slo p99=100ms"
@@ -14,7 +17,7 @@ SOAK_FLAGS ?=
 # Flags for every run of `make screenshots` (default: --backend local)
 SCREENSHOTS_FLAGS ?= --backend local
 
-.PHONY: build test bench bench-multi faults soak vet fmt fmt-check clean images-offline down hooks screenshots
+.PHONY: build test bench bench-multi faults soak observe vet fmt fmt-check clean images-offline down hooks screenshots
 
 # go generate refreshes the strategies' core-line counts the binary carries
 # (TestCoreLinesCurrent fails when the committed ones are stale).
@@ -74,6 +77,14 @@ bench-multi: build
 faults: build
 	scripts/setup.sh bench $(FAULTS_FLAGS)
 	./$(BIN) faults --out reports/faults $(FAULTS_FLAGS)
+
+# A run watched live: Debian's Prometheus started beside it (generated
+# config in a temp dir, loopback only, deploy/prometheus/rules.yml),
+# scraping its --metrics-addr every second, torn down with the run.
+# docs/observe.md.
+observe: build
+	scripts/setup.sh bench $(OBSERVE_FLAGS)
+	BIN=$(BIN) scripts/observe.sh $(OBSERVE_FLAGS)
 
 # Drift over time: every strategy in turn, sustained on 10 hot SKUs with
 # 128 buyers, a tenth cancelling and a tenth abandoning (TTL 2 s, so expiry

@@ -34,6 +34,10 @@ type Probe struct {
 	Initial map[string]int64
 	// Period between snapshots (default 250 ms).
 	Period time.Duration
+	// OnViolation, when set, is told of each violating snapshot as it is
+	// seen, on Run's goroutine (--abort-on anomaly stops the load on the
+	// first); it must not block.
+	OnViolation func(ProbeInstant)
 }
 
 // ProbeInstant is one snapshot that broke an invariant.
@@ -106,7 +110,11 @@ func (p Probe) Run(ctx context.Context, origin time.Time) ProbeReport {
 		if units == 0 && what == "" {
 			continue
 		}
-		rep.note(ProbeInstant{AtSec: at.Sub(origin).Seconds(), Units: units, What: what})
+		in := ProbeInstant{AtSec: at.Sub(origin).Seconds(), Units: units, What: what}
+		rep.note(in)
+		if p.OnViolation != nil {
+			p.OnViolation(in)
+		}
 	}
 }
 

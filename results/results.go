@@ -149,6 +149,11 @@ type Run struct {
 	// Interrupted is true when Ctrl-C cut this run short: DurationSec is
 	// then what was measured of its window.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Aborted is set when a live threshold (--abort-on) stopped the load:
+	// DurationSec is then what was measured. Breaches are the
+	// --threshold checks the finished run failed.
+	Aborted  *Abort   `json:"aborted,omitempty"`
+	Breaches []Breach `json:"breaches,omitempty"`
 	// Repeat is the index (from 1) of this run among --repeat N runs.
 	Repeat int `json:"repeat,omitempty"`
 	// CeilingPct is reserve attempts/s as a percentage of the calibrated
@@ -324,6 +329,10 @@ type SeriesPoint struct {
 	Attempts  int64   `json:"attempts"`
 	Errors    int64   `json:"errors"`
 	FlowP99MS float64 `json:"flow_p99_ms"`
+	// Stores is what MySQL's and Redis's own counters said of this second
+	// (absent when they were not sampled: a generator of several, or a
+	// sample that failed).
+	Stores *StoreSecond `json:"stores,omitempty"`
 }
 
 // Calibration holds the raw ceilings of the stores, measured in the same run.

@@ -123,35 +123,8 @@ func (s *driftSampler) sample(ctx context.Context) {
 // redisUsed is Redis's used_memory (summed over a cluster's masters); 0
 // when it cannot be read.
 func redisUsed(ctx context.Context, r redis.UniversalClient) int64 {
-	one := func(ctx context.Context, c *redis.Client) int64 {
-		info, err := c.Info(ctx, "memory").Result()
-		if err != nil {
-			return 0
-		}
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				return n
-			}
-		}
-		return 0
-	}
-	switch c := r.(type) {
-	case *redis.Client:
-		return one(ctx, c)
-	case *redis.ClusterClient:
-		var mu sync.Mutex
-		var sum int64
-		_ = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			n := one(ctx, c)
-			mu.Lock()
-			sum += n
-			mu.Unlock()
-			return nil
-		})
-		return sum
-	}
-	return 0
+	n, _ := redisUsedMemory(ctx, r)
+	return n
 }
 
 // tableSizes fills the tables' estimated rows and bytes.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/observe"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/strategies"
@@ -42,6 +43,11 @@ type driver struct {
 	// the service model's admission to the answer (the cost meter's
 	// denominator of the wait shares).
 	inStrategy atomic.Int64
+	// recs are the load's recorders once it started (the metrics
+	// endpoint reads their counts at scrape time); obs, when set, takes
+	// each measured latency for the endpoint's histograms.
+	recs atomic.Pointer[stripes]
+	obs  *observe.Run
 }
 
 // buyer is a journey's place in a fixed scenario: its arrival order, whether
@@ -154,6 +160,9 @@ func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder
 					flowDone = true
 					rec.flow(r.start, reserveLat+r.lat)
 					d.live.flow(reserveLat + r.lat)
+					if d.obs != nil && rec.in(r.start) {
+						d.obs.Observe("flow", reserveLat+r.lat)
+					}
 				}
 			}
 		}
@@ -216,6 +225,9 @@ func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder,
 	if rec.op(r.op.String(), r.op == scenarios.Reserve, r.start, r.lat, r.err) {
 		d.live.errorSeen()
 	}
+	if d.obs != nil && rec.in(r.start) {
+		d.obs.Observe(r.op.String(), r.lat)
+	}
 }
 
 // op makes one call through the service model: t is the gate place the
@@ -263,6 +275,7 @@ func (d *driver) closedLoop(ctx context.Context, cpu *cpuSampler) (stripes, time
 	to := from.Add(d.o.Duration)
 	d.started(from)
 	recs := newStripes(stripeCount(d.o.Buyers, runtime.GOMAXPROCS(0)), from, to)
+	d.recs.Store(&recs)
 	var wg sync.WaitGroup
 	for w := range d.o.Buyers {
 		if !d.o.Segment.Owns(w) {
@@ -317,6 +330,7 @@ func (d *driver) openLoop(ctx context.Context, cpu *cpuSampler) (stripes, time.D
 	}
 	queue := make(chan arrival, max(1, workers))
 	recs := newStripes(stripeCount(workers, runtime.GOMAXPROCS(0)), from, to)
+	d.recs.Store(&recs)
 	var wg sync.WaitGroup
 	for w := range workers {
 		rec := recs.at(w)

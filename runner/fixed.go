@@ -30,6 +30,7 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 			r.sale = newSale(d.o.Stock)
 		}
 	}
+	d.recs.Store(&recs)
 	d.started(t0)
 	cpu.begin()
 	var wg sync.WaitGroup

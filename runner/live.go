@@ -11,15 +11,18 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/observe"
 	"github.com/stockbench/stockbench/servers"
 )
 
-// live keeps the figures of the progress line. Workers touch it once per
-// flow; a nil *live ignores everything.
+// live keeps the figures of the progress line and of the live thresholds.
+// Workers touch it once per flow; a nil *live ignores everything.
 type live struct {
 	flows, errors atomic.Int64
 	// buyers counts journeys begun (the driver's count, shared).
 	buyers *atomic.Int64
+	// from is the start of the measured phase (Unix ns; 0 until known).
+	from atomic.Int64
 	// lastCPU, lastAt are the harness CPU reading of the previous line.
 	lastCPU time.Duration
 	lastAt  time.Time
@@ -59,13 +62,19 @@ func (l *live) errorSeen() {
 	}
 }
 
-// report redraws one status line on w every second: elapsed, flows/s, flow
-// P99 of the last second, errors, the stock left available in MySQL
-// (when conns.DB is set: the caller leaves it nil for a large catalog,
-// where summing it every second would load the server under test), the
-// buyers begun, and the harness's own resident memory and CPU.
-// The returned func stops it and ends the line.
-func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.Duration) (stop func()) {
+// measuredFrom tells the line where the measured phase starts.
+func (l *live) measuredFrom(t time.Time) { l.from.Store(t.UnixNano()) }
+
+// report redraws one status line on w every second (w nil: no line):
+// elapsed, flows/s, flow P99 of the last second, errors, the stock left
+// available in MySQL (when conns.DB is set: the caller leaves it nil for a
+// large catalog, where summing it every second would load the server
+// under test), the buyers begun, and the harness's own resident memory
+// and CPU. Each second of the measured phase (the line's ticks from half
+// a second past its start) is also handed to each (nil: none), on the
+// same goroutine.
+// The returned func stops it and ends the line; it may be called again.
+func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.Duration, each func(observe.Second)) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -73,20 +82,32 @@ func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.
 		t0 := time.Now()
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
-		var last int64
+		var last, lastErr int64
 		for {
 			select {
 			case <-done:
-				fmt.Fprintln(w)
+				if w != nil {
+					fmt.Fprintln(w)
+				}
 				return
 			case <-tick.C:
 			}
 			now := time.Now()
-			flows := l.flows.Load()
+			flows, errs := l.flows.Load(), l.errors.Load()
 			l.mu.Lock()
 			p99 := float64(l.hist.ValueAtQuantile(99)) / 1000
 			l.hist.Reset()
 			l.mu.Unlock()
+			perSec := flows - last
+			// A tick less than half a second past the start of the measured
+			// phase closes a second of warm-up: not handed on.
+			if from := l.from.Load(); each != nil && from != 0 && now.Sub(time.Unix(0, from)) >= time.Second/2 {
+				each(observe.Second{At: now.Sub(time.Unix(0, from)), Flows: perSec, Errors: errs - lastErr, P99MS: p99})
+			}
+			last, lastErr = flows, errs
+			if w == nil {
+				continue
+			}
 			stock := "" // a full scan of the inventory: only on a small catalog
 			if conns.DB != nil {
 				n, _ := inventory.AvailableMySQL(context.Background(), conns.DB)
@@ -98,9 +119,9 @@ func (l *live) report(w io.Writer, name string, conns servers.Conns, total time.
 				of = "/" + total.String()
 			}
 			fmt.Fprintf(w, "\r%-12s %-7s %6s%s  flows/s %7d  p99 %8.2f ms  errors %6d%s  buyers %8d  harness %5.0f MB %4.0f%% CPU ",
-				name, PhaseLoad, el, of, flows-last, p99, l.errors.Load(), stock, l.buyers.Load(), rssMB(), l.cpuPct(now))
-			last = flows
+				name, PhaseLoad, el, of, perSec, p99, errs, stock, l.buyers.Load(), rssMB(), l.cpuPct(now))
 		}
 	}()
-	return func() { close(done); <-finished }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-finished }) }
 }

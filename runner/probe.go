@@ -15,8 +15,10 @@ import (
 // starts with the driver's measured phase and stops when the load ends.
 type probeRun struct {
 	cancel context.CancelFunc
-	mu     sync.Mutex
-	done   chan audit.ProbeReport // set once started
+	// runs is whether this run has a probe at all.
+	runs bool
+	mu   sync.Mutex
+	done chan audit.ProbeReport // set once started
 }
 
 // probeMaxSKUs is the largest catalog the probe snapshots: it reads every
@@ -25,16 +27,18 @@ type probeRun struct {
 const probeMaxSKUs = 10_000
 
 // startProbe hooks the probe to the driver's start (chained after any
-// other hook). A generator of several (sharded) runs none: the parent
-// audits once, and the probe's report belongs to an audit. Nor does a
-// catalog above probeMaxSKUs.
-func startProbe(ctx context.Context, d *driver, e registry.Entry, conns servers.Conns, stock []inventory.Stock, o Options) *probeRun {
+// other hook); onViolation (nil: none) is told of each violation as it is
+// seen. A generator of several (sharded) runs none: the parent audits
+// once, and the probe's report belongs to an audit. Nor does a catalog
+// above probeMaxSKUs.
+func startProbe(ctx context.Context, d *driver, e registry.Entry, conns servers.Conns, stock []inventory.Stock, o Options, onViolation func(audit.ProbeInstant)) *probeRun {
 	pctx, cancel := context.WithCancel(ctx)
 	pr := &probeRun{cancel: cancel}
 	if o.Segment.Partial() || len(stock) > probeMaxSKUs {
 		return pr
 	}
-	p := audit.Probe{DB: conns.DB, Initial: map[string]int64{}}
+	pr.runs = true
+	p := audit.Probe{DB: conns.DB, Initial: map[string]int64{}, OnViolation: onViolation}
 	for _, s := range stock {
 		p.Initial[s.SKU] += s.Total
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stockbench/stockbench/calibrate"
 	"github.com/stockbench/stockbench/faults"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/observe"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/servers"
@@ -92,6 +93,21 @@ type Options struct {
 	// Service runs the strategies as service processes (--service
 	// process:N); the zero value runs them in this process.
 	Service ServiceOptions
+
+	// AbortOn are the thresholds watched live (--abort-on): the first one
+	// breached stops the run's load at once; the run is then settled,
+	// audited and written as any other, with Run.Aborted saying which
+	// and when (the other runs still run). Thresholds (--threshold) are
+	// checked on each finished run into Run.Breaches.
+	AbortOn, Thresholds []observe.Threshold
+	// Metrics, when set, is the OpenMetrics endpoint every run of this
+	// process publishes on (--metrics-addr); the caller serves and closes it.
+	Metrics *observe.Exporter
+	// Dashboard, when set, is the live page every run of this process is
+	// drawn on (--dashboard); the caller serves and closes it.
+	Dashboard *observe.Dashboard
+	// rep is the run's index among Repeat (set by Execute per job).
+	rep int
 }
 
 // Segment is one generator process's part of a run that several play
@@ -296,6 +312,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 			continue
 		}
 		o := j.pl.Options
+		o.rep = j.rep
 		// A shard's servers sit behind its parent's path: nothing to set.
 		if ep.Netns != "" && o.Network != network {
 			if err := setNetwork(ctx, p, o.Network); err != nil {

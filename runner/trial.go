@@ -115,6 +115,9 @@ type trial struct {
 	// costFrom and costTo are the cost meter's marks around the measured
 	// phase (nil when it never began).
 	costFrom, costTo *costMark
+	// w watches the load live (thresholds, stores' counters, metrics).
+	w         *watcher
+	storeSecs []*results.StoreSecond
 	// phaseErr is why a check phase did not finish.
 	phaseErr error
 }
@@ -299,19 +302,33 @@ func (t *trial) inject(ctx context.Context) error {
 // the mid-run probe, the drift sampler and the live line beside them.
 func (t *trial) load(ctx context.Context) error {
 	o, d := t.o, t.d
-	probe := startProbe(ctx, d, t.e, t.conns, t.stock, o)
+	lctx, w := t.startWatch(ctx)
+	t.w = w
+	probe := startProbe(ctx, d, t.e, t.conns, t.stock, o, w.violation)
+	if len(o.AbortOn) > 0 && !probe.runs {
+		o.logf("  %s: no mid-run probe on this run (a generator of several, or over %d SKUs): --abort-on anomaly cannot fire", t.e.Name, probeMaxSKUs)
+	}
 	if o.Segment.StartBarrier != "" {
 		if err := meet(ctx, t.conns.Redis, o.Segment.StartBarrier, o.Segment.Of); err != nil {
 			return err
 		}
 	}
-	if o.Progress != nil {
+	stopLive := func() {}
+	if o.Progress != nil || w.live() {
 		d.live = newLive(&d.begun)
 		lc := t.conns
-		if len(t.stock) > liveStockMax {
+		if len(t.stock) > liveStockMax || o.Progress == nil {
 			lc = servers.Conns{}
 		}
-		t.later(d.live.report(o.Progress, t.e.Name, lc, o.Warmup+o.Duration))
+		l, prev := d.live, d.onStart
+		d.onStart = func(from time.Time) {
+			if prev != nil {
+				prev(from)
+			}
+			l.measuredFrom(from)
+		}
+		stopLive = d.live.report(o.Progress, t.e.Name, lc, o.Warmup+o.Duration, w.second)
+		t.later(stopLive)
 	}
 	ph := (&phases{name: t.e.Name}).start(PhaseLoad, "", 0) // the live line draws it
 	t.pool[0], t.galera[0] = markPools(t.sconns), markGalera(ctx, t.conns)
@@ -335,15 +352,17 @@ func (t *trial) load(ctx context.Context) error {
 	cpuFrom := selfCPU()
 	switch {
 	case !t.sc.Timed():
-		t.recs, t.window = d.fixed(ctx, t.sc, t.cpu)
+		t.recs, t.window = d.fixed(lctx, t.sc, t.cpu)
 	case o.Rate > 0 || t.sc.Arrivals(o.Params).Rated():
-		t.recs, t.window = d.openLoop(ctx, t.cpu)
+		t.recs, t.window = d.openLoop(lctx, t.cpu)
 	default:
-		t.recs, t.window = d.closedLoop(ctx, t.cpu)
+		t.recs, t.window = d.closedLoop(lctx, t.cpu)
 	}
 	stopProfile()
 	t.costFrom, t.costTo = meter.marks()
 	t.cpu.setMeter(nil)
+	stopLive()
+	t.storeSecs = w.loadEnded(time.Now())
 	t.cpuPct = t.cpu.end()
 	t.ps.list = append(t.ps.list, ph.end(false))
 	if drift != nil {
@@ -540,5 +559,6 @@ func (t *trial) figures(context.Context) error {
 	if len(run.Faults) > 0 {
 		run.FaultImpact = impact(total.series, total.failedAt, run.Faults, *run)
 	}
+	t.w.figures(run, t.storeSecs, window)
 	return nil
 }

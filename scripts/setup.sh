@@ -104,6 +104,17 @@ ensure_cc() {
     { say "cgo is off (CGO_ENABLED=0 set?): go test -race needs it; unset CGO_ENABLED"; exit 1; }
 }
 
+# ensure_prometheus: make observe runs Debian's Prometheus beside a run,
+# and the runner's Prometheus test scrapes one (it skips without it).
+ensure_prometheus() {
+  command -v prometheus >/dev/null 2>&1 || apt_install prometheus
+}
+# ensure_chromium: the live page's test loads it in headless Chromium (it
+# skips without it).
+ensure_chromium() {
+  command -v chromium >/dev/null 2>&1 || apt_install chromium
+}
+
 engine() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }
 image_present() { docker image inspect "$1" >/dev/null 2>&1; }
 
@@ -176,6 +187,8 @@ test)
   ensure_cc
   ensure_local
   ensure_galera
+  ensure_prometheus
+  ensure_chromium
   if engine; then
     ensure_images || [ "${STOCKBENCH_REQUIRE_DOCKER:-}" != 1 ] || exit 1
   elif [ "${STOCKBENCH_REQUIRE_DOCKER:-}" = 1 ]; then

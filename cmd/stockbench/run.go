@@ -57,6 +57,8 @@ type runFlags struct {
 	faults []string
 	// sh splits the run over generator processes (run only).
 	sh shardFlags
+	// obs watches the run live: thresholds, the metrics endpoint.
+	obs observeFlags
 	// post, when set, completes the results before they are written, and
 	// after prints more below the table (stockbench curve).
 	post  func(*results.Results)
@@ -122,6 +124,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.auditTimeout, "audit-timeout", 0, "deadline of each audit of a run (0: 1m + 1m per 100,000 SKUs + 200µs per ack); past it the run is written, marked incomplete, exit 3")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.StringVar(&f.weights, "weights", analysis.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
+	f.obs.register(fs)
 }
 
 // applyFile sets, from a YAML scenario file, every flag the command line did
@@ -252,6 +255,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if len(scens) > 0 {
 		errs = append(errs, o.Validate()...)
 	}
+	errs = append(errs, f.obs.apply(&o, f.sh.procs > 1 || f.sh.shard != "")...)
 	if err := f.sh.check(f); err != nil {
 		errs = append(errs, err)
 	}
@@ -354,6 +358,11 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 			}
 		}
 	}
+	closeObs, err := f.obs.listen(plans)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	defer closeObs()
 	p, err := newProvider(so, stderr)
 	if err != nil {
 		return fail(exitUsage, err)
@@ -418,6 +427,8 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 		return fail(exitIncomplete, fmt.Errorf("%s; load figures written to %s", incomplete(res), f.out))
 	case res.Interrupted:
 		return fail(exitInterrupted, fmt.Errorf("interrupted: %s; written to %s", measuredOf(res, plans), f.out))
+	case verdict(res) != nil:
+		return fail(exitFailed, fmt.Errorf("%w; written to %s", verdict(res), f.out))
 	}
 	return exitOK
 }
