@@ -115,6 +115,19 @@ func TestAnalyzeRanksUnprovenAfterClean(t *testing.T) {
 	}
 }
 
+// TestRecommendSkipsProbe: the null strategy's run measures the harness,
+// not a strategy: it is never ranked.
+func TestRecommendSkipsProbe(t *testing.T) {
+	r := &results.Results{Runs: []results.Run{
+		run("rowlock", 100, nil),
+		run("null", 90000, func(r *results.Run) { r.Cost = &results.Cost{Probe: true}; r.Audit.ReserveAckViolations = 5 }),
+	}}
+	recs := Analyze(r).Recommendation
+	if len(recs) != 1 || recs[0].Strategy != "rowlock" {
+		t.Fatalf("recommendation %+v, want rowlock alone", recs)
+	}
+}
+
 // TestAnalyzeWeights: recorded weights are used; weights that do not
 // parse are named in Problems, never silently replaced.
 func TestAnalyzeWeights(t *testing.T) {

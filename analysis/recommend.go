@@ -146,6 +146,9 @@ func recommend(all []Row, scs []string, w Weights) []Recommendation {
 	}
 	var rows, faulted []Row
 	for _, row := range all {
+		if c := row.Runs[0].Cost; c != nil && c.Probe {
+			continue // a harness-cost probe (null) stores nothing: no strategy to rank
+		}
 		if results.FaultClass(row.Runs[0]) != "" {
 			faulted = append(faulted, row)
 		} else {

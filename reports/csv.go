@@ -60,11 +60,22 @@ func SummaryCSV(r *results.Results) []byte {
 func SeriesCSV(r *results.Results) []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
-	w.Write([]string{"strategy", "scenario", "value", "repeat", "second", "flows", "attempts", "errors", "flow_p99_ms"})
+	w.Write([]string{"strategy", "scenario", "value", "repeat", "second", "flows", "attempts", "errors", "flow_p99_ms",
+		// The stores' own counters of the second (empty when not sampled).
+		"mysql_row_lock_time_ms", "mysql_row_lock_waits", "mysql_commits", "mysql_rollbacks", "mysql_threads_running",
+		"mysql_buffer_pool_reads", "redis_ops_per_sec", "redis_cpu_pct", "redis_clients", "redis_used_bytes"})
 	for _, run := range r.Runs {
 		for _, p := range run.Series {
-			w.Write([]string{run.Strategy, run.Scenario, run.Value, strconv.Itoa(run.Repeat), strconv.Itoa(p.Second),
-				itoa(p.Flows), itoa(p.Attempts), itoa(p.Errors), num(p.FlowP99MS)})
+			row := []string{run.Strategy, run.Scenario, run.Value, strconv.Itoa(run.Repeat), strconv.Itoa(p.Second),
+				itoa(p.Flows), itoa(p.Attempts), itoa(p.Errors), num(p.FlowP99MS)}
+			if st := p.Stores; st != nil {
+				row = append(row, num(st.MySQLRowLockTimeMS), itoa(st.MySQLRowLockWaits), itoa(st.MySQLCommits), itoa(st.MySQLRollbacks),
+					itoa(st.MySQLThreadsRunning), itoa(st.MySQLBufferPoolReads), num(st.RedisOpsPerSec), num(st.RedisCPUPct),
+					itoa(st.RedisClients), itoa(st.RedisUsedBytes))
+			} else {
+				row = append(row, make([]string, 10)...)
+			}
+			w.Write(row)
 		}
 	}
 	w.Flush()
