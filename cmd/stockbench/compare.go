@@ -36,27 +36,12 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 	tps, p99 := percentFlag(10), percentFlag(20)
 	fs.Var(&tps, "max-tps-drop", "largest TPS drop allowed, in percent")
 	fs.Var(&p99, "max-p99-rise", "largest P99 rise allowed, in percent")
-	// Flags may come before or after the two files.
-	var files []string
-	rest := args
-	for {
-		if code, done := parseFlagsAllowArgs(fs, rest, stdout, fail); done {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
+	files, code, done := resultsArgs(fs, args, stdout, fail)
+	if done {
+		return code
 	}
 	if len(files) != 2 {
 		return fail(exitUsage, errors.New("usage: stockbench compare OLD NEW (results.json files or report directories) [--max-tps-drop 10%] [--max-p99-rise 20%]"))
-	}
-	// A report directory stands for its results.json, as with `report`.
-	for i, f := range files {
-		if st, err := os.Stat(f); err == nil && st.IsDir() {
-			files[i] = filepath.Join(f, "results.json")
-		}
 	}
 	old, err := results.ReadJSON(files[0])
 	if err != nil {
@@ -75,6 +60,29 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 		return fail(exitFailed, fmt.Errorf("%d of %d comparisons regressed%s", c.Regressed, len(c.Verdicts), unprovenNames(c)))
 	}
 	return exitOK
+}
+
+// resultsArgs parses fs's flags wherever they stand among the positional
+// arguments, and returns those arguments as results.json paths: a report
+// directory stands for its results.json, as with `report`.
+func resultsArgs(fs *flag.FlagSet, args []string, stdout io.Writer, fail func(int, error) int) (files []string, code int, done bool) {
+	rest := args
+	for {
+		if code, done := parseFlagsAllowArgs(fs, rest, stdout, fail); done {
+			return nil, code, true
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	for i, f := range files {
+		if st, err := os.Stat(f); err == nil && st.IsDir() {
+			files[i] = filepath.Join(f, "results.json")
+		}
+	}
+	return files, 0, false
 }
 
 // hasRepeats reports whether every row of r ran more than once.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 
 	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
@@ -19,25 +17,14 @@ import (
 func cmdProject(args []string, stdout io.Writer, fail func(int, error) int) int {
 	fs := flag.NewFlagSet("project", flag.ContinueOnError)
 	deploy := fs.String("deploy", "mysql=4,redis=1,service=1x4,rtt=same-zone", "the deployment: mysql=CORES,redis=CORES,service=INSTANCESxCORES,rtt=PROFILE|DURATION[,buyers=N]")
-	var files []string
-	rest := args
-	for {
-		if code, done := parseFlagsAllowArgs(fs, rest, stdout, fail); done {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
+	files, code, done := resultsArgs(fs, args, stdout, fail)
+	if done {
+		return code
 	}
 	if len(files) != 1 {
 		return fail(exitUsage, errors.New("usage: stockbench project RESULTS [--deploy 'mysql=16,redis=1,service=8x4,rtt=same-zone']"))
 	}
 	path := files[0]
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, "results.json")
-	}
 	d, err := analysis.ParseDeploy(*deploy)
 	if err != nil {
 		return fail(exitUsage, err)
