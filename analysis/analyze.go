@@ -248,13 +248,3 @@ func (a *Analysis) Row(strategy, scenario, value string) (Row, bool) {
 	}
 	return Row{}, false
 }
-
-// AnyUnsafe reports whether some row is Unsafe.
-func (a *Analysis) AnyUnsafe() bool {
-	for _, row := range a.Rows {
-		if row.Safety.Kind == Unsafe {
-			return true
-		}
-	}
-	return false
-}
