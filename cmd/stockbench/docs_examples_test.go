@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +169,7 @@ var exampleSkips = []struct {
 	reason string
 }{
 	{regexp.MustCompile(`^make test\b`), "the suite this test is part of"},
+	{regexp.MustCompile(`^stockbench serve\b`), "a service that runs until it is stopped; docs/api.md's examples run against one in service's TestDocsExamples, and TestServe* start and stop it"},
 	{regexp.MustCompile(`^make hooks\b`), "configures the checkout's git hooks (TestCommitMsgHook checks the hook)"},
 	{regexp.MustCompile(`^make screenshots\b`), "photographs report pages with headless Chromium (installed with apt) and rewrites docs/screenshots; its runs are the documented ones run here"},
 	{regexp.MustCompile(`^make images-offline\b`), "builds the offline images with debootstrap as root (~1.5 min, apt); the images are used by every docker example"},
@@ -335,8 +337,17 @@ func runExample(t *testing.T, dir, cmd string, env []string) (int, string) {
 	c := exec.CommandContext(ctx, "sh", "-ec", cmd)
 	c.Dir = dir
 	c.Env = append(os.Environ(), env...)
+	// Its own process group, killed whole at the deadline: a command that
+	// outlives it (a server) must not be left running as an orphan.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.WaitDelay = 10 * time.Second
 	out, err := c.CombinedOutput()
+	if c.Process != nil {
+		// Whatever the example started in the background and left is
+		// ended with it.
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
