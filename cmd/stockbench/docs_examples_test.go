@@ -176,7 +176,7 @@ var exampleSkips = []struct {
 	{regexp.MustCompile(`tcp\((db|10\.0\.0\.\d+):3306\)|redis:6379|--redis-addr 127\.0\.0\.1:6379`), "placeholder servers (your database and Redis, an external cluster)"},
 	{regexp.MustCompile(`\$DSN|alert-sink`), "placeholder: your DSN and your alert sink"},
 	{regexp.MustCompile(`──►|\s=\s`), "a line of a diagram, not a command"},
-	{regexp.MustCompile(`…|OUT DIR|\w\|\w| (N|KEY|I/N)( |$)`), "placeholder notation (…, OUT DIR, N, KEY, a|b): the full form is run where the doc writes it"},
+	{regexp.MustCompile(`…|OUT DIR|\w\|\w| (N|KEY|I/N|RESULTS)( |$)|:N\b|=N\]|--strategies S\b`), "placeholder notation (…, OUT DIR, N, KEY, RESULTS, process:N, --strategies S, a|b): the full form is run where the doc writes it"},
 	{regexp.MustCompile(`--mysql-cluster \d`), "a local Galera cluster: its joiners copy state one after another, over a minute each (the conformance suite runs on one in make test)"},
 	{regexp.MustCompile(`^make faults\b`), wholeMatrix},
 }
@@ -211,6 +211,9 @@ var exampleExits = []struct {
 	// then unproven, written, and exits 3 (docs/running.md, exit codes).
 	// Seen: lua-tcc's settle after redis-restart under load, 1 run in 2.
 	{regexp.MustCompile(`^stockbench faults |--fault `), []int{exitOK, exitIncomplete}, "a fault left a phase unfinished (unproven)"},
+	// A threshold's verdict: 1 is a breach or an abort, the run written
+	// (docs/ci.md shows naive stopped by --abort-on anomaly).
+	{regexp.MustCompile(`--abort-on |--threshold `), []int{exitOK, exitFailed}, "a threshold breached (the run stopped or flagged, and written)"},
 }
 
 // ownServers matches the commands that need servers the harness starts
