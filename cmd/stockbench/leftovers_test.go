@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/stockbench/stockbench/internal/waitfor"
 	"github.com/stockbench/stockbench/servers"
 )
 
@@ -141,6 +141,12 @@ func TestDownAfterKill(t *testing.T) {
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { // a test that fails early leaves no run behind
+				if c.ProcessState == nil {
+					_ = c.Process.Kill()
+					_ = c.Wait()
+				}
+			})
 			// The load has begun once the run says so: its servers, ack
 			// log and service directory all exist by then.
 			sc := bufio.NewScanner(stderr)
@@ -159,11 +165,8 @@ func TestDownAfterKill(t *testing.T) {
 			// The trial makes its ack log and service directory right
 			// after it says it runs: wait for them (the load is running
 			// then, and the run holds them to its end).
-			deadline := time.Now().Add(2 * time.Minute)
 			want := []string{"stockbench-acks-", "stockbench-local-", "stockbench-" + map[string]string{"local": "mysql-", "docker": "docker-"}[backend]}
-			for !hasAll(tempLeftovers(t, tmp), want) && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitfor.Until(t, "the run's temporary directories "+strings.Join(want, ", "), func() bool { return hasAll(tempLeftovers(t, tmp), want) })
 			if err := c.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
