@@ -238,16 +238,6 @@ func Table(w io.Writer, a *analysis.Analysis) {
 	}
 }
 
-// safetyNote names the unsafe rows, or is empty when every run was clean.
-func safetyNote(a *analysis.Analysis) string {
-	for _, row := range a.Rows {
-		if row.Safety.Kind == analysis.Unsafe {
-			return "UNSAFE: the auditor found " + audit.UnsafeTitles() + "; such a strategy ranks after every clean one."
-		}
-	}
-	return ""
-}
-
 func f0(x float64) string { return fmt.Sprintf("%.0f", x) }
 func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
 
