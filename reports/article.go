@@ -58,9 +58,9 @@ var ArticleFigures = []ArticleFigure{
 	{Strategy: "naive", Scheme: "无原子化保护 (no atomicity)", Scenario: "flash", OversellPct: 13.5},
 }
 
-// ArticleFiguresFor returns the article's figures for one of this tool's
+// articleFiguresFor returns the article's figures for one of this tool's
 // scenarios.
-func ArticleFiguresFor(scenario string) []ArticleFigure {
+func articleFiguresFor(scenario string) []ArticleFigure {
 	var out []ArticleFigure
 	for _, f := range ArticleFigures {
 		if f.Scenario == scenario {
@@ -70,8 +70,8 @@ func ArticleFiguresFor(scenario string) []ArticleFigure {
 	return out
 }
 
-// IsArticlePreset reports whether r was run with --preset article.
-func IsArticlePreset(r *results.Results) bool {
+// isArticlePreset reports whether r was run with --preset article.
+func isArticlePreset(r *results.Results) bool {
 	return r.Config.Preset == ArticlePreset
 }
 
@@ -124,7 +124,7 @@ func articleDifferences(r *results.Results) []string {
 	dur, buyers := r.Config.Duration, fmt.Sprint(r.Config.Buyers)
 	network := "Network: the article's service reached MySQL and Redis over its cloud network (not stated; the preset models one availability zone, --rtt same-zone); this run went over loopback, where a round trip costs tens of microseconds, so row locks are held for less time than in the article's setting."
 	if r.Config.RTT != "" {
-		network = "Network: the article's service reached MySQL and Redis over its cloud network (not stated; the preset models one availability zone); this run modelled " + strings.TrimSuffix(strings.TrimPrefix(NetworkLine(r), "Network: "), ".") + "."
+		network = "Network: the article's service reached MySQL and Redis over its cloud network (not stated; the preset models one availability zone); this run modelled " + strings.TrimSuffix(strings.TrimPrefix(networkLine(r), "Network: "), ".") + "."
 	}
 	return []string{
 		network,
@@ -150,7 +150,7 @@ type articleView struct {
 // article preset run.
 func articleOf(a *analysis.Analysis) *articleView {
 	r := a.Results
-	if !IsArticlePreset(r) {
+	if !isArticlePreset(r) {
 		return nil
 	}
 	t := table{Head: []string{"strategy", "scenario", "TPS article", "TPS measured", "P99 ms article", "P99 ms measured", "oversell % article", "oversell % measured",

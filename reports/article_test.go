@@ -34,7 +34,7 @@ func TestArticleBeside(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := HTML(analysis.Analyze(c.r), charts)
+		page, err := htmlPage(analysis.Analyze(c.r), charts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestRepeatedHeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := HTML(analysis.Analyze(r), charts)
+	page, err := htmlPage(analysis.Analyze(r), charts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestHTMLContents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := HTML(analysis.Analyze(r), charts)
+		page, err := htmlPage(analysis.Analyze(r), charts)
 		if err != nil {
 			t.Fatal(err)
 		}

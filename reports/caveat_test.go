@@ -30,9 +30,9 @@ func TestOneHostCaveat(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := &results.Results{Env: c.env, Sweep: sweep, Runs: []results.Run{{Strategy: "lua-tcc", Scenario: "sustained", Value: "1"}}}
-			got := OneHostCaveat(r)
+			got := oneHostCaveat(r)
 			md := renderMarkdown("sweep", sweepOf(analysis.Analyze(r)))
-			page, err := HTML(analysis.Analyze(r), nil)
+			page, err := htmlPage(analysis.Analyze(r), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

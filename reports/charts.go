@@ -142,7 +142,7 @@ func buildPlots(a *analysis.Analysis) ([]namedPlot, error) {
 		return nil, fmt.Errorf("flash charts: %w", err)
 	}
 	out = append(out, fl...)
-	article := IsArticlePreset(r)
+	article := isArticlePreset(r)
 	if article {
 		// What the preset is for comes first: the article beside this run.
 		for _, m := range articleMetrics {
@@ -163,7 +163,7 @@ func buildPlots(a *analysis.Analysis) ([]namedPlot, error) {
 		}
 		var ref []ArticleFigure
 		if article {
-			ref = ArticleFiguresFor(sc)
+			ref = articleFiguresFor(sc)
 		}
 		p, err := tradeoffChart(ars, sc, ref)
 		if p != nil || err != nil {
@@ -214,9 +214,9 @@ func buildPlots(a *analysis.Analysis) ([]namedPlot, error) {
 	return out, nil
 }
 
-// WriteCharts renders the charts into dir/charts as PNG and SVG and returns
+// writeCharts renders the charts into dir/charts as PNG and SVG and returns
 // them.
-func WriteCharts(dir string, a *analysis.Analysis) ([]Chart, error) {
+func writeCharts(dir string, a *analysis.Analysis) ([]Chart, error) {
 	plots, err := buildPlots(a)
 	if err != nil {
 		return nil, err
@@ -298,7 +298,7 @@ func barChart(rows []results.Row, title, ylabel string, val func(results.Run) fl
 		p.Y.Min = base
 	}
 	for i, s := range spreads {
-		c := StyleOf(rows[i].Strategy).Color
+		c := styleOf(rows[i].Strategy).Color
 		if logY {
 			stem, err := plotter.NewLine(plotter.XYs{{X: float64(i), Y: base}, {X: float64(i), Y: s.Median}})
 			if err != nil {
@@ -446,7 +446,7 @@ func timelineChart(rows []results.Row, sc string, m metric) (*plot.Plot, error) 
 		if err != nil {
 			return nil, err
 		}
-		st := StyleOf(r.Strategy)
+		st := styleOf(r.Strategy)
 		line.Color = st.Color
 		line.Dashes = st.Dashes
 		line.Width = vg.Points(1.5)
@@ -526,7 +526,7 @@ func addLinePoints(p *plot.Plot, name string, xys plotter.XYs) error {
 	if err != nil {
 		return err
 	}
-	st := StyleOf(name)
+	st := styleOf(name)
 	line.Color, line.Dashes = st.Color, st.Dashes
 	line.Width = vg.Points(1.5)
 	points.Color, points.Shape, points.Radius = st.Color, st.Marker, vg.Points(3.5)

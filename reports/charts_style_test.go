@@ -108,7 +108,7 @@ func TestSameStrategySameColour(t *testing.T) {
 			p := at(float64(i), v/3)
 			p.X += 8 // beside the whisker, inside the bar
 			got := rgbaAt(img, p)
-			if want := StyleOf(row.Strategy).Color; !near(got, want) {
+			if want := styleOf(row.Strategy).Color; !near(got, want) {
 				t.Errorf("%s: %s bar at %v is %v, want its colour %v", c.chart, row.Strategy, p, got, want)
 			}
 			if prev, ok := seen[row.Strategy]; ok && !near(prev, got) {
@@ -188,11 +188,11 @@ func TestTradeoffMarksAnomalies(t *testing.T) {
 		red := 0
 		for a := 0.0; a < 2*math.Pi; a += math.Pi / 16 {
 			p := image.Point{X: c.X + int(math.Round(float64(ringPx)*math.Cos(a))), Y: c.Y + int(math.Round(float64(ringPx)*math.Sin(a)))}
-			if near(rgbaAt(img, p), AnomalyColor) {
+			if near(rgbaAt(img, p), anomalyColor) {
 				red++
 			}
 		}
-		filled := near(rgbaAt(img, c), StyleOf(row.Strategy).Color)
+		filled := near(rgbaAt(img, c), styleOf(row.Strategy).Color)
 		if row.Safety.Kind == analysis.Unsafe {
 			if red < 8 || filled {
 				t.Errorf("%s has anomalies: red ring points %d (want ≥ 8), centre filled %v (want hollow)", row.Strategy, red, filled)
@@ -213,12 +213,12 @@ func TestTradeoffMarksAnomalies(t *testing.T) {
 // TestStyleOf: a strategy's style is keyed by its name only, and the
 // shipped strategies each have their own colour and marker.
 func TestStyleOf(t *testing.T) {
-	if a, b := StyleOf("some-new-strategy"), StyleOf("some-new-strategy"); a.Color != b.Color || a.Marker != b.Marker {
+	if a, b := styleOf("some-new-strategy"), styleOf("some-new-strategy"); a.Color != b.Color || a.Marker != b.Marker {
 		t.Error("unknown strategy: style not stable")
 	}
 	colours, shapes := map[color.RGBA]string{}, map[Shape]string{}
 	for name, s := range knownStyles {
-		if s.Color == AnomalyColor {
+		if s.Color == anomalyColor {
 			t.Errorf("%s uses the anomaly red", name)
 		}
 		if o, ok := colours[s.Color]; ok {

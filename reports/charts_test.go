@@ -22,7 +22,7 @@ func TestWriteCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	charts, err := WriteCharts(dir, analysis.Analyze(r))
+	charts, err := writeCharts(dir, analysis.Analyze(r))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func deref(p *float64) float64 {
 func uslLines(w io.Writer, a *analysis.Analysis) {
 	for _, f := range a.Scalability {
 		if f.Err != "" {
-			fmt.Fprintln(w, wrap(fmt.Sprintf("USL %s (%s): no fit: %s", f.Strategy, f.Scenario, f.Err), TerminalWidth, "  "))
+			fmt.Fprintln(w, wrap(fmt.Sprintf("USL %s (%s): no fit: %s", f.Strategy, f.Scenario, f.Err), terminalWidth, "  "))
 			continue
 		}
 		u := f.Fit
@@ -104,6 +104,6 @@ func uslLines(w io.Writer, a *analysis.Analysis) {
 			peak = fmt.Sprintf("peak N*=%.0f buyers at %s flows/s", u.PeakN, f0(u.PeakX))
 		}
 		fmt.Fprintln(w, wrap(fmt.Sprintf("USL %s (%s): σ=%.3f (contention) κ=%.2g (coherency) λ=%s flows/s per buyer, %s, R²=%.3f over %d runs",
-			f.Strategy, f.Scenario, u.Sigma, u.Kappa, f1(u.Lambda), peak, u.R2, u.Points), TerminalWidth, "  "))
+			f.Strategy, f.Scenario, u.Sigma, u.Kappa, f1(u.Lambda), peak, u.R2, u.Points), terminalWidth, "  "))
 	}
 }

@@ -29,7 +29,7 @@ func TestUSLLines(t *testing.T) {
 		}
 	}
 	for _, line := range strings.Split(out, "\n") {
-		if n := utf8.RuneCountInString(line); n > TerminalWidth {
+		if n := utf8.RuneCountInString(line); n > terminalWidth {
 			t.Errorf("line of %d columns: %q", n, line)
 		}
 	}

@@ -10,11 +10,11 @@ import (
 	"github.com/stockbench/stockbench/results"
 )
 
-// SummaryCSV renders one line per run: the headline figures, the
+// summaryCSV renders one line per run: the headline figures, the
 // headline anomaly classes (audit.HeadlineClasses, each rate beside
 // its class), then the other classes and the UNSAFE total at the end,
 // so columns only ever get added at the end.
-func SummaryCSV(r *results.Results) []byte {
+func summaryCSV(r *results.Results) []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	head := []string{"strategy", "scenario", "param", "value", "repeat", "duration_sec", "tps", "attempts_per_sec",
@@ -56,8 +56,8 @@ func SummaryCSV(r *results.Results) []byte {
 	return b.Bytes()
 }
 
-// SeriesCSV renders the per-second time series of every run.
-func SeriesCSV(r *results.Results) []byte {
+// seriesCSV renders the per-second time series of every run.
+func seriesCSV(r *results.Results) []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	w.Write([]string{"strategy", "scenario", "value", "repeat", "second", "flows", "attempts", "errors", "flow_p99_ms",
@@ -85,10 +85,10 @@ func SeriesCSV(r *results.Results) []byte {
 func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 func itoa(x int64) string  { return strconv.FormatInt(x, 10) }
 
-// WriteCSV writes summary.csv and series.csv into dir.
-func WriteCSV(dir string, r *results.Results) error {
-	if err := results.WriteFileAtomic(filepath.Join(dir, "summary.csv"), SummaryCSV(r)); err != nil {
+// writeCSV writes summary.csv and series.csv into dir.
+func writeCSV(dir string, r *results.Results) error {
+	if err := results.WriteFileAtomic(filepath.Join(dir, "summary.csv"), summaryCSV(r)); err != nil {
 		return err
 	}
-	return results.WriteFileAtomic(filepath.Join(dir, "series.csv"), SeriesCSV(r))
+	return results.WriteFileAtomic(filepath.Join(dir, "series.csv"), seriesCSV(r))
 }

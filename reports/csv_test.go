@@ -14,7 +14,7 @@ func TestSeriesCSVStores(t *testing.T) {
 		{Second: 0, Flows: 10, Stores: &results.StoreSecond{MySQLRowLockTimeMS: 2500.5, MySQLRowLockWaits: 40, RedisOpsPerSec: 7}},
 		{Second: 1, Flows: 11},
 	}}}}
-	lines := strings.Split(strings.TrimSpace(string(SeriesCSV(r))), "\n")
+	lines := strings.Split(strings.TrimSpace(string(seriesCSV(r))), "\n")
 	cases := []struct {
 		line int
 		want string

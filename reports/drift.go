@@ -126,7 +126,7 @@ func driftChart(rows []results.Row, sc string, m driftMetric) (*plot.Plot, error
 		if err != nil {
 			return nil, err
 		}
-		st := StyleOf(r.Strategy)
+		st := styleOf(r.Strategy)
 		line.Color, line.Dashes = st.Color, st.Dashes
 		line.Width = 1.5
 		p.Add(line)
@@ -156,8 +156,8 @@ type driftView struct {
 	Explained string
 }
 
-// DriftExplained says in prose what the drift table's columns mean.
-const DriftExplained = "First against last window of the measured phase (a sixth of it, between 10 s and 5 min; shown for runs whose windows are a minute or more): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here), InnoDB's history list length at each window's end (transactions whose undo the purge has not yet removed: a purge falling behind shows here), and the share of the machine's cores the hypervisor gave other guests over each window (steal, from /proc/stat: on a shared virtual machine this moves every figure here, and a change in flows/s that follows it is the host's, not the strategy's). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png."
+// driftExplained says in prose what the drift table's columns mean.
+const driftExplained = "First against last window of the measured phase (a sixth of it, between 10 s and 5 min; shown for runs whose windows are a minute or more): flows per second, P99 flow latency, at each window's end the harness's and the servers' memory and the orders table (InnoDB's row estimate), the MySQL pages read from disk per second over the window (buffer pool misses: tables outgrowing the buffer pool show here), InnoDB's history list length at each window's end (transactions whose undo the purge has not yet removed: a purge falling behind shows here), and the share of the machine's cores the hypervisor gave other guests over each window (steal, from /proc/stat: on a shared virtual machine this moves every figure here, and a change in flows/s that follows it is the host's, not the strategy's). A strategy that holds up over time changes little here; one whose store grows or whose background work falls behind shows it. Charts: charts/drift-*.png."
 
 // driftVerdict is a sentence on a run's drift: how its outbox relay kept
 // up (FallingBehind: it did not), or what a change in its flows/s followed.
@@ -168,7 +168,7 @@ type driftVerdict struct {
 }
 
 func driftOf(a *analysis.Analysis) driftView {
-	v := driftView{Explained: DriftExplained, Table: table{Head: []string{"strategy", "scenario", "window", "flows/s first → last", "change", "P99 ms first → last", "change",
+	v := driftView{Explained: driftExplained, Table: table{Head: []string{"strategy", "scenario", "window", "flows/s first → last", "change", "P99 ms first → last", "change",
 		"harness RSS MiB", "mysqld RSS MiB", "Redis MiB", "orders rows", "disk reads/s", "InnoDB history", "cores stolen %"}, Align: "llrlrlrl"}}
 	var relay, cost []driftVerdict
 	for run, dv := range driftRuns(a) {
@@ -228,7 +228,7 @@ func driftNote(w io.Writer, a *analysis.Analysis) {
 			said = append(said, c.Sentence())
 		}
 		if len(said) > 0 {
-			fmt.Fprintln(w, wrap(fmt.Sprintf("DRIFT %s (%s): %s", run.Strategy, label(run), strings.Join(said, "; ")), TerminalWidth, "  "))
+			fmt.Fprintln(w, wrap(fmt.Sprintf("DRIFT %s (%s): %s", run.Strategy, label(run), strings.Join(said, "; ")), terminalWidth, "  "))
 		}
 	}
 }

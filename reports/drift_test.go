@@ -79,7 +79,7 @@ func TestDriftInHTML(t *testing.T) {
 			"the hypervisor gave more of the machine's cores to other guests"}, []string{"10 s</td>"}},
 		{"without drift", fixtureResults(t), nil, []string{`id="drift"`, `href="#drift"`, "cores stolen %"}},
 	} {
-		b, err := HTML(analysis.Analyze(tc.r), nil)
+		b, err := htmlPage(analysis.Analyze(tc.r), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -23,8 +23,8 @@ func flashRuns(r *results.Results) []results.Run {
 	return out
 }
 
-// FlashExplained says in prose what the flash table's columns mean.
-const FlashExplained = "Sold: units the clients were told they bought, of the stock. Reserved out in: from the first acknowledged reserve to the last (how fast the strategy handed out the stock: the sale's comparable speed); sold out in: to the last unit paid for, so it includes the buyers' pay delay. Buyers served paid; refused were told out of stock; shed were turned away at once by the service model (busy); timed out got no answer in time. Refusal and winner P50/P99 are the reserve latencies of those answers, apart. Fair: of the first stock-many buyers to arrive who meant to pay, the share who bought (100 % is first come, first served). Unsold: units left on the shelf while buyers were turned away (undersell, the mirror of oversell) — a sale that did not sell out ranks after those that did. Late: buyers who started over 10 ms after their scheduled arrival (the harness could not keep up). RSS and CPU are the harness's own: its peak resident memory and its CPU per 1000 buyers."
+// flashExplained says in prose what the flash table's columns mean.
+const flashExplained = "Sold: units the clients were told they bought, of the stock. Reserved out in: from the first acknowledged reserve to the last (how fast the strategy handed out the stock: the sale's comparable speed); sold out in: to the last unit paid for, so it includes the buyers' pay delay. Buyers served paid; refused were told out of stock; shed were turned away at once by the service model (busy); timed out got no answer in time. Refusal and winner P50/P99 are the reserve latencies of those answers, apart. Fair: of the first stock-many buyers to arrive who meant to pay, the share who bought (100 % is first come, first served). Unsold: units left on the shelf while buyers were turned away (undersell, the mirror of oversell) — a sale that did not sell out ranks after those that did. Late: buyers who started over 10 ms after their scheduled arrival (the harness could not keep up). RSS and CPU are the harness's own: its peak resident memory and its CPU per 1000 buyers."
 
 // flashRows is the flash table: one row per run with a sale's figures;
 // no head without a sale.
@@ -114,7 +114,7 @@ func flashOf(r *results.Results) *flashView {
 	if t.Head == nil {
 		return nil
 	}
-	v := &flashView{Table: t, Explained: FlashExplained}
+	v := &flashView{Table: t, Explained: flashExplained}
 	for _, run := range flashRuns(r) {
 		if run.Service != nil {
 			v.Services = append(v.Services, serviceView{refOf(run), run.Service})
@@ -148,7 +148,7 @@ func flashCharts(r *results.Results) ([]namedPlot, error) {
 		if err != nil {
 			return nil, err
 		}
-		st := StyleOf(run.Strategy)
+		st := styleOf(run.Strategy)
 		line.Color, line.Dashes, line.Width = st.Color, st.Dashes, vg.Points(1.5)
 		left.Add(line)
 		left.Legend.Add(run.Strategy+" "+label(run), line)

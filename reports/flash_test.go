@@ -41,7 +41,7 @@ func TestFlashReport(t *testing.T) {
 	var tb bytes.Buffer
 	Table(&tb, analysis.Analyze(r))
 	md := Summary(analysis.Analyze(r))
-	page, err := HTML(analysis.Analyze(r), nil)
+	page, err := htmlPage(analysis.Analyze(r), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

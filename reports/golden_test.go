@@ -53,13 +53,13 @@ func fixtureResults(t *testing.T) *results.Results {
 func TestGolden(t *testing.T) {
 	r := fixtureResults(t)
 	golden(t, "summary.md", []byte(Summary(analysis.Analyze(r))))
-	page, err := HTML(analysis.Analyze(r), nil)
+	page, err := htmlPage(analysis.Analyze(r), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "index.html", page)
-	golden(t, "summary.csv", SummaryCSV(r))
-	golden(t, "series.csv", SeriesCSV(r))
+	golden(t, "summary.csv", summaryCSV(r))
+	golden(t, "series.csv", seriesCSV(r))
 	dir := t.TempDir()
 	if err := results.WriteJSON(dir, r); err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestHTMLSelfContained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := HTML(analysis.Analyze(r), charts)
+	b, err := htmlPage(analysis.Analyze(r), charts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,11 @@ import (
 	"github.com/stockbench/stockbench/results"
 )
 
-// HTML renders index.html: one self-contained page (inline CSS and SVG, no
+// htmlPage renders index.html: one self-contained page (inline CSS and SVG, no
 // script, no external reference) laid out from the same view as
 // summary.md (summaryOf) — every section, every anomaly class — with the
 // charts, the configuration and the environment.
-func HTML(a *analysis.Analysis, charts []Chart) ([]byte, error) {
+func htmlPage(a *analysis.Analysis, charts []Chart) ([]byte, error) {
 	r := a.Results
 	cfg, err := json.MarshalIndent(r.Config, "", "  ")
 	if err != nil {
@@ -35,7 +35,7 @@ func HTML(a *analysis.Analysis, charts []Chart) ([]byte, error) {
 		views[i] = chartView{ID: "chart-" + c.Name, Title: c.Title, SVG: template.HTML(svg)}
 	}
 	data := htmlView{summaryView: summaryOf(a), Charts: views, ConfigJSON: string(cfg), EnvJSON: string(env),
-		Caveat: OneHostCaveat(r), Curve: a.Curve}
+		Caveat: oneHostCaveat(r), Curve: a.Curve}
 	var b bytes.Buffer
 	if err := page.Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("index.html: %w", err)
@@ -58,9 +58,9 @@ type chartView struct {
 	SVG       template.HTML
 }
 
-// WriteHTML writes index.html into dir.
-func WriteHTML(dir string, a *analysis.Analysis, charts []Chart) error {
-	b, err := HTML(a, charts)
+// writeHTML writes index.html into dir.
+func writeHTML(dir string, a *analysis.Analysis, charts []Chart) error {
+	b, err := htmlPage(a, charts)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func WriteHTML(dir string, a *analysis.Analysis, charts []Chart) error {
 
 var page = template.Must(template.New("index").Funcs(template.FuncMap{
 	// swatch is the strategy's chart colour, for a key beside its name.
-	"swatch": func(strategy string) template.CSS { return template.CSS("background:" + StyleOf(strategy).Hex()) },
+	"swatch": func(strategy string) template.CSS { return template.CSS("background:" + styleOf(strategy).Hex()) },
 	"html":   func(t table, swatch bool) htmlTable { return t.html(swatch) },
 	"join":   strings.Join,
 }).Parse(`{{define "table"}}<div class="wide"><table>

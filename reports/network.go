@@ -10,11 +10,11 @@ import (
 	"github.com/stockbench/stockbench/servers/netpath"
 )
 
-// NetworkLine says which network the run modelled and the round trips it
+// networkLine says which network the run modelled and the round trips it
 // measured through it: the profile (config rtt; loopback without one) and
 // each store's median RTT over the runs (a range when they differ, as in a
 // sweep over rtt). Empty for results that recorded neither.
-func NetworkLine(r *results.Results) string {
+func networkLine(r *results.Results) string {
 	pr, err := netpath.Parse(r.Config.RTT)
 	desc := pr.Describe()
 	switch {

@@ -52,8 +52,8 @@ var knownStyles = map[string]Style{
 // of the name.
 var otherColors = []color.RGBA{rgb(0x17BECF), rgb(0x1B7837), rgb(0x762A83), rgb(0xF0E442), rgb(0x999999), rgb(0x01665E)}
 
-// AnomalyColor is the red of a run the auditor caught with an anomaly.
-var AnomalyColor = rgb(0xD00000)
+// anomalyColor is the red of a run the auditor caught with an anomaly.
+var anomalyColor = rgb(0xD00000)
 
 func dash(pts ...float64) []vg.Length {
 	out := make([]vg.Length, len(pts))
@@ -63,10 +63,10 @@ func dash(pts ...float64) []vg.Length {
 	return out
 }
 
-// StyleOf returns the style of a strategy: fixed for the strategies this
+// styleOf returns the style of a strategy: fixed for the strategies this
 // tool ships, and derived from a hash of the name for any other, so it is
 // stable across runs and reports either way.
-func StyleOf(strategy string) Style {
+func styleOf(strategy string) Style {
 	if s, ok := knownStyles[strategy]; ok {
 		return s
 	}

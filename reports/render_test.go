@@ -76,8 +76,8 @@ func TestTableFitsTerminal(t *testing.T) {
 	var tb bytes.Buffer
 	Table(&tb, analysis.Analyze(r))
 	for _, line := range strings.Split(tb.String(), "\n") {
-		if n := utf8.RuneCountInString(line); n > TerminalWidth {
-			t.Errorf("line of %d columns (> %d): %q", n, TerminalWidth, line)
+		if n := utf8.RuneCountInString(line); n > terminalWidth {
+			t.Errorf("line of %d columns (> %d): %q", n, terminalWidth, line)
 		}
 	}
 	if !strings.Contains(tb.String(), "harness-cpu 999%") {

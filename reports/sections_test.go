@@ -30,7 +30,7 @@ func TestGoldenEverySection(t *testing.T) {
 			var b bytes.Buffer
 			Table(&b, analysis.Analyze(c.r))
 			golden(t, c.name+".term", b.Bytes())
-			page, err := HTML(analysis.Analyze(c.r), nil)
+			page, err := htmlPage(analysis.Analyze(c.r), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func TestGoldenEverySection(t *testing.T) {
 // the auditor found in it is on the page — not a hand-picked few.
 func TestHTMLEveryClass(t *testing.T) {
 	r := fixtureResults(t)
-	page, err := HTML(analysis.Analyze(r), nil)
+	page, err := htmlPage(analysis.Analyze(r), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,8 +135,8 @@ func fold(runs []results.Run, f func(results.Run) float64, format func(float64) 
 	return format(s.Median) + " (" + format(s.Min) + "–" + format(s.Max) + ")"
 }
 
-// TerminalWidth is the width the terminal table is made to fit.
-const TerminalWidth = 120
+// terminalWidth is the width the terminal table is made to fit.
+const terminalWidth = 120
 
 // terminal is the headline cut to what a terminal holds: the figures of
 // the classic table and the anomaly total; each class apart, and the
@@ -179,7 +179,7 @@ func Table(w io.Writer, a *analysis.Analysis) {
 	r := a.Results
 	terminal(a).terminal(w)
 	if t, ok := costTable(a); ok {
-		fmt.Fprintln(w, wrap(costCaption, TerminalWidth, "  "))
+		fmt.Fprintln(w, wrap(costCaption, terminalWidth, "  "))
 		t.terminal(w)
 	}
 	uslLines(w, a)
@@ -197,13 +197,13 @@ func Table(w io.Writer, a *analysis.Analysis) {
 			// An open loop that could not start its arrivals measured
 			// less load than it offered: its flows/s is not the rate asked.
 			fmt.Fprintln(w, wrap(fmt.Sprintf("DROPPED %s (%s): %d arrivals could not start (the open loop's buyers were all busy): its flows/s is what was served, below the rate offered",
-				run.Strategy, label(run), n), TerminalWidth, "  "))
+				run.Strategy, label(run), n), terminalWidth, "  "))
 		}
 	}
 	for _, p := range a.Problems {
 		fmt.Fprintln(w, "note: "+p)
 	}
-	if n := NetworkLine(r); n != "" {
+	if n := networkLine(r); n != "" {
 		fmt.Fprintln(w, n)
 	}
 	flashTable(w, r)
@@ -233,7 +233,7 @@ func Table(w io.Writer, a *analysis.Analysis) {
 		if len(unsafe) > 0 {
 			line += "; then, UNSAFE: " + strings.Join(unsafe, ", ")
 		}
-		fmt.Fprintln(w, wrap(line, TerminalWidth, "  "))
+		fmt.Fprintln(w, wrap(line, terminalWidth, "  "))
 		fmt.Fprintf(w, "  (weights %s)\n", a.Weights)
 	}
 }
@@ -350,7 +350,7 @@ func Summary(a *analysis.Analysis) string { return renderMarkdown("summary", sum
 // summaryOf computes summary.md's view of r.
 func summaryOf(a *analysis.Analysis) summaryView {
 	r := a.Results
-	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: NetworkLine(r), Comparison: comparison(a),
+	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: networkLine(r), Comparison: comparison(a),
 		Flash: flashOf(r), Repeats: repeatRows(a), Sweep: sweepOf(a), Article: articleOf(a), Faults: faultsOf(r),
 		Drift: driftOf(a), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r), Problems: a.Problems, Isolation: isolationOf(r)}
 	if recs := a.Recommendation; len(recs) > 0 {
@@ -453,8 +453,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// WriteSummary writes summary.md into dir.
-func WriteSummary(dir string, a *analysis.Analysis) error {
+// writeSummary writes summary.md into dir.
+func writeSummary(dir string, a *analysis.Analysis) error {
 	return results.WriteFileAtomic(filepath.Join(dir, "summary.md"), []byte(Summary(a)))
 }
 
@@ -537,7 +537,7 @@ func sweepOf(a *analysis.Analysis) *sweepView {
 	if r.Sweep == nil {
 		return nil
 	}
-	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(a), Caveat: OneHostCaveat(r)}
+	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(a), Caveat: oneHostCaveat(r)}
 	rows := a.Rows
 	for _, m := range sweepMetrics {
 		// A metric no row has (CAS retries without cas) has no chart.
@@ -555,11 +555,11 @@ func sweepOf(a *analysis.Analysis) *sweepView {
 	return v
 }
 
-// OneHostCaveat is the honesty note a run on a cluster whose nodes all ran
+// oneHostCaveat is the honesty note a run on a cluster whose nodes all ran
 // on this one machine needs beside any figure that could be read as
 // scaling: the server processes share the machine's cores. Empty for a
 // run on single servers or on a cluster spread over hosts.
-func OneHostCaveat(r *results.Results) string {
+func oneHostCaveat(r *results.Results) string {
 	e := r.Env
 	local := e.Backend == "local" && (e.RedisClusterNodes > 0 || e.MySQLClusterNodes > 1)
 	if !e.ClusterOnOneHost && !local {

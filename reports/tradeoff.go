@@ -47,7 +47,7 @@ func tradeoffChart(rows []analysis.Row, sc string, ref []ArticleFigure) (*plot.P
 		any = true
 		lo, hi, xmax = math.Min(lo, p99.Min), math.Max(hi, p99.Max), math.Max(xmax, tps.Max)
 		xmin = math.Min(xmin, tps.Min)
-		st := StyleOf(r.Strategy)
+		st := styleOf(r.Strategy)
 		if len(r.Runs) > 1 {
 			repeats = true
 			e := errXYs{{XY: plotter.XY{X: tps.Median, Y: p99.Median}, Low: p99.Median - p99.Min, High: p99.Max - p99.Median}}
@@ -75,13 +75,13 @@ func tradeoffChart(rows []analysis.Row, sc string, ref []ArticleFigure) (*plot.P
 		c := color.Color(color.Black)
 		if r.Safety.Kind == analysis.Unsafe {
 			unsafe = true
-			ring, err := point(tps.Median, p99.Median, draw.GlyphStyle{Color: AnomalyColor, Radius: vg.Points(11), Shape: Marker{Shape: ShapeCircle, Hollow: true}})
+			ring, err := point(tps.Median, p99.Median, draw.GlyphStyle{Color: anomalyColor, Radius: vg.Points(11), Shape: Marker{Shape: ShapeCircle, Hollow: true}})
 			if err != nil {
 				return nil, err
 			}
 			p.Add(ring)
 			name += " — UNSAFE"
-			c = AnomalyColor
+			c = anomalyColor
 		}
 		labels.XYs = append(labels.XYs, plotter.XY{X: tps.Median, Y: p99.Median})
 		labels.Labels = append(labels.Labels, name)
@@ -94,7 +94,7 @@ func tradeoffChart(rows []analysis.Row, sc string, ref []ArticleFigure) (*plot.P
 		if !f.HasLoad {
 			continue
 		}
-		s, err := point(f.TPS, f.P99MS, draw.GlyphStyle{Color: StyleOf(f.Strategy).Color, Radius: vg.Points(6), Shape: draw.CrossGlyph{}})
+		s, err := point(f.TPS, f.P99MS, draw.GlyphStyle{Color: styleOf(f.Strategy).Color, Radius: vg.Points(6), Shape: draw.CrossGlyph{}})
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +106,7 @@ func tradeoffChart(rows []analysis.Row, sc string, ref []ArticleFigure) (*plot.P
 		labelColors = append(labelColors, color.Gray{Y: 0x55})
 	}
 	if unsafe {
-		p.Legend.Add("red ring, hollow: audit found anomalies", legendGlyph(AnomalyColor, Marker{Shape: ShapeCircle, Hollow: true}))
+		p.Legend.Add("red ring, hollow: audit found anomalies", legendGlyph(anomalyColor, Marker{Shape: ShapeCircle, Hollow: true}))
 	}
 	if slices.ContainsFunc(ref, func(f ArticleFigure) bool { return f.HasLoad }) {
 		p.Legend.Add("× the article's published figure", legendGlyph(color.Gray{Y: 0x55}, draw.CrossGlyph{}))
@@ -300,7 +300,7 @@ func articleChart(rows []results.Row, m articleMetric) (*plot.Plot, error) {
 				names = append(names, f.Strategy+" ("+f.Scenario+")")
 				measured = append(measured, results.SpreadOf(r.Runs, m.measured))
 				quoted = append(quoted, v)
-				styles = append(styles, StyleOf(f.Strategy))
+				styles = append(styles, styleOf(f.Strategy))
 			}
 		}
 	}

@@ -21,13 +21,13 @@ func WriteAll(dir string, a *analysis.Analysis) error {
 // Render re-renders everything but results.json from r into dir.
 func Render(dir string, a *analysis.Analysis) error {
 	r := a.Results
-	if err := WriteSummary(dir, a); err != nil {
+	if err := writeSummary(dir, a); err != nil {
 		return err
 	}
-	if err := WriteCSV(dir, r); err != nil {
+	if err := writeCSV(dir, r); err != nil {
 		return err
 	}
-	charts, err := WriteCharts(dir, a)
+	charts, err := writeCharts(dir, a)
 	if err != nil {
 		return err
 	}
@@ -36,5 +36,5 @@ func Render(dir string, a *analysis.Analysis) error {
 	} else if c != nil {
 		charts = append([]Chart{*c}, charts...)
 	}
-	return WriteHTML(dir, a, charts)
+	return writeHTML(dir, a, charts)
 }
