@@ -233,7 +233,7 @@ func Analyze(r *results.Results) *Analysis {
 		for _, p := range c.Strategies {
 			names = append(names, p.Strategy)
 		}
-		a.Curve = CurveOf(r.Runs, names, c.SLOP99MS)
+		a.Curve = CurveOf(r, names, c.SLOP99MS)
 	}
 	a.Scalability = USLFits(r)
 	return a

@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
@@ -105,18 +104,19 @@ type Curve struct {
 	Points   []CurvePoint
 }
 
-// CurveOf judges the runs of a curve (param "rate") of each strategy named,
-// in that order, against the SLO.
-func CurveOf(runs []results.Run, strategies []string, sloMS float64) *Curve {
+// CurveOf judges the runs of a curve (a sweep of the offered rate) of
+// each strategy named, in that order, against the SLO.
+func CurveOf(r *results.Results, strategies []string, sloMS float64) *Curve {
 	c := &Curve{SLOP99MS: sloMS}
+	rates, _, _ := SweepX(r.Sweep)
 	for _, name := range strategies {
 		pt := CurvePoint{Strategy: name}
-		for _, run := range runs {
-			if run.Strategy != name || run.Param != "rate" {
+		for _, run := range r.Runs {
+			if run.Strategy != name || run.Param != results.ParamRate {
 				continue
 			}
-			rate, err := strconv.ParseFloat(run.Value, 64)
-			if err != nil {
+			rate, ok := rates[run.Value]
+			if !ok {
 				continue
 			}
 			if step := CurveStepOf(run, sloMS); !step.Held() {

@@ -10,10 +10,31 @@ import (
 	"github.com/stockbench/stockbench/servers/netpath"
 )
 
-// SweepX is the numeric position of each swept value: the value itself
-// when all are numbers, milliseconds when all are durations (rtt values
-// as the profile's MySQL RTT); ok is false when they are not all either.
+// SweepX is the numeric position of each swept value and its unit, as
+// the sweep recorded them (Sweep.X, from the typed setting each value
+// resolved to); ok is false when the values are not numbers. A file
+// written before the axis was recorded is read as it was then: the values
+// themselves when all are numbers, milliseconds when all are durations
+// (rtt values as the profile's MySQL RTT).
 func SweepX(sw *results.Sweep) (xs map[string]float64, unit string, ok bool) {
+	if sw == nil {
+		return nil, "", false
+	}
+	if len(sw.X) > 0 {
+		if len(sw.X) != len(sw.Values) {
+			return nil, "", false
+		}
+		xs = make(map[string]float64, len(sw.Values))
+		for i, v := range sw.Values {
+			xs[v] = sw.X[i]
+		}
+		return xs, sw.Unit, true
+	}
+	return legacySweepX(sw)
+}
+
+// legacySweepX reads the axis of a file that did not record it.
+func legacySweepX(sw *results.Sweep) (xs map[string]float64, unit string, ok bool) {
 	xs = make(map[string]float64, len(sw.Values))
 	for _, v := range sw.Values {
 		f, err := strconv.ParseFloat(v, 64)
@@ -24,14 +45,14 @@ func SweepX(sw *results.Sweep) (xs map[string]float64, unit string, ok bool) {
 		xs[v] = f
 	}
 	if xs != nil {
-		if sw.Param == "rtt" {
+		if sw.Param == results.ParamRTT {
 			return xs, "ms", true
 		}
 		return xs, "", true
 	}
 	xs = make(map[string]float64, len(sw.Values))
 	for _, v := range sw.Values {
-		if sw.Param == "rtt" {
+		if sw.Param == results.ParamRTT {
 			pr, err := netpath.Parse(v)
 			if err != nil {
 				return nil, "", false

@@ -195,7 +195,7 @@ type StrategyUSL struct {
 // buyers` (closed loop: the buyers are the concurrency); nil for any
 // other file. Strategies and scenarios keep the order of the runs.
 func USLFits(r *results.Results) []StrategyUSL {
-	if r == nil || r.Sweep == nil || r.Sweep.Param != "buyers" {
+	if r == nil || r.Sweep == nil || r.Sweep.Param != results.ParamBuyers {
 		return nil
 	}
 	xs, _, ok := SweepX(r.Sweep)

@@ -5,8 +5,8 @@ import (
 	"image/color"
 	"math"
 	"path/filepath"
-	"strconv"
 
+	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -22,14 +22,15 @@ func curveChart(r *results.Results) (*namedPlotOrNil, error) {
 	p := newPlot(fmt.Sprintf("P99 flow latency vs offered load (SLO P99 ≤ %.0f ms)", r.Curve.SLOP99MS),
 		"offered load (arrivals / s)", "P99 of reserve + confirm (ms) — log scale")
 	lo, hi := math.Inf(1), 0.0
+	rates, _, _ := analysis.SweepX(r.Sweep)
 	for _, c := range r.Curve.Strategies {
 		var xys plotter.XYs
 		for _, run := range r.Runs {
-			if run.Strategy != c.Strategy || run.Param != "rate" {
+			if run.Strategy != c.Strategy || run.Param != results.ParamRate {
 				continue
 			}
-			x, err := strconv.ParseFloat(run.Value, 64)
-			if err != nil {
+			x, ok := rates[run.Value]
+			if !ok {
 				continue
 			}
 			y := math.Max(run.LatencyMS["flow"].P99, 0.01)

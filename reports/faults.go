@@ -19,7 +19,7 @@ import (
 // plan per fault column (runs labelled fault=COLUMN).
 func isFaultMatrix(r *results.Results) bool {
 	for _, run := range r.Runs {
-		if run.Param == "fault" {
+		if run.Param == results.ParamFault {
 			return true
 		}
 	}

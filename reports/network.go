@@ -27,7 +27,7 @@ func networkLine(r *results.Results) string {
 	case !pr.Set:
 		desc = "loopback, no --rtt profile (a round trip costs tens of microseconds, far less than across any real network)"
 	}
-	if slices.Contains(r.Config.Swept, "rtt") && r.Sweep != nil {
+	if slices.Contains(r.Config.Swept, results.ParamRTT) && r.Sweep != nil {
 		desc = "swept rtt over " + strings.Join(r.Sweep.Values, ", ")
 	}
 	var mysql, redis []float64
@@ -68,7 +68,7 @@ func msRange(vs []float64) string {
 // any other sweep.
 func rttSweepTable(a *analysis.Analysis) table {
 	r := a.Results
-	if r.Sweep == nil || r.Sweep.Param != "rtt" {
+	if r.Sweep == nil || r.Sweep.Param != results.ParamRTT {
 		return table{}
 	}
 	rows := a.Rows

@@ -351,7 +351,23 @@ type Calibration struct {
 type Sweep struct {
 	Param  string   `json:"param"`
 	Values []string `json:"values"`
+	// X is each value's position on a numeric axis, in Values' order and
+	// in Unit ("ms" for durations and round trips, else empty), taken from
+	// the typed setting each value resolved to; empty when the values are
+	// not numbers (fault names, a profile without one round trip).
+	X    []float64 `json:"x,omitempty"`
+	Unit string    `json:"unit,omitempty"`
 }
+
+// The swept parameters renderers treat on their own: the network's round
+// trip (a table of measured RTTs), the offered rate (the latency curve),
+// the fault matrix's columns, and closed-loop concurrency (the USL fit).
+const (
+	ParamRTT    = "rtt"
+	ParamRate   = "rate"
+	ParamFault  = "fault"
+	ParamBuyers = "buyers"
+)
 
 // Spread is min / median / max of one figure over repeats.
 type Spread struct {

@@ -569,8 +569,8 @@ func TestSweepAndCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs, _ := res["runs"].([]any)
-	if sw, _ := res["sweep"].(map[string]any); sw["param"] != "buyers" || len(runs) != 4 {
-		t.Fatalf("sweep block %v, %d runs", res["sweep"], len(runs))
+	if sw, _ := res["sweep"].(map[string]any); sw["param"] != "buyers" || len(runs) != 4 || fmt.Sprint(sw["x"]) != "[10 30]" {
+		t.Fatalf("sweep block %v (want param buyers, axis x [10 30]), %d runs", res["sweep"], len(runs))
 	}
 	if code := Main(context.Background(), []string{"compare", path, path}, &out, &errb); code != exitOK {
 		t.Fatalf("compare with itself: exit %d: %s", code, errb.String())

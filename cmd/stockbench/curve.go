@@ -61,8 +61,9 @@ func cmdCurve(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	}
 	sloMS := float64(slo) / float64(time.Millisecond)
 	var plans []runner.Plan
+	ax := newAxis()
 	for _, v := range values {
-		if err := fs.Set("rate", v); err != nil {
+		if err := fs.Set(results.ParamRate, v); err != nil {
 			return fail(exitUsage, fmt.Errorf("--rates %s: %w", v, err))
 		}
 		o, err := f.resolve(fs)
@@ -71,17 +72,18 @@ func cmdCurve(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		}
 		o.Repeat = 1
 		o.Enough = func(run results.Run) bool { return !analysis.CurveStepOf(run, sloMS).Held() }
-		plans = append(plans, runner.Plan{Options: o, Param: "rate", Value: v})
+		ax.add(fs.Lookup(results.ParamRate), o)
+		plans = append(plans, runner.Plan{Options: o, Param: results.ParamRate, Value: v})
 	}
 	f.post = func(res *results.Results) {
 		var names []string
 		for _, e := range plans[0].Strategies {
 			names = append(names, e.Name)
 		}
-		res.Curve = analysis.CurveOf(res.Runs, names, sloMS).Record()
+		res.Curve = analysis.CurveOf(res, names, sloMS).Record()
 	}
 	f.after = func(w io.Writer, res *results.Results) { printCurve(w, res.Curve) }
-	return f.execute(ctx, plans, &results.Sweep{Param: "rate", Values: values}, stdout, stderr, fail)
+	return f.execute(ctx, plans, ax.record(&results.Sweep{Param: results.ParamRate, Values: values}), stdout, stderr, fail)
 }
 
 func printCurve(w io.Writer, c *results.Curve) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
 )
 
@@ -92,7 +93,7 @@ func cmdFaults(ctx context.Context, args []string, stdout, stderr io.Writer, fai
 		if err != nil {
 			return fail(exitUsage, fmt.Errorf("fault %s: %w", c.name, err))
 		}
-		plans = append(plans, runner.Plan{Options: o, Param: "fault", Value: c.name})
+		plans = append(plans, runner.Plan{Options: o, Param: results.ParamFault, Value: c.name})
 	}
 	return f.execute(ctx, plans, nil, stdout, stderr, fail)
 }

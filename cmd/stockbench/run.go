@@ -506,8 +506,9 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	}
 	values = shortenValues(values)
 	var plans []runner.Plan
+	ax := newAxis()
 	for _, v := range values {
-		if name == "fault" {
+		if name == results.ParamFault {
 			// --fault adds to a list: each value of the sweep is its own plan.
 			f.faults = nil
 		}
@@ -518,7 +519,8 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		if err != nil {
 			return fail(exitUsage, fmt.Errorf("--param %s=%s: %w", name, v, err))
 		}
+		ax.add(fs.Lookup(name), o)
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
-	return f.execute(ctx, plans, &results.Sweep{Param: name, Values: values}, stdout, stderr, fail)
+	return f.execute(ctx, plans, ax.record(&results.Sweep{Param: name, Values: values}), stdout, stderr, fail)
 }
