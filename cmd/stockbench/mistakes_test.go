@@ -47,6 +47,28 @@ func TestScenarioFileMistakes(t *testing.T) {
 	}
 }
 
+// TestScenarioFileEveryProblem: a scenario file's problems are reported
+// all at once, each on its own line naming the file's line, in its order.
+func TestScenarioFileEveryProblem(t *testing.T) {
+	file := "scenario: sustained\nbuyer: 10\nduration: 10\nmix:\n  confirm: 0.9\n  cancel: 0.1\nzzzzzzzz: 1\n"
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"run", "-f", path}, &out, &errb)
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	want := []string{`line 2: unknown key "buyer" (did you mean "buyers"?)`, "line 3: duration:", `line 7: unknown key "zzzzzzzz"`}
+	if code != exitUsage || len(lines) != len(want) {
+		t.Fatalf("exit %d, stderr %q; want exit 2 and %d lines", code, errb.String(), len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d of stderr %q, want it to name %q", i+1, lines[i], w)
+		}
+	}
+}
+
 // TestAuditLedgerUnknownSKU: audit --ledger naming a SKU the database
 // does not hold says so in one line (exit 2) instead of grading every SKU
 // as broken; a ledger of SKUs it holds audits as before.

@@ -9,11 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/faults"
@@ -125,59 +122,6 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.StringVar(&f.weights, "weights", analysis.DefaultWeights.String(), "weights of the recommendation: consistency=…,throughput=…,latency=…,complexity=…")
 	f.obs.register(fs)
-}
-
-// applyFile sets, from a YAML scenario file, every flag the command line did
-// not set. A key that is no flag is an error that names it.
-func applyFile(fs *flag.FlagSet, path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("scenario file: %w", err)
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("scenario file %s: %w", path, yamlError(b, err))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	for k, v := range m {
-		if k == "faults" {
-			// The file's list of faults is the repeatable --fault.
-			k = "fault"
-		}
-		if fs.Lookup(k) == nil || k == "f" {
-			if near := closestFlag(fs, k, "f"); near != "" {
-				return fmt.Errorf("scenario file %s: unknown key %q (did you mean %q?)", path, k, near)
-			}
-			return fmt.Errorf("scenario file %s: unknown key %q", path, k)
-		}
-		if set[k] {
-			continue
-		}
-		var s string
-		switch v := v.(type) {
-		case []any:
-			parts := make([]string, len(v))
-			for i, x := range v {
-				parts[i] = fmt.Sprint(x)
-			}
-			s = strings.Join(parts, ",")
-		case map[string]any:
-			var parts []string
-			for mk, mv := range v {
-				parts = append(parts, mk+"="+fmt.Sprint(mv))
-			}
-			s = strings.Join(parts, ",")
-		case float64:
-			s = strconv.FormatFloat(v, 'g', -1, 64)
-		default:
-			s = fmt.Sprint(v)
-		}
-		if err := fs.Set(k, s); err != nil {
-			return fmt.Errorf("scenario file %s: %s: %w", path, k, err)
-		}
-	}
-	return nil
 }
 
 // options resolves the flags into runner options and validates them,

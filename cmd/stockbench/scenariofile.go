@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -97,4 +99,92 @@ func missingSKUs(ctx context.Context, db *sql.DB, want []string) (missing []stri
 		}
 	}
 	return missing, held, nil
+}
+
+// applyFile sets, from a YAML scenario file, every flag the command line
+// did not set, through the flag's own parser (one parser for a setting,
+// whichever way it was given), in the file's order. Every key that is no
+// flag and every value its flag refuses is a problem naming its line; all
+// are returned at once.
+func applyFile(fs *flag.FlagSet, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("scenario file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("scenario file %s: %w", path, yamlError(b, err))
+	}
+	if len(doc.Content) == 0 {
+		return nil // an empty file sets nothing
+	}
+	m := doc.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return fmt.Errorf("scenario file %s: line %d: want keys and values (key: value), one per line", path, m.Line)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var errs problems
+	bad := func(line int, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("scenario file %s: line %d: %s", path, line, fmt.Sprintf(format, a...)))
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		kn, vn := m.Content[i], m.Content[i+1]
+		k := kn.Value
+		if k == "faults" {
+			// The file's list of faults is the repeatable --fault.
+			k = "fault"
+		}
+		if fs.Lookup(k) == nil || k == "f" {
+			if near := closestFlag(fs, k, "f"); near != "" {
+				bad(kn.Line, "unknown key %q (did you mean %q?)", kn.Value, near)
+			} else {
+				bad(kn.Line, "unknown key %q", kn.Value)
+			}
+			continue
+		}
+		if set[k] {
+			continue
+		}
+		v, err := nodeText(vn)
+		if err == nil {
+			err = fs.Set(k, v)
+		}
+		if err != nil {
+			bad(vn.Line, "%s: %v", kn.Value, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// nodeText is a scenario file's value as its flag reads it on the command
+// line: a scalar as written, a list joined by commas, a mapping as
+// key=value pairs joined by commas, in the file's order.
+func nodeText(n *yaml.Node) (string, error) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Value, nil
+	case yaml.SequenceNode:
+		parts := make([]string, len(n.Content))
+		for i, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return "", errors.New("a list of plain values is expected")
+			}
+			parts[i] = c.Value
+		}
+		return strings.Join(parts, ","), nil
+	case yaml.MappingNode:
+		var parts []string
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i+1].Kind != yaml.ScalarNode {
+				return "", errors.New("a mapping of plain values is expected")
+			}
+			parts = append(parts, n.Content[i].Value+"="+n.Content[i+1].Value)
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", errors.New("a value, a list or a mapping is expected")
 }
