@@ -9,7 +9,7 @@ import (
 
 // run is one audited sustained run of strategy with tps flows/s.
 func run(strategy string, tps float64, mod func(*results.Run)) results.Run {
-	r := results.Run{Strategy: strategy, Scenario: "sustained", TPS: tps, CoreLines: 100,
+	r := results.Run{Strategy: strategy, Scenario: "sustained", TPS: tps, CoreLines: 100, Flows: 5000,
 		LatencyMS: map[string]results.Percentiles{"flow": {P99: 10}},
 		Phases:    []results.Phase{{Name: "load"}, {Name: "audit_end_of_load"}, {Name: "settle"}, {Name: "audit"}}}
 	r.Audit.ConfirmedUnits = 100
@@ -170,6 +170,11 @@ func TestCompareGate(t *testing.T) {
 		{"unproven", func(r *results.Results) { r.Runs[0].Incomplete = "audit" }, 1, "unproven in NEW: the audit did not finish"},
 		{"unsafe by design moves", func(r *results.Results) { r.Runs[1].Audit.OversoldUnits = 1700 }, 0, ""},
 		{"safe turns unsafe", func(r *results.Results) { r.Runs[0].Audit.LostAcks = 1 }, 1, "1 lost acks, none before"},
+		{"P99 rises", func(r *results.Results) { r.Runs[0].LatencyMS["flow"] = results.Percentiles{P99: 30} }, 1, "P99 rose 200.0 % (limit 20.0 %)"},
+		// A 100-flow sale's P99 is its slowest flow: a note.
+		{"P99 rises over too few flows", func(r *results.Results) {
+			r.Runs[0].Flows, r.Runs[0].LatencyMS["flow"] = 100, results.Percentiles{P99: 30}
+		}, 0, ""},
 		{"new unproven row", func(r *results.Results) {
 			r.Runs = append(r.Runs, run("cas", 1, func(r *results.Run) { r.Interrupted = true }))
 		}, 1, "unproven in NEW: the run was interrupted"},

@@ -7,6 +7,12 @@ import (
 	"github.com/stockbench/stockbench/results"
 )
 
+// MinTailFlows is the fewest flows per run whose P99 the gate judges:
+// under it the "P99" is one of the slowest handful of flows (of a
+// 100-unit flash sale's 100 flows, the slowest), a single observation
+// that moves with the machine, so a rise is a note, not a regression.
+const MinTailFlows = 1000
+
 // Thresholds bound how much worse NEW may be than OLD, in percent.
 type Thresholds struct {
 	MaxTPSDropPct, MaxP99RisePct float64
@@ -55,7 +61,9 @@ type Comparison struct {
 //   - a median TPS drop past th.MaxTPSDropPct, or a median P99 rise past
 //     th.MaxP99RisePct, that is also beyond the spread of the repeats: NEW's
 //     best repeat worse than OLD's worst. With one run per file the spread
-//     is the single value, so only the threshold decides.
+//     is the single value, so only the threshold decides. A P99 of a row
+//     with fewer than MinTailFlows flows in some run is too few samples
+//     for a tail: its rise is a note.
 func Compare(old, new *Analysis, th Thresholds) Comparison {
 	type key struct{ strategy, scenario, value string }
 	newRows := map[key]Row{}
@@ -107,6 +115,8 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 			if v.P99ChangePct > th.MaxP99RisePct {
 				msg := fmt.Sprintf("P99 rose %.1f %% (limit %.1f %%)", v.P99ChangePct, th.MaxP99RisePct)
 				switch {
+				case fewest(o.Runs, n.Runs) < MinTailFlows:
+					v.Notes = append(v.Notes, fmt.Sprintf("%s over %d flows, too few for a tail", msg, fewest(o.Runs, n.Runs)))
 				case v.NewP99.Min <= v.OldP99.Max:
 					v.Notes = append(v.Notes, msg+" within the repeats' spread")
 				case spread:
@@ -149,6 +159,17 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 			Problems: []string{"unproven in NEW: " + n.Safety.Why()}})
 	}
 	return out
+}
+
+// fewest is the smallest flow count of any run of either row.
+func fewest(a, b []results.Run) int64 {
+	n := int64(-1)
+	for _, r := range append(append([]results.Run{}, a...), b...) {
+		if n < 0 || r.Flows < n {
+			n = r.Flows
+		}
+	}
+	return max(n, 0)
 }
 
 // worst is the largest count of anomaly class c over runs.
