@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -404,7 +405,12 @@ func measured(from, to time.Time) time.Duration {
 // restocker refills a SKU that ran out, so the sustained scenario keeps
 // selling unless --no-restock. One refill per SKU runs at a time; buyers who
 // find the SKU sold out meanwhile wait for that refill instead of hammering
-// the store with reserves that must fail.
+// the store with reserves that must fail. Of several generators, one owns
+// each SKU's refills (restockOwner), as one supplier restocks a SKU in
+// production: two generators refilling one SKU at once would test the
+// strategies' Restock under a race no deployment has, and naive's
+// read-modify-write restock would lose one refill, which the audit then
+// counts as leaked stock and which hides naive's oversell behind it.
 type restocker struct {
 	s      strategies.Strategy
 	qty    int64
@@ -412,6 +418,7 @@ type restocker struct {
 	active map[string]chan struct{}
 	n      atomic.Int64
 	shard  int          // the generator's index, in every restock id
+	of     int          // generators in the run (0 or 1: this one alone)
 	seq    atomic.Int64 // restocks issued
 }
 
@@ -419,10 +426,24 @@ func newRestocker(s strategies.Strategy, sc scenarios.Scenario, o Options) *rest
 	if !sc.Timed() || o.NoRestock {
 		return nil
 	}
-	return &restocker{s: s, qty: o.Stock, shard: o.Segment.Index, active: map[string]chan struct{}{}}
+	return &restocker{s: s, qty: o.Stock, shard: o.Segment.Index, of: o.Segment.Of, active: map[string]chan struct{}{}}
+}
+
+// restockOwner is the generator (of of) that refills sku.
+func restockOwner(sku string, of int) int {
+	if of <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(sku))
+	return int(h.Sum32() % uint32(of))
 }
 
 func (r *restocker) trigger(ctx context.Context, sku string) {
+	if restockOwner(sku, r.of) != r.shard {
+		// Another generator refills it when its buyers find it sold out.
+		return
+	}
 	r.mu.Lock()
 	if done, ok := r.active[sku]; ok {
 		r.mu.Unlock()
