@@ -3,13 +3,12 @@ package runner
 import (
 	"context"
 	"database/sql"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
@@ -71,7 +70,7 @@ func (m *costMeter) read(start bool) *costMark {
 	}
 	if c, ok := m.status.Redis.(*redis.Client); ok {
 		if info, err := c.Info(ctx, "cpu").Result(); err == nil {
-			k.redisMain, k.redisMainOK = redisMainThreadSec(info)
+			k.redisMain, k.redisMainOK = redisMainThreadSec(sysstat.ParseInfo(info))
 		}
 	}
 	if m.pools.DB != nil && m.pools.Redis != nil {
@@ -129,54 +128,26 @@ func (m *costMeter) marks() (from, to *costMark) {
 
 // rowLockStatus reads Innodb_row_lock_waits and Innodb_row_lock_time (ms).
 func rowLockStatus(ctx context.Context, db *sql.DB) (waits int64, timeMS float64, ok bool) {
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits','Innodb_row_lock_time')")
-	if err != nil {
+	st, err := sysstat.MySQLStatus(ctx, db, "Innodb_row_lock_waits", "Innodb_row_lock_time")
+	w, okW := st["Innodb_row_lock_waits"]
+	t, okT := st["Innodb_row_lock_time"]
+	if err != nil || !okW || !okT {
 		return 0, 0, false
 	}
-	defer rows.Close()
-	seen := 0
-	for rows.Next() {
-		var name, val string
-		if rows.Scan(&name, &val) != nil {
-			return 0, 0, false
-		}
-		switch strings.ToLower(name) {
-		case "innodb_row_lock_waits":
-			n, err := strconv.ParseInt(val, 10, 64)
-			if err != nil {
-				return 0, 0, false
-			}
-			waits, seen = n, seen+1
-		case "innodb_row_lock_time":
-			f, err := strconv.ParseFloat(val, 64)
-			if err != nil {
-				return 0, 0, false
-			}
-			timeMS, seen = f, seen+1
-		}
-	}
-	return waits, timeMS, rows.Err() == nil && seen == 2
+	return int64(w), t, true
 }
 
-// redisMainThreadSec reads the CPU seconds of Redis's main thread from an
-// INFO cpu reply (used_cpu_sys_main_thread + used_cpu_user_main_thread,
-// Redis 6.2 and later); ok is false without them.
-func redisMainThreadSec(info string) (float64, bool) {
-	var sum float64
-	n := 0
-	for _, line := range strings.Split(info, "\n") {
-		k, v, found := strings.Cut(strings.TrimSpace(line), ":")
-		if !found || (k != "used_cpu_sys_main_thread" && k != "used_cpu_user_main_thread") {
-			continue
-		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return 0, false
-		}
-		sum += f
-		n++
+// redisMainThreadSec is the CPU seconds of Redis's main thread from an
+// INFO cpu reply's fields (used_cpu_sys_main_thread +
+// used_cpu_user_main_thread, Redis 6.2 and later); ok is false without
+// them.
+func redisMainThreadSec(info map[string]float64) (float64, bool) {
+	sys, ok1 := info["used_cpu_sys_main_thread"]
+	user, ok2 := info["used_cpu_user_main_thread"]
+	if !ok1 || !ok2 {
+		return 0, false
 	}
-	return sum, n == 2
+	return sys + user, true
 }
 
 // costInputs is what costOf needs of a run besides the meter's marks.

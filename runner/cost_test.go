@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -149,7 +150,7 @@ func TestRedisMainThreadSec(t *testing.T) {
 		{"used_cpu_sys_main_thread:x\r\nused_cpu_user_main_thread:1\r\n", 0, false},
 	}
 	for _, tc := range cases {
-		got, ok := redisMainThreadSec(tc.info)
+		got, ok := redisMainThreadSec(sysstat.ParseInfo(tc.info))
 		if ok != tc.ok || !near(got, tc.want) {
 			t.Errorf("redisMainThreadSec(%q) = %v, %v; want %v, %v", tc.info, got, ok, tc.want, tc.ok)
 		}

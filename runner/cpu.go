@@ -2,17 +2,13 @@ package runner
 
 import (
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
-
-// clockTicks is USER_HZ, 100 on every Linux platform Go supports.
-const clockTicks = 100
 
 // cpuReading is a process's or container's total CPU time and when it was
 // read; id names the process it came from (a pid; 0 for a container), so a
@@ -138,13 +134,13 @@ func procSource(pids func() []int) cpuSource {
 		}
 		var sum int64
 		for _, pid := range ps {
-			t, ok := procTicks(pid)
+			t, ok := sysstat.ProcTicks(pid)
 			if !ok {
 				return cpuReading{}, false
 			}
 			sum += t
 		}
-		return cpuReading{cpu: time.Duration(sum) * time.Second / clockTicks, at: time.Now(), id: ps[0]}, true
+		return cpuReading{cpu: time.Duration(sum) * time.Second / sysstat.ClockTicks, at: time.Now(), id: ps[0]}, true
 	}
 }
 
@@ -314,30 +310,6 @@ func (c *cpuSampler) compute() cpuFigures {
 	return out
 }
 
-// procTicks reads utime+stime of a process from /proc/PID/stat.
-func procTicks(pid int) (int64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// The command name may hold spaces; fields resume after its ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, false
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return u + st, true
-}
-
 // harnessPerKFlows is the harness's own CPU time per thousand completed
 // flows, in milliseconds, from its CPU % of one core over the measured
 // window: what the load generator costs per unit of work it drives. ok is
@@ -353,37 +325,21 @@ func harnessPerKFlows(pct float64, window time.Duration, flows int64) (ms float6
 // machineCPU reads the machine's CPU time by kind from /proc/stat; nil
 // where it cannot.
 func machineCPU() *results.MachineCPU {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
+	t, ok := sysstat.MachineCPU()
+	if !ok {
 		return nil
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	return parseMachineCPU(line)
+	return machineOf(t)
 }
 
-// parseMachineCPU reads /proc/stat's first line, "cpu user nice system
-// idle iowait irq softirq steal [guest guest_nice]", in USER_HZ ticks. Guest
-// time is already in user and nice, so it is not added again; nil for a
-// line of another shape.
-func parseMachineCPU(line string) *results.MachineCPU {
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return nil
-	}
-	var t [8]float64
-	for i := range t {
-		v, err := strconv.ParseUint(f[i+1], 10, 64)
-		if err != nil {
-			return nil
-		}
-		t[i] = float64(v) / clockTicks
-	}
-	user, nice, system, idle, iowait, irq, softirq, steal := t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]
+// machineOf sums the machine's CPU times into the kinds a run records.
+// Guest time is already in user and nice (sysstat leaves it out).
+func machineOf(t sysstat.CPUTimes) *results.MachineCPU {
 	return &results.MachineCPU{
-		Total:  user + nice + system + idle + iowait + irq + softirq + steal,
-		Kernel: system + irq + softirq,
-		Steal:  steal,
-		Idle:   idle + iowait,
+		Total:  t.User + t.Nice + t.System + t.Idle + t.IOWait + t.IRQ + t.SoftIRQ + t.Steal,
+		Kernel: t.System + t.IRQ + t.SoftIRQ,
+		Steal:  t.Steal,
+		Idle:   t.Idle + t.IOWait,
 	}
 }
 

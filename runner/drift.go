@@ -11,8 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
@@ -95,21 +94,21 @@ func (s *driftSampler) sample(ctx context.Context) {
 		p.CPUSec = s.cpu()
 	}
 	p.Machine = machineCPU()
-	p.HarnessRSSBytes, _ = procMem("self")
+	p.HarnessRSSBytes, _ = sysstat.ProcMem("self")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	p.HarnessHeapBytes = int64(ms.HeapInuse)
 	if s.mysqlPID > 0 {
-		p.MySQLRSSBytes, _ = procMem(strconv.Itoa(s.mysqlPID))
+		p.MySQLRSSBytes, _ = sysstat.ProcMem(strconv.Itoa(s.mysqlPID))
 	}
 	if s.conns.Redis != nil {
-		p.RedisUsedBytes = redisUsed(ctx, s.conns.Redis)
+		p.RedisUsedBytes, _ = sysstat.RedisUsedMemory(ctx, s.conns.Redis)
 	}
 	if s.conns.DB != nil {
 		tableSizes(ctx, s.conns.DB, &p)
-		var name string
-		_ = s.conns.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_reads'").Scan(&name, &p.BufferPoolDiskReads)
-		_ = s.conns.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'").Scan(&name, &p.HistoryLength)
+		if st, err := sysstat.MySQLStatus(ctx, s.conns.DB, "Innodb_buffer_pool_reads", "Innodb_history_list_length"); err == nil {
+			p.BufferPoolDiskReads, p.HistoryLength = int64(st["Innodb_buffer_pool_reads"]), int64(st["Innodb_history_list_length"])
+		}
 		if s.relay {
 			relayBacklog(ctx, s.conns.DB, now, &p)
 		}
@@ -118,13 +117,6 @@ func (s *driftSampler) sample(ctx context.Context) {
 	s.at = append(s.at, now)
 	s.points = append(s.points, p)
 	s.mu.Unlock()
-}
-
-// redisUsed is Redis's used_memory (summed over a cluster's masters); 0
-// when it cannot be read.
-func redisUsed(ctx context.Context, r redis.UniversalClient) int64 {
-	n, _ := redisUsedMemory(ctx, r)
-	return n
 }
 
 // tableSizes fills the tables' estimated rows and bytes.

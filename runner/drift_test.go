@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockbench/stockbench/analysis"
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -68,17 +69,6 @@ func TestDriftOf(t *testing.T) {
 				t.Fatalf("relay %+v, verdict %q", rv, said)
 			}
 		})
-	}
-}
-
-// TestProcMem: this process's resident memory and its peak are read.
-func TestProcMem(t *testing.T) {
-	rss, peak := procMem("self")
-	if rss <= 0 || peak < rss {
-		t.Skipf("no /proc VmRSS/VmHWM here (rss %d, peak %d)", rss, peak)
-	}
-	if r, p := procMem("no-such-pid"); r != 0 || p != 0 {
-		t.Fatalf("unknown process: %d %d", r, p)
 	}
 }
 
@@ -153,9 +143,12 @@ func TestMachineCPU(t *testing.T) {
 		{"not a number", "cpu 500 x 200 1000 50 10 40 100", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := parseMachineCPU(c.line)
+			var got *results.MachineCPU
+			if ct, ok := sysstat.ParseMachineCPU(c.line); ok {
+				got = machineOf(ct)
+			}
 			if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
-				t.Fatalf("parseMachineCPU(%q) = %+v, want %+v", c.line, got, c.want)
+				t.Fatalf("machineOf(%q) = %+v, want %+v", c.line, got, c.want)
 			}
 		})
 	}

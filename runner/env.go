@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/internal/version"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
@@ -47,11 +48,7 @@ func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) resu
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@sync_binlog").Scan(&e.SyncBinlog)
 	e.MySQLIsolation, _ = servers.ServerIsolation(ctx, c.DB)
 	if info, err := c.Redis.Info(ctx, "server").Result(); err == nil {
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-				e.RedisVersion = v
-			}
-		}
+		e.RedisVersion = sysstat.InfoField(info, "redis_version")
 	}
 	if v, err := c.Redis.ConfigGet(ctx, "appendonly").Result(); err == nil {
 		e.RedisAppendOnly = v["appendonly"]

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/servers"
 )
@@ -80,11 +80,15 @@ func checkCapacity(ctx context.Context, conns servers.Conns, pool int) error {
 	if err := conns.DB.QueryRowContext(ctx, "SELECT @@max_connections").Scan(&maxConns); err != nil {
 		return fmt.Errorf("read max_connections: %w", err)
 	}
-	var name, val string
-	if err := conns.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Threads_connected'").Scan(&name, &val); err != nil {
+	st, err := sysstat.MySQLStatus(ctx, conns.DB, "Threads_connected")
+	if err != nil {
 		return fmt.Errorf("read Threads_connected: %w", err)
 	}
-	open, _ = strconv.Atoi(val)
+	n, ok := st["Threads_connected"]
+	if !ok {
+		return errors.New("read Threads_connected: the server has no such status variable")
+	}
+	open = int(n)
 	// The connection that asked is one of the pool's own.
 	if free := maxConns - open + 1; pool > free {
 		return refusef("Pool %d needs %d MySQL connections but the server has max_connections=%d with %d open: lower Pool or raise max_connections",
@@ -95,7 +99,7 @@ func checkCapacity(ctx context.Context, conns servers.Conns, pool int) error {
 		if mc, err := strconv.Atoi(v["maxclients"]); err == nil && mc > 0 {
 			clients := 0
 			if info, err := conns.Redis.Info(ctx, "clients").Result(); err == nil {
-				clients = infoInt(info, "connected_clients")
+				clients = int(sysstat.ParseInfo(info)["connected_clients"])
 			}
 			if pool > mc-clients+1 {
 				return refusef("Pool %d needs %d Redis connections but the server has maxclients=%d with %d connected: lower Pool or raise maxclients",
@@ -104,15 +108,4 @@ func checkCapacity(ctx context.Context, conns servers.Conns, pool int) error {
 		}
 	}
 	return nil
-}
-
-// infoInt reads one integer field of an INFO reply (0 when absent).
-func infoInt(info, field string) int {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
 }

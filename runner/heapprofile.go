@@ -42,5 +42,5 @@ func writeHeapProfile(strategy, phase string) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Fprintf(os.Stderr, "stockbench: %s: heap in use %.1f MB, heap sys %.1f MB, RSS %.1f MB, peak RSS %.1f MB\n",
-		name, float64(ms.HeapInuse)/(1<<20), float64(ms.HeapSys)/(1<<20), rssMB(), float64(procStatusKB("VmHWM"))/1024)
+		name, float64(ms.HeapInuse)/(1<<20), float64(ms.HeapSys)/(1<<20), rssMB(), peakRSSMB())
 }

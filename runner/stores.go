@@ -2,15 +2,10 @@ package runner
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/servers"
 )
@@ -143,10 +138,10 @@ func (s *storeSampler) read(ctx context.Context) storeReading {
 	defer cancel()
 	var r storeReading
 	if s.conns.DB != nil {
-		r.mysql, _ = globalStatus(ctx, s.conns.DB, storeStatus...)
+		r.mysql, _ = sysstat.MySQLStatus(ctx, s.conns.DB, storeStatus...)
 	}
 	if s.conns.Redis != nil {
-		r.redis, _ = redisInfo(ctx, s.conns.Redis)
+		r.redis, _ = sysstat.RedisInfo(ctx, s.conns.Redis)
 	}
 	return r
 }
@@ -195,60 +190,4 @@ func attachStores(series []results.SeriesPoint, secs []*results.StoreSecond, mea
 		}
 	}
 	return series
-}
-
-// globalStatus reads MySQL status variables (SHOW GLOBAL STATUS) by name.
-func globalStatus(ctx context.Context, db *sql.DB, names ...string) (map[string]float64, error) {
-	q := "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + strings.Join(names, "','") + "')"
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("global status: %w", err)
-	}
-	defer rows.Close()
-	out := make(map[string]float64, len(names))
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, fmt.Errorf("global status: %w", err)
-		}
-		out[k], _ = strconv.ParseFloat(v, 64)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("global status: %w", err)
-	}
-	return out, nil
-}
-
-// redisInfo is Redis's INFO (the given sections; none: the default ones),
-// every numeric field summed over a cluster's masters.
-func redisInfo(ctx context.Context, rdb redis.UniversalClient, sections ...string) (map[string]float64, error) {
-	out := map[string]float64{}
-	var mu sync.Mutex
-	one := func(ctx context.Context, c redis.Cmdable) error {
-		info, err := c.Info(ctx, sections...).Result()
-		if err != nil {
-			return fmt.Errorf("redis info: %w", err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for _, line := range strings.Split(info, "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if !ok {
-				continue
-			}
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				out[k] += f
-			}
-		}
-		return nil
-	}
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		if err := one(ctx, rdb); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
-	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return one(ctx, c) })
-	return out, err
 }

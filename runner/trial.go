@@ -10,6 +10,7 @@ import (
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/faults"
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
@@ -194,7 +195,7 @@ func (t *trial) setup(ctx context.Context) error {
 	}
 	var redis0 int64
 	if t.e.UsesRedis {
-		redis0, _ = redisUsedMemory(ctx, t.conns.Redis)
+		redis0, _ = sysstat.RedisUsedMemory(ctx, t.conns.Redis)
 	}
 	cfg := t.o.Strategy
 	cfg.DB, cfg.Redis = t.sconns.DB, t.sconns.Redis
@@ -241,7 +242,7 @@ func (t *trial) setup(ctx context.Context) error {
 		t.run.Harness.SetupSKUsPerSec = float64(len(t.stock)) / sp.Sec
 	}
 	if t.e.UsesRedis && len(t.stock) > 0 {
-		if redis1, err := redisUsedMemory(ctx, t.conns.Redis); err == nil && redis0 > 0 {
+		if redis1, err := sysstat.RedisUsedMemory(ctx, t.conns.Redis); err == nil && redis0 > 0 {
 			t.run.Harness.RedisBytesPerSKU = float64(redis1-redis0) / float64(len(t.stock))
 		}
 	}
@@ -347,7 +348,7 @@ func (t *trial) load(ctx context.Context) error {
 	}
 	meter := &costMeter{pools: t.sconns, status: t.conns, inStrategy: d.inStrategy.Load}
 	t.cpu.setMeter(meter)
-	t.peakReset = resetPeakRSS()
+	t.peakReset = sysstat.ResetPeak()
 	stopProfile := startCPUProfile(t.e.Name)
 	cpuFrom := selfCPU()
 	switch {
@@ -372,7 +373,7 @@ func (t *trial) load(ctx context.Context) error {
 	t.harnessCPU = selfCPU() - cpuFrom
 	t.pool[1], t.galera[1] = markPools(t.sconns), markGalera(context.Background(), t.conns)
 	if t.e.UsesRedis {
-		t.run.Harness.RedisUsedMemoryBytes, _ = redisUsedMemory(context.Background(), t.conns.Redis)
+		t.run.Harness.RedisUsedMemoryBytes, _ = sysstat.RedisUsedMemory(context.Background(), t.conns.Redis)
 	}
 	if t.injected.done != nil {
 		// Load is over: whatever fault is still on is undone now (a restart
