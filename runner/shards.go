@@ -223,18 +223,14 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	// One audit of the stores, after every generator settled; one that
 	// overruns its deadline leaves the merged load figures standing.
 	_, auditTO := o.deadlines(len(stock), int64(len(acks)), 0)
-	sctx, cancel := context.WithTimeout(context.Background(), auditTO)
-	defer cancel()
-	ph := (&phases{w: o.Progress, name: e.Name}).start(PhaseAudit, "SKUs+acks", 0)
-	auditor.Progress = func(done, total int64) { ph.set(done, total) }
-	settled, err := auditor.Audit(sctx, acks)
-	if err == nil {
-		err = checkNodes(sctx, conns, &settled)
-	}
-	merged.Phases = append(merged.Phases, ph.end(err != nil))
+	ps := &phases{w: o.Progress, name: e.Name}
+	settled, err := auditWithin(ps, PhaseAudit, auditor, audit.AckSlice(acks), auditTO, func(ctx context.Context, a *audit.Audit) error {
+		return checkNodes(ctx, conns, a)
+	})
+	merged.Phases = append(merged.Phases, ps.list...)
 	if err != nil {
 		merged.Incomplete = PhaseAudit
-		merged.Errors = append(merged.Errors, fmt.Sprintf("%s (deadline %s): %v", PhaseAudit, auditTO, err))
+		merged.Errors = append(merged.Errors, err.Error())
 	} else {
 		merged.Audit = settled
 	}

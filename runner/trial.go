@@ -420,21 +420,11 @@ func (t *trial) check(context.Context) error {
 		return true
 	}
 	auditNow := func(name string, check func(ctx context.Context, a *audit.Audit) error) (audit.Audit, bool) {
-		ph := t.ps.start(name, "SKUs+acks", 0)
-		a := auditor
-		a.Progress = func(done, total int64) { ph.set(done, total) }
-		actx, cancel := context.WithTimeout(context.Background(), auditTO)
-		defer cancel()
-		res, err := a.AuditFrom(actx, t.acks)
-		if err == nil && check != nil {
-			err = check(actx, &res)
-		}
+		res, err := auditWithin(t.ps, name, auditor, t.acks, auditTO, check)
 		if err != nil {
-			ph.end(true)
-			run.Incomplete, t.phaseErr = name, fmt.Errorf("%s (deadline %s): %w", name, auditTO, err)
+			run.Incomplete, t.phaseErr = name, err
 			return res, false
 		}
-		ph.end(false)
 		return res, true
 	}
 	if t.o.Segment.Partial() {
