@@ -15,6 +15,8 @@ import (
 // starts with the driver's measured phase and stops when the load ends.
 type probeRun struct {
 	cancel context.CancelFunc
+	// start starts it with the measured phase (a no-op when it does not run).
+	start func(from time.Time)
 	// runs is whether this run has a probe at all.
 	runs bool
 	mu   sync.Mutex
@@ -26,14 +28,14 @@ type probeRun struct {
 // its own (a million SKUs are graded by the audits, not the probe).
 const probeMaxSKUs = 10_000
 
-// startProbe hooks the probe to the driver's start (chained after any
-// other hook); onViolation (nil: none) is told of each violation as it is
+// startProbe readies the probe, to be started with the measured phase
+// (its start); onViolation (nil: none) is told of each violation as it is
 // seen. A generator of several (sharded) runs none: the parent audits
 // once, and the probe's report belongs to an audit. Nor does a catalog
 // above probeMaxSKUs.
-func startProbe(ctx context.Context, d *driver, e registry.Entry, conns servers.Conns, stock []inventory.Stock, o Options, onViolation func(audit.ProbeInstant)) *probeRun {
+func startProbe(ctx context.Context, e registry.Entry, conns servers.Conns, stock []inventory.Stock, o Options, onViolation func(audit.ProbeInstant)) *probeRun {
 	pctx, cancel := context.WithCancel(ctx)
-	pr := &probeRun{cancel: cancel}
+	pr := &probeRun{cancel: cancel, start: func(time.Time) {}}
 	if o.Segment.Partial() || len(stock) > probeMaxSKUs {
 		return pr
 	}
@@ -45,11 +47,7 @@ func startProbe(ctx context.Context, d *driver, e registry.Entry, conns servers.
 	if e.UsesRedis {
 		p.Redis = conns.Redis
 	}
-	prev := d.onStart
-	d.onStart = func(from time.Time) {
-		if prev != nil {
-			prev(from)
-		}
+	pr.start = func(from time.Time) {
 		done := make(chan audit.ProbeReport, 1)
 		pr.mu.Lock()
 		pr.done = done

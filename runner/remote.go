@@ -87,28 +87,27 @@ func (so ServiceOptions) problems(o Options) []error {
 }
 
 // startRemote starts the run's service instances and returns the client
-// the buyers call in place of the strategy; the instances are stopped when
-// the run ends (t.later).
-func (t *trial) startRemote(ctx context.Context, e registry.Entry, cfg strategies.Config) (strategies.Strategy, error) {
-	if t.o.Service.Start == nil {
-		return nil, fmt.Errorf("--service process: no way to start service instances")
+// the buyers call in place of the strategy, and the instances; they are
+// stopped when the run ends (later). sep are the strategy's endpoints:
+// its sessions' isolation (--isolation) is in their DSN.
+func startRemote(ctx context.Context, o Options, sep servers.Endpoints, e registry.Entry, cfg strategies.Config,
+	later func(func())) (strategies.Strategy, ServiceGroup, error) {
+	if o.Service.Start == nil {
+		return nil, nil, fmt.Errorf("--service process: no way to start service instances")
 	}
-	// The strategy's endpoints: its sessions' isolation (--isolation)
-	// is in their DSN.
-	spec := ServiceSpec{Endpoints: t.sep, Strategy: e.Name, Config: cfg, Pool: t.o.pool()}
+	spec := ServiceSpec{Endpoints: sep, Strategy: e.Name, Config: cfg, Pool: o.pool()}
 	spec.Config.DB, spec.Config.Redis = nil, nil
-	for i := 0; i < t.o.Service.Procs; i++ {
+	for i := 0; i < o.Service.Procs; i++ {
 		spec.StateDirs = append(spec.StateDirs, filepath.Join(cfg.LocalDir, fmt.Sprintf("svc-%d", i)))
 	}
-	grp, err := t.o.Service.Start(ctx, spec)
+	grp, err := o.Service.Start(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("service instances: %w", err)
+		return nil, nil, fmt.Errorf("service instances: %w", err)
 	}
-	t.later(func() { _ = grp.Stop() })
-	t.remote = grp
-	c, err := svcapi.NewClient(svcapi.ClientOptions{Name: e.Name, Conns: t.o.pool()}, grp.URLs()...)
+	later(func() { _ = grp.Stop() })
+	c, err := svcapi.NewClient(svcapi.ClientOptions{Name: e.Name, Conns: o.pool()}, grp.URLs()...)
 	if err != nil {
-		return nil, err
+		return nil, grp, err
 	}
-	return c, nil
+	return c, grp, nil
 }

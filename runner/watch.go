@@ -10,6 +10,10 @@ import (
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/observe"
 	"github.com/stockbench/stockbench/results"
+	"github.com/stockbench/stockbench/scenarios"
+	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/strategies"
+	"github.com/stockbench/stockbench/strategies/registry"
 )
 
 // watcher is what watches one run's load live: the --abort-on
@@ -18,7 +22,12 @@ import (
 // endpoint. Its methods are safe for concurrent use (the live line's,
 // the probe's and the endpoint's goroutines call them).
 type watcher struct {
-	t        *trial
+	o        Options
+	name     string
+	sc       scenarios.Scenario
+	conns    servers.Conns
+	d        *driver
+	strat    strategies.Strategy
 	stopLoad context.CancelFunc
 	// from is the start of the measured phase (Unix ns; 0 until known).
 	from       atomic.Int64
@@ -33,38 +42,39 @@ type watcher struct {
 }
 
 // startWatch returns the context the load runs under (cancelled by the
-// first --abort-on threshold breached) and the run's watcher, hooked to
-// the driver's start: the stores' sampler starts with the measured phase.
-func (t *trial) startWatch(ctx context.Context) (context.Context, *watcher) {
+// first --abort-on threshold breached) and the run's watcher, whose start
+// is to be told when the measured phase starts; d's recorders are read
+// for the metrics endpoint, which d feeds.
+func startWatch(ctx context.Context, d *driver, o Options, e registry.Entry, sc scenarios.Scenario, conns servers.Conns,
+	strat strategies.Strategy, later func(func())) (context.Context, *watcher) {
 	lctx, stop := context.WithCancel(ctx)
-	w := &watcher{t: t, stopLoad: stop, watch: observe.NewWatch(t.o.AbortOn)}
-	t.later(stop)
-	partial := t.o.Segment.Partial()
-	prev := t.d.onStart
-	t.d.onStart = func(from time.Time) {
-		if prev != nil {
-			prev(from)
-		}
-		w.from.Store(from.UnixNano())
-		if !partial {
-			w.mu.Lock()
-			w.stores = startStores(t.conns, from)
-			w.mu.Unlock()
-		}
+	w := &watcher{o: o, name: e.Name, sc: sc, conns: conns, d: d, strat: strat, stopLoad: stop, watch: observe.NewWatch(o.AbortOn)}
+	later(stop)
+	partial := o.Segment.Partial()
+	if m := o.Metrics; m != nil && !partial {
+		w.metrics = m.Begin(observe.Labels{Strategy: e.Name, Scenario: sc.Name(), Repeat: o.rep}, w.snapshot)
+		d.obs = w.metrics
 	}
-	if m := t.o.Metrics; m != nil && !partial {
-		w.metrics = m.Begin(observe.Labels{Strategy: t.e.Name, Scenario: t.sc.Name(), Repeat: t.o.rep}, w.snapshot)
-		t.d.obs = w.metrics
-	}
-	if d := t.o.Dashboard; d != nil && !partial {
-		w.dash = d.Begin(observe.Labels{Strategy: t.e.Name, Scenario: t.sc.Name(), Repeat: t.o.rep})
+	if db := o.Dashboard; db != nil && !partial {
+		w.dash = db.Begin(observe.Labels{Strategy: e.Name, Scenario: sc.Name(), Repeat: o.rep})
 	}
 	return lctx, w
 }
 
+// start is told when the measured phase starts: the stores' sampler
+// starts with it.
+func (w *watcher) start(from time.Time) {
+	w.from.Store(from.UnixNano())
+	if !w.o.Segment.Partial() {
+		w.mu.Lock()
+		w.stores = startStores(w.conns, from)
+		w.mu.Unlock()
+	}
+}
+
 // live reports whether the run needs the per-second live figures even
 // without a progress line.
-func (w *watcher) live() bool { return len(w.t.o.AbortOn) > 0 || w.dash != nil }
+func (w *watcher) live() bool { return len(w.o.AbortOn) > 0 || w.dash != nil }
 
 // second is one second of the measured phase, from the live line.
 func (w *watcher) second(s observe.Second) {
@@ -75,7 +85,7 @@ func (w *watcher) second(s observe.Second) {
 	w.mu.Unlock()
 	if w.dash != nil {
 		var lag *float64
-		if v, ok := countersOf(w.t.strat)["outbox_lag_p99_ms"]; ok {
+		if v, ok := countersOf(w.strat)["outbox_lag_p99_ms"]; ok {
 			lag = &v
 		}
 		_, latest := st.snapshot()
@@ -103,13 +113,13 @@ func (w *watcher) abort(b observe.Breach) {
 	first := w.aborted == nil
 	if first {
 		w.aborted = &results.Abort{Threshold: b.Threshold.Text, Reason: b.Reason, BreachedAtSec: b.At.Seconds()}
-		if w.t.sc.Timed() {
-			w.aborted.PlannedSec = w.t.o.Duration.Seconds()
+		if w.sc.Timed() {
+			w.aborted.PlannedSec = w.o.Duration.Seconds()
 		}
 	}
 	w.mu.Unlock()
 	if first {
-		w.t.o.logf("  %s: --abort-on %s breached: %s; stopping the load", w.t.e.Name, b.Threshold.Text, b.Reason)
+		w.o.logf("  %s: --abort-on %s breached: %s; stopping the load", w.name, b.Threshold.Text, b.Reason)
 		w.stopLoad()
 	}
 }
@@ -132,7 +142,7 @@ func (w *watcher) loadEnded(stopped time.Time) []*results.StoreSecond {
 // load's recorders (each locked briefly) and the strategy's counters.
 func (w *watcher) snapshot() observe.Snapshot {
 	s := observe.Snapshot{Outcomes: map[string]map[string]int64{}, Violations: w.violations.Load()}
-	if recs := w.t.d.recs.Load(); recs != nil {
+	if recs := w.d.recs.Load(); recs != nil {
 		for _, r := range *recs {
 			r.mu.Lock()
 			s.Flows += r.flows
@@ -148,7 +158,7 @@ func (w *watcher) snapshot() observe.Snapshot {
 			r.mu.Unlock()
 		}
 	}
-	if st := w.t.strat; st != nil {
+	if st := w.strat; st != nil {
 		s.Counters = countersOf(st)
 	}
 	w.mu.Lock()
@@ -165,7 +175,7 @@ func (w *watcher) figures(run *results.Run, secs []*results.StoreSecond, measure
 	run.Aborted = w.aborted
 	w.mu.Unlock()
 	run.Series = attachStores(run.Series, secs, measured)
-	for _, b := range observe.Check(*run, w.t.o.Thresholds) {
+	for _, b := range observe.Check(*run, w.o.Thresholds) {
 		run.Breaches = append(run.Breaches, b.Result())
 	}
 	w.metrics.End()
