@@ -232,47 +232,14 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 	}
 	first := plans[0].Options
 	res := &results.Results{Format: results.Format, Config: resolvedGrid(plans)}
-	ep, err := p.Start(ctx)
+	b, err := startBench(ctx, p, plans)
+	defer b.undo.run()
 	if err != nil {
 		return nil, err
 	}
-	defer p.Stop()
-	pool := 0
-	for _, pl := range plans {
-		pool = max(pool, pl.pool())
-	}
-	conns, err := servers.Open(ep, pool)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { conns.Close() }()
-	// The faulter is nil on the external backend (its servers are not
-	// ours): CheckFor refuses process faults there.
-	faulter, _ := servers.FaulterOf(p)
-	for _, pl := range plans {
-		if err := pl.Faults.CheckFor(ep); err != nil {
-			return nil, refuse(err)
-		}
-	}
-	if !first.Segment.Partial() {
-		// A shard's parent holds the run lock and guarded the stores.
-		release, err := Guard(ctx, ep, conns, pool)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-	}
-	if !first.Segment.Partial() {
-		// The budgets hold from calibration to the last run.
-		undo, err := applyCPUBudget(first.CPUBudget, ep)
-		if err != nil {
-			return nil, refuse(err)
-		}
-		defer undo()
-	}
-	res.Env = collectEnv(ctx, ep, conns)
-	if len(ep.MySQLCluster) > 1 {
-		first.logf("%s", ep.MySQLDescription())
+	res.Env = collectEnv(ctx, b.ep, b.conns)
+	if len(b.ep.MySQLCluster) > 1 {
+		first.logf("%s", b.ep.MySQLDescription())
 	}
 	// One of several generators does not calibrate: its siblings would
 	// probe the same stores at once (and the probes' table and scripts
@@ -281,7 +248,7 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		// The ceilings are what the stores give through the run's pool.
 		conc := min(first.Buyers, first.pool())
 		first.logf("calibrating the stores (%s per probe, concurrency %d)…", first.CalibrateDuration, conc)
-		cal, err := calibrate.Run(ctx, ep, conns, conc, first.CalibrateDuration)
+		cal, err := calibrate.Run(ctx, b.ep, b.conns, conc, first.CalibrateDuration)
 		if err != nil {
 			if ctx.Err() != nil {
 				res.Interrupted = true
@@ -291,17 +258,90 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		}
 		res.Calibration = &cal
 	}
-	cep := ep
+	if err := b.runJobs(ctx, plans, res); err != nil {
+		return res, err
+	}
+	res.Interrupted = ctx.Err() != nil
+	if first.Repeat > 1 {
+		res.Aggregates = results.Aggregates(res)
+	}
+	return res, nil
+}
+
+// bench is what Execute's runs share: the provider's servers, the run's
+// pools (reopened when a plan asks another size), the faulter, and what
+// to undo when Execute ends (stop the servers, close the pools, release
+// the run lock, lift the CPU budgets), in reverse.
+type bench struct {
+	p       servers.Provider
+	ep      servers.Endpoints
+	conns   servers.Conns
+	faulter servers.Faulter
+	undo    undo
+}
+
+// startBench starts the servers through p, opens pools of the plans'
+// largest size, checks every plan's faults against the servers, and —
+// unless this process is one of several generators, whose parent did —
+// guards the stores and applies the CPU budgets, which hold from
+// calibration to the last run.
+func startBench(ctx context.Context, p servers.Provider, plans []Plan) (*bench, error) {
+	b := &bench{p: p}
+	first := plans[0].Options
+	ep, err := p.Start(ctx)
+	if err != nil {
+		return b, err
+	}
+	b.ep = ep
+	b.undo.later(func() { p.Stop() })
+	pool := 0
+	for _, pl := range plans {
+		pool = max(pool, pl.pool())
+	}
+	if b.conns, err = servers.Open(ep, pool); err != nil {
+		return b, err
+	}
+	b.undo.later(func() { b.conns.Close() })
+	// The faulter is nil on the external backend (its servers are not
+	// ours): CheckFor refuses process faults there.
+	b.faulter, _ = servers.FaulterOf(p)
+	for _, pl := range plans {
+		if err := pl.Faults.CheckFor(ep); err != nil {
+			return b, refuse(err)
+		}
+	}
+	if first.Segment.Partial() {
+		return b, nil
+	}
+	release, err := Guard(ctx, ep, b.conns, pool)
+	if err != nil {
+		return b, err
+	}
+	b.undo.later(func() { release() })
+	budget, err := applyCPUBudget(first.CPUBudget, ep)
+	if err != nil {
+		return b, refuse(err)
+	}
+	b.undo.later(budget)
+	return b, nil
+}
+
+// runJobs runs every plan's jobs in order into res, each strategy until
+// the plan's Enough says it has had enough; when ctx ends, the job under
+// way is kept and the rest skipped.
+func (b *bench) runJobs(ctx context.Context, plans []Plan, res *results.Results) error {
+	first := plans[0].Options
+	cep := b.ep
 	if pid := first.Segment.ServerPIDs[servers.TargetMySQL]; pid > 0 && cep.MySQLPID == 0 {
 		cep.MySQLPID = pid
 	}
 	if pid := first.Segment.ServerPIDs[servers.TargetRedis]; pid > 0 && cep.RedisPID == 0 {
 		cep.RedisPID = pid
 	}
-	cpu := newCPUSampler(cep, faulter)
+	cpu := newCPUSampler(cep, b.faulter)
 	enough := map[string]bool{}
 	var network netpath.Profile
-	if ep.Netns != "" {
+	if b.ep.Netns != "" {
 		network = first.Network
 	}
 	for _, j := range jobsOf(plans) {
@@ -314,59 +354,66 @@ func Execute(ctx context.Context, p servers.Provider, plans ...Plan) (*results.R
 		o := j.pl.Options
 		o.rep = j.rep
 		// A shard's servers sit behind its parent's path: nothing to set.
-		if ep.Netns != "" && o.Network != network {
-			if err := setNetwork(ctx, p, o.Network); err != nil {
-				return res, err
+		if b.ep.Netns != "" && o.Network != network {
+			if err := setNetwork(ctx, b.p, o.Network); err != nil {
+				return err
 			}
 			network = o.Network
 		}
-		what := j.String()
-		o.logf("running %s…", what)
-		nc, err := reopen(conns, ep, o.pool())
-		if err != nil {
-			return res, err
+		run, err := b.runJob(ctx, j, o, cpu, res.Calibration)
+		if err != nil || run == nil {
+			return err
 		}
-		conns = nc
-		st := Stores{Endpoints: ep, Conns: conns, Faulter: faulter}
-		rtt, rerr := probeRTT(ctx, conns)
-		if rerr != nil && ctx.Err() == nil {
-			return res, fmt.Errorf("%s: %w", what, rerr)
-		}
-		var run results.Run
-		if o.Procs > 1 {
-			run, err = runShards(ctx, st, j.e, j.sc, o, j.rep)
-		} else {
-			run, err = runStrategy(ctx, st, j.e, j.sc, o, cpu)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return res, fmt.Errorf("%s: %w", what, err)
-		}
-		run.Interrupted = ctx.Err() != nil
-		if o.Repeat > 1 {
-			run.Repeat = j.rep
-		}
-		run.Param, run.Value = j.pl.Param, j.pl.Value
-		rtt(&run.Harness)
-		costNetwork(&run)
-		run.CeilingPct = ceilingPct(run, j.e, res.Calibration)
-		res.Runs = append(res.Runs, run)
-		if o.Enough != nil && o.Enough(run) {
+		res.Runs = append(res.Runs, *run)
+		if o.Enough != nil && o.Enough(*run) {
 			enough[j.e.Name] = true
 		}
-		o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold%s", j.e.Name, run.TPS,
-			run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits, rttNote(run.Harness))
-		if run.Incomplete != "" {
-			o.logf("  %s: the %s phase did not finish: %s", j.e.Name, run.Incomplete, run.Errors[len(run.Errors)-1])
+	}
+	return nil
+}
+
+// runJob makes one run on pools of the plan's size, after probing the
+// stores' round trip; nil and no error when ctx ended before it could be
+// kept.
+func (b *bench) runJob(ctx context.Context, j job, o Options, cpu *cpuSampler, cal *results.Calibration) (*results.Run, error) {
+	what := j.String()
+	o.logf("running %s…", what)
+	nc, err := reopen(b.conns, b.ep, o.pool())
+	if err != nil {
+		return nil, err
+	}
+	b.conns = nc
+	st := Stores{Endpoints: b.ep, Conns: b.conns, Faulter: b.faulter}
+	rtt, rerr := probeRTT(ctx, b.conns)
+	if rerr != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("%s: %w", what, rerr)
+	}
+	var run results.Run
+	if o.Procs > 1 {
+		run, err = runShards(ctx, st, j.e, j.sc, o, j.rep)
+	} else {
+		run, err = runStrategy(ctx, st, j.e, j.sc, o, cpu)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
 		}
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	res.Interrupted = ctx.Err() != nil
-	if first.Repeat > 1 {
-		res.Aggregates = results.Aggregates(res)
+	run.Interrupted = ctx.Err() != nil
+	if o.Repeat > 1 {
+		run.Repeat = j.rep
 	}
-	return res, nil
+	run.Param, run.Value = j.pl.Param, j.pl.Value
+	rtt(&run.Harness)
+	costNetwork(&run)
+	run.CeilingPct = ceilingPct(run, j.e, cal)
+	o.logf("  %s: %.1f flows/s, P99 %.2f ms, %d flows measured, %d oversold%s", j.e.Name, run.TPS,
+		run.LatencyMS["flow"].P99, run.Flows, run.Audit.OversoldUnits, rttNote(run.Harness))
+	if run.Incomplete != "" {
+		o.logf("  %s: the %s phase did not finish: %s", j.e.Name, run.Incomplete, run.Errors[len(run.Errors)-1])
+	}
+	return &run, nil
 }
 
 // job is one run Execute makes: a strategy on a scenario under a plan,
