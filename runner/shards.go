@@ -148,40 +148,9 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	if err != nil {
 		return run, err
 	}
-	key := barrierKey(e, scenario)
-	shards := make([]*results.Results, o.Procs)
-	errs := make([]error, o.Procs)
-	var wg sync.WaitGroup
-	// The first generator to fail stops the others: they would wait at
-	// the barrier for it.
-	gctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	for i := range o.Procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			shards[i], errs[i] = o.Spawn(gctx, Generator{Endpoints: st.Endpoints, Strategy: e.Name, Scenario: scenario,
-				Repeat: rep, Shard: i, Of: o.Procs, Barrier: key})
-			if errs[i] != nil && ctx.Err() == nil {
-				errs[i] = fmt.Errorf("generator %d/%d: %w", i, o.Procs, errs[i])
-				stop(errs[i])
-			}
-		}()
-	}
-	wg.Wait()
-	conns.Redis.Del(context.WithoutCancel(ctx), "{"+key+"}:in", "{"+key+"}:go")
-	var runs []results.Run
-	for i, r := range shards {
-		if errs[i] != nil && (ctx.Err() == nil || r == nil) {
-			if cause := context.Cause(gctx); cause != nil && !errors.Is(cause, context.Canceled) {
-				return run, cause
-			}
-			return run, errs[i]
-		}
-		if r == nil || len(r.Runs) != 1 {
-			return run, fmt.Errorf("generator %d/%d: no run in its results", i, o.Procs)
-		}
-		runs = append(runs, r.Runs[0])
+	runs, err := spawnShards(ctx, st, e, scenario, o, rep)
+	if err != nil {
+		return run, err
 	}
 	merged, err := results.MergeRuns(runs)
 	if err != nil {
@@ -237,4 +206,44 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	merged.AuditEndOfLoad, merged.SettleRepaired = nil, nil
 	merged.Seed, merged.CoreLines = o.Seed, e.CoreLines()
 	return merged, nil
+}
+
+// spawnShards starts o.Procs generators through o.Spawn, meeting at a
+// start barrier, and returns the run each measured. The first to fail
+// stops the others: they would wait at the barrier for it.
+func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options, rep int) ([]results.Run, error) {
+	key := barrierKey(e, scenario)
+	shards := make([]*results.Results, o.Procs)
+	errs := make([]error, o.Procs)
+	var wg sync.WaitGroup
+	gctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	for i := range o.Procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shards[i], errs[i] = o.Spawn(gctx, Generator{Endpoints: st.Endpoints, Strategy: e.Name, Scenario: scenario,
+				Repeat: rep, Shard: i, Of: o.Procs, Barrier: key})
+			if errs[i] != nil && ctx.Err() == nil {
+				errs[i] = fmt.Errorf("generator %d/%d: %w", i, o.Procs, errs[i])
+				stop(errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	st.Conns.Redis.Del(context.WithoutCancel(ctx), "{"+key+"}:in", "{"+key+"}:go")
+	var runs []results.Run
+	for i, r := range shards {
+		if errs[i] != nil && (ctx.Err() == nil || r == nil) {
+			if cause := context.Cause(gctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return nil, cause
+			}
+			return nil, errs[i]
+		}
+		if r == nil || len(r.Runs) != 1 {
+			return nil, fmt.Errorf("generator %d/%d: no run in its results", i, o.Procs)
+		}
+		runs = append(runs, r.Runs[0])
+	}
+	return runs, nil
 }
