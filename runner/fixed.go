@@ -72,24 +72,7 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 		if first := a.j.Phases[0]; first.Think == 0 && len(first.Ops) == 1 {
 			t, err := d.gate.try(first.Ops[0] != scenarios.Reserve)
 			if err != nil {
-				// Shed before it started: the buyer comes back after a
-				// backoff, or leaves having heard "busy".
-				r := opResult{op: first.Ops[0], err: err, start: a.due, lat: time.Since(a.due)}
-				d.record(ctx, a.j, rec, r)
-				if a.first.IsZero() {
-					a.first = a.due
-				}
-				if a.tries++; a.tries <= d.o.ClientRetry {
-					d.retries.Add(1)
-					a.due = time.Now().Add(d.backoff(a.tries))
-					heap.Push(&later, a)
-					continue
-				}
-				var seen outcomes
-				seen.add(r)
-				rec.mu.Lock()
-				rec.sale.end(seen.end(false, false, a.j.Kind), b.early && a.j.Kind == "buy")
-				rec.mu.Unlock()
+				d.shed(ctx, a, rec, b.early, opResult{op: first.Ops[0], err: err, start: a.due, lat: time.Since(a.due)}, &later)
 				continue
 			}
 			b.t = t
@@ -102,6 +85,27 @@ func (d *driver) fixed(ctx context.Context, sc scenarios.Scenario, cpu *cpuSampl
 	}
 	wg.Wait()
 	return recs, time.Since(t0)
+}
+
+// shed is a buyer shed before it started (r, the busy answer, recorded):
+// it comes back after a backoff (into later), or leaves having heard
+// "busy".
+func (d *driver) shed(ctx context.Context, a arrival, rec *recorder, early bool, r opResult, later *retryHeap) {
+	d.record(ctx, a.j, rec, r)
+	if a.first.IsZero() {
+		a.first = a.due
+	}
+	if a.tries++; a.tries <= d.o.ClientRetry {
+		d.retries.Add(1)
+		a.due = time.Now().Add(d.backoff(a.tries))
+		heap.Push(later, a)
+		return
+	}
+	var seen outcomes
+	seen.add(r)
+	rec.mu.Lock()
+	rec.sale.end(seen.end(false, false, a.j.Kind), early && a.j.Kind == "buy")
+	rec.mu.Unlock()
 }
 
 // arrival is a buyer the dispatcher starts at due: its journey, its index
