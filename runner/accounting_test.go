@@ -68,75 +68,91 @@ func TestFlowAccounting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if run.Flows == 0 {
-				t.Fatalf("no flow completed: counts %v", run.Counts)
-			}
-			if got := run.LatencyMS["flow"].Count; got != run.Flows {
-				t.Errorf("flows %d, latency_ms.flow.count %d", run.Flows, got)
-			}
-			if want := float64(run.Flows) / run.DurationSec; math.Abs(run.TPS-want) > 1e-9*want {
-				t.Errorf("tps %g, flows / duration_sec = %g", run.TPS, want)
-			}
-			var seriesFlows int64
-			for _, p := range run.Series {
-				seriesFlows += p.Flows
-			}
-			if seriesFlows != run.Flows {
-				t.Errorf("series holds %d flows, flows %d", seriesFlows, run.Flows)
-			}
-			// The histograms travel in results.json: decoded, they give
-			// the same figures, and the measured phase has a wall-clock start.
-			for _, name := range results.HistogramNames {
-				enc, ok := run.Histograms[name]
-				if !ok {
-					if run.LatencyMS[name].Count > 0 {
-						t.Errorf("no %s histogram, %d recorded", name, run.LatencyMS[name].Count)
-					}
-					continue
-				}
-				h, err := results.DecodeHistogram(enc)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := results.PercentilesOf(h); got != run.LatencyMS[name] {
-					t.Errorf("decoded %s histogram %+v, latency_ms %+v", name, got, run.LatencyMS[name])
-				}
-			}
-			if from, err := time.Parse(time.RFC3339Nano, run.MeasuredFrom); err != nil || time.Since(from) < time.Duration(run.DurationSec*float64(time.Second)) {
-				t.Errorf("measured_from %q (%v): not a start before the measured phase", run.MeasuredFrom, err)
-			}
-			var reserves int64
-			for _, n := range run.Counts["reserve"] {
-				reserves += n
-			}
-			if got := run.LatencyMS["reserve"].Count; got != reserves {
-				t.Errorf("reserve latency count %d, reserve outcomes %d", got, reserves)
-			}
-			a := run.Audit
-			if a.OversoldUnits != 0 || a.LostAcks != 0 || a.CancelAckViolations != 0 || a.InvariantViolations != 0 {
-				t.Fatalf("a safe strategy broke: %+v", a)
-			}
-			if c.o.Scenarios[0] == "sustained" {
-				// One confirm per journey: every confirm ack in the window is a flow.
-				if ok := run.Counts["confirm"]["ok"]; ok != run.Flows {
-					t.Errorf("confirm ok in the window %d, flows %d", ok, run.Flows)
-				}
-				// The warm-up's confirmed units are audited but not counted.
-				if a.ConfirmedUnits <= run.Flows {
-					t.Errorf("confirmed units %d (whole run) ≤ flows %d: warm-up counted", a.ConfirmedUnits, run.Flows)
-				}
-			} else if a.ConfirmedUnits != run.Flows {
-				// The window is the whole run, and the strategy is safe: each
-				// confirmed order (one unit) was one flow.
-				t.Errorf("audit confirmed %d units, flows %d", a.ConfirmedUnits, run.Flows)
-			}
-			// The table shows the measured window's flows, not the audit's.
-			var buf bytes.Buffer
-			reports.Table(&buf, analysis.Analyze(&results.Results{Runs: []results.Run{run}}))
-			if got := tableCell(t, buf.String(), "flows"); got != strconv.FormatInt(run.Flows, 10) {
-				t.Errorf("table shows flows %q, run has %d:\n%s", got, run.Flows, buf.String())
-			}
+			checkFlowCounts(t, run)
+			checkFlowAudit(t, run, c.o.Scenarios[0])
 		})
+	}
+}
+
+// checkFlowCounts: every flow counted once — in flows, tps, the series,
+// the latency histograms (as results.json carries them) — and reserves
+// as many in the latencies as in the outcomes.
+func checkFlowCounts(t *testing.T, run results.Run) {
+	t.Helper()
+	if run.Flows == 0 {
+		t.Fatalf("no flow completed: counts %v", run.Counts)
+	}
+	if got := run.LatencyMS["flow"].Count; got != run.Flows {
+		t.Errorf("flows %d, latency_ms.flow.count %d", run.Flows, got)
+	}
+	if want := float64(run.Flows) / run.DurationSec; math.Abs(run.TPS-want) > 1e-9*want {
+		t.Errorf("tps %g, flows / duration_sec = %g", run.TPS, want)
+	}
+	var seriesFlows int64
+	for _, p := range run.Series {
+		seriesFlows += p.Flows
+	}
+	if seriesFlows != run.Flows {
+		t.Errorf("series holds %d flows, flows %d", seriesFlows, run.Flows)
+	}
+	// The histograms travel in results.json: decoded, they give
+	// the same figures, and the measured phase has a wall-clock start.
+	for _, name := range results.HistogramNames {
+		enc, ok := run.Histograms[name]
+		if !ok {
+			if run.LatencyMS[name].Count > 0 {
+				t.Errorf("no %s histogram, %d recorded", name, run.LatencyMS[name].Count)
+			}
+			continue
+		}
+		h, err := results.DecodeHistogram(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := results.PercentilesOf(h); got != run.LatencyMS[name] {
+			t.Errorf("decoded %s histogram %+v, latency_ms %+v", name, got, run.LatencyMS[name])
+		}
+	}
+	if from, err := time.Parse(time.RFC3339Nano, run.MeasuredFrom); err != nil || time.Since(from) < time.Duration(run.DurationSec*float64(time.Second)) {
+		t.Errorf("measured_from %q (%v): not a start before the measured phase", run.MeasuredFrom, err)
+	}
+	var reserves int64
+	for _, n := range run.Counts["reserve"] {
+		reserves += n
+	}
+	if got := run.LatencyMS["reserve"].Count; got != reserves {
+		t.Errorf("reserve latency count %d, reserve outcomes %d", got, reserves)
+	}
+}
+
+// checkFlowAudit: a safe strategy broke nothing, the audit's confirmed
+// units agree with the flows (less the warm-up's in a sustained run),
+// and the table shows the measured window's flows.
+func checkFlowAudit(t *testing.T, run results.Run, scenario string) {
+	t.Helper()
+	a := run.Audit
+	if a.OversoldUnits != 0 || a.LostAcks != 0 || a.CancelAckViolations != 0 || a.InvariantViolations != 0 {
+		t.Fatalf("a safe strategy broke: %+v", a)
+	}
+	if scenario == "sustained" {
+		// One confirm per journey: every confirm ack in the window is a flow.
+		if ok := run.Counts["confirm"]["ok"]; ok != run.Flows {
+			t.Errorf("confirm ok in the window %d, flows %d", ok, run.Flows)
+		}
+		// The warm-up's confirmed units are audited but not counted.
+		if a.ConfirmedUnits <= run.Flows {
+			t.Errorf("confirmed units %d (whole run) ≤ flows %d: warm-up counted", a.ConfirmedUnits, run.Flows)
+		}
+	} else if a.ConfirmedUnits != run.Flows {
+		// The window is the whole run, and the strategy is safe: each
+		// confirmed order (one unit) was one flow.
+		t.Errorf("audit confirmed %d units, flows %d", a.ConfirmedUnits, run.Flows)
+	}
+	// The table shows the measured window's flows, not the audit's.
+	var buf bytes.Buffer
+	reports.Table(&buf, analysis.Analyze(&results.Results{Runs: []results.Run{run}}))
+	if got := tableCell(t, buf.String(), "flows"); got != strconv.FormatInt(run.Flows, 10) {
+		t.Errorf("table shows flows %q, run has %d:\n%s", got, run.Flows, buf.String())
 	}
 }
 

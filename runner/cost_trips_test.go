@@ -16,27 +16,7 @@ import (
 // command), fails.
 func TestRoundTripsCounted(t *testing.T) {
 	ctx := context.Background()
-	// One connection each, warmed: no connect (HELLO, CLIENT SETINFO —
-	// real round trips, but not the case under test) inside a case.
-	c, err := servers.Open(env.Endpoints, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if c.Trips == nil {
-		t.Fatal("servers.Open gave no round-trip counters")
-	}
-	// Warm one connection so that the driver's connect is not in a case.
-	if err := c.DB.PingContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Redis.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// go-redis re-sends HELLO on a connection's first pipeline.
-	if _, err := c.Redis.Pipelined(ctx, func(p redis.Pipeliner) error { p.Ping(ctx); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	c := warmConns(t)
 	cases := []struct {
 		name         string
 		mysql, redis int64
@@ -99,4 +79,32 @@ func TestRoundTripsCounted(t *testing.T) {
 			t.Errorf("%s: counted %d MySQL and %d Redis round trips, want %d and %d", tc.name, dm, dr, tc.mysql, tc.redis)
 		}
 	}
+}
+
+// warmConns is one connection to each store, warmed: no connect (HELLO,
+// CLIENT SETINFO — real round trips, but not the case under test) is
+// left for a case to count. It is closed when the test ends.
+func warmConns(t *testing.T) servers.Conns {
+	t.Helper()
+	ctx := context.Background()
+	c, err := servers.Open(env.Endpoints, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if c.Trips == nil {
+		t.Fatal("servers.Open gave no round-trip counters")
+	}
+	// Warm one connection so that the driver's connect is not in a case.
+	if err := c.DB.PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Redis.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// go-redis re-sends HELLO on a connection's first pipeline.
+	if _, err := c.Redis.Pipelined(ctx, func(p redis.Pipeliner) error { p.Ping(ctx); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -149,37 +149,47 @@ func TestFaultKindsInARun(t *testing.T) {
 			if f.StartSec < 1 || f.EndSec < f.StartSec {
 				t.Fatalf("window %.2f–%.2f s for a fault at 1 s", f.StartSec, f.EndSec)
 			}
-			im := run.FaultImpact
-			if im == nil {
-				t.Fatal("no fault impact")
-			}
-			t.Logf("%s: in window %v, outside %v, outage %d s, series %+v", c.spec, im.ErrorsInWindow, im.ErrorsOutside, im.OutageSec, run.Series)
-			if sum(im.ErrorsInWindow) == 0 && im.OutageSec == im.OutageOutsideSec && !collapsed(run.Series, f.StartSec, f.EndSec) {
-				t.Errorf("no failed operation, no second without a flow and no second collapsed inside the window: the fault did nothing visible")
-			}
-			if c.class != "" && im.ErrorsInWindow[c.class] == 0 {
-				t.Errorf("no %s among the errors in the window %v", c.class, im.ErrorsInWindow)
-			}
-			// Outside the window every second must have flows and nothing
-			// may fail but by its deadline: a fault left in place (a store
-			// still paused or down) stops flows or fails calls outright,
-			// while a few timeouts are what a starved machine gives any
-			// run (seen with the test at nice 19 beside a saturating run)
-			// — and a commit whose deadline passed in flight is of unknown
-			// outcome (seen under two burners after a MySQL restart).
-			outside := maps.Clone(im.ErrorsOutside)
-			delete(outside, "timeout")
-			delete(outside, "outcome_unknown")
-			if sum(outside) != 0 || im.OutageOutsideSec != 0 {
-				t.Errorf("failed operations (%v) or seconds without a flow (%d) outside the fault window", im.ErrorsOutside, im.OutageOutsideSec)
-			}
-			if a := run.Audit; a.OversoldUnits != 0 || a.LostAcks != 0 {
-				t.Errorf("audit after settle: %d oversold, %d phantom, %d lost acks, harness %+v; violations %v", a.OversoldUnits, a.PhantomUnits, a.LostAcks, run.Harness, a.Violations)
-			}
-			if f.Kind == string(faults.AppCrash) && run.Harness.AppCrashes != 1 {
-				t.Errorf("app_crashes %v, want 1", run.Harness.AppCrashes)
-			}
+			checkFaultImpact(t, run, c.spec, c.class)
 		})
+	}
+}
+
+// checkFaultImpact: the fault (spec) did something visible inside its
+// window — among it an error of class, when given — and nothing but
+// deadlines failed outside it; the audit after settle found nothing sold
+// twice and no lost ack.
+func checkFaultImpact(t *testing.T, run results.Run, spec, class string) {
+	t.Helper()
+	f := run.Faults[0]
+	im := run.FaultImpact
+	if im == nil {
+		t.Fatal("no fault impact")
+	}
+	t.Logf("%s: in window %v, outside %v, outage %d s, series %+v", spec, im.ErrorsInWindow, im.ErrorsOutside, im.OutageSec, run.Series)
+	if sum(im.ErrorsInWindow) == 0 && im.OutageSec == im.OutageOutsideSec && !collapsed(run.Series, f.StartSec, f.EndSec) {
+		t.Errorf("no failed operation, no second without a flow and no second collapsed inside the window: the fault did nothing visible")
+	}
+	if class != "" && im.ErrorsInWindow[class] == 0 {
+		t.Errorf("no %s among the errors in the window %v", class, im.ErrorsInWindow)
+	}
+	// Outside the window every second must have flows and nothing
+	// may fail but by its deadline: a fault left in place (a store
+	// still paused or down) stops flows or fails calls outright,
+	// while a few timeouts are what a starved machine gives any
+	// run (seen with the test at nice 19 beside a saturating run)
+	// — and a commit whose deadline passed in flight is of unknown
+	// outcome (seen under two burners after a MySQL restart).
+	outside := maps.Clone(im.ErrorsOutside)
+	delete(outside, "timeout")
+	delete(outside, "outcome_unknown")
+	if sum(outside) != 0 || im.OutageOutsideSec != 0 {
+		t.Errorf("failed operations (%v) or seconds without a flow (%d) outside the fault window", im.ErrorsOutside, im.OutageOutsideSec)
+	}
+	if a := run.Audit; a.OversoldUnits != 0 || a.LostAcks != 0 {
+		t.Errorf("audit after settle: %d oversold, %d phantom, %d lost acks, harness %+v; violations %v", a.OversoldUnits, a.PhantomUnits, a.LostAcks, run.Harness, a.Violations)
+	}
+	if f.Kind == string(faults.AppCrash) && run.Harness.AppCrashes != 1 {
+		t.Errorf("app_crashes %v, want 1", run.Harness.AppCrashes)
 	}
 }
 

@@ -40,48 +40,7 @@ func TestSaleMergesAcrossGenerators(t *testing.T) {
 				parts[i] = newRecorder(from.Add(c.offsets[i]), time.Time{})
 				parts[i].sale = newSale(c.stock)
 			}
-			rng := rand.New(rand.NewPCG(c.seed, 7))
-			us := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo)) * time.Microsecond }
-			sold := int64(0)
-			for b := range c.buyers {
-				k := b % g
-				p := parts[k]
-				both := func(fn func(r *recorder)) { fn(whole); fn(p) }
-				start := p.from.Add(us(0, 500_000))
-				if rng.IntN(10) == 0 {
-					late[k]++
-				}
-				lat := us(50, 80_000)
-				at := start.Add(lat)
-				var end buyerEnd
-				switch x := rng.IntN(10); {
-				case x < 6 && (sold < c.stock || c.name == "oversold (no atomicity)"):
-					both(func(r *recorder) { r.sale.op(r, "reserve", inventory.OK, at, lat) })
-					switch {
-					case rng.IntN(8) == 0:
-						cat := at.Add(us(1000, 200_000))
-						both(func(r *recorder) { r.sale.op(r, "cancel", inventory.OK, cat, us(50, 5000)) })
-						end = endAbandoned
-					default:
-						sat := at.Add(us(200_000, 500_000))
-						both(func(r *recorder) { r.sale.flow(r.from, sat) })
-						sold++
-						end = endServed
-					}
-				case x < 8:
-					both(func(r *recorder) { r.sale.op(r, "reserve", inventory.OutOfStock, at, lat) })
-					end = endRefused
-				case x < 9:
-					both(func(r *recorder) { r.sale.op(r, "reserve", inventory.Busy, at, lat) })
-					end = endShed
-				default:
-					both(func(r *recorder) { r.sale.op(r, "reserve", inventory.Timeout, at, lat) })
-					end = endTimedOut
-				}
-				early := int64(b) < c.stock
-				whole.sale.end(end, early)
-				p.sale.end(end, early)
-			}
+			playSale(whole, parts, late, c.stock, c.buyers, c.seed, c.name == "oversold (no atomicity)")
 			var allLate int64
 			runs := make([]results.Run, g)
 			for i, p := range parts {
@@ -111,6 +70,55 @@ func TestSaleMergesAcrossGenerators(t *testing.T) {
 				t.Error("the merged sale carries no histograms: a second merge could not be exact")
 			}
 		})
+	}
+}
+
+// playSale plays buyers buyers of a sale of stock units, seeded, each the
+// buyer of one of the generators parts (round robin) and of whole: a
+// random outcome, recorded alike in both; late counts each part's late
+// starts. With oversell the sale does not stop at the stock.
+func playSale(whole *recorder, parts []*recorder, late []int64, stock int64, buyers int, seed uint64, oversell bool) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	us := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo)) * time.Microsecond }
+	sold := int64(0)
+	for b := range buyers {
+		k := b % len(parts)
+		p := parts[k]
+		both := func(fn func(r *recorder)) { fn(whole); fn(p) }
+		start := p.from.Add(us(0, 500_000))
+		if rng.IntN(10) == 0 {
+			late[k]++
+		}
+		lat := us(50, 80_000)
+		at := start.Add(lat)
+		var end buyerEnd
+		switch x := rng.IntN(10); {
+		case x < 6 && (sold < stock || oversell):
+			both(func(r *recorder) { r.sale.op(r, "reserve", inventory.OK, at, lat) })
+			switch {
+			case rng.IntN(8) == 0:
+				cat := at.Add(us(1000, 200_000))
+				both(func(r *recorder) { r.sale.op(r, "cancel", inventory.OK, cat, us(50, 5000)) })
+				end = endAbandoned
+			default:
+				sat := at.Add(us(200_000, 500_000))
+				both(func(r *recorder) { r.sale.flow(r.from, sat) })
+				sold++
+				end = endServed
+			}
+		case x < 8:
+			both(func(r *recorder) { r.sale.op(r, "reserve", inventory.OutOfStock, at, lat) })
+			end = endRefused
+		case x < 9:
+			both(func(r *recorder) { r.sale.op(r, "reserve", inventory.Busy, at, lat) })
+			end = endShed
+		default:
+			both(func(r *recorder) { r.sale.op(r, "reserve", inventory.Timeout, at, lat) })
+			end = endTimedOut
+		}
+		early := int64(b) < stock
+		whole.sale.end(end, early)
+		p.sale.end(end, early)
 	}
 }
 
