@@ -1,12 +1,9 @@
 package runner
 
 import (
-	"bufio"
 	"context"
 	"net"
-	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -38,11 +35,7 @@ func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) resu
 			e.NetworkPath = netpath.ContainerMethod(ep.Netns)
 		}
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			e.LoadAverage = strings.Join(f[:3], " ")
-		}
-	}
+	e.LoadAverage = sysstat.LoadAverage()
 	_ = c.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&e.MySQLVersion)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit").Scan(&e.InnodbFlushLogAtTrxCommit)
 	_ = c.DB.QueryRowContext(ctx, "SELECT @@sync_binlog").Scan(&e.SyncBinlog)
@@ -56,17 +49,10 @@ func collectEnv(ctx context.Context, ep servers.Endpoints, c servers.Conns) resu
 	return e
 }
 
+// cpuModel names the machine's CPU: its model name, else its architecture.
 func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
+	if m := sysstat.CPUModel(); m != "" {
+		return m
 	}
 	return runtime.GOARCH
 }

@@ -118,3 +118,45 @@ func MachineCPU() (CPUTimes, bool) {
 	line, _, _ := strings.Cut(string(b), "\n")
 	return ParseMachineCPU(line)
 }
+
+// ParseLoadAverage is the first three fields of /proc/loadavg (the 1, 5
+// and 15 minute load averages), as written; "" for a text of another
+// shape.
+func ParseLoadAverage(text string) string {
+	f := strings.Fields(text)
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// LoadAverage is the machine's load averages now ("" where /proc/loadavg
+// cannot be read).
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	return ParseLoadAverage(string(b))
+}
+
+// ParseCPUModel is the first "model name" of a /proc/cpuinfo text; "" when
+// there is none (some architectures name the CPU otherwise).
+func ParseCPUModel(text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// CPUModel is the machine's CPU model from /proc/cpuinfo ("" where it
+// cannot be read or names none).
+func CPUModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	return ParseCPUModel(string(b))
+}

@@ -136,3 +136,32 @@ func TestReadThisProcess(t *testing.T) {
 		t.Fatalf("MachineCPU = %+v, %v", m, ok)
 	}
 }
+
+// TestParseLoadAverage: the three load averages as written.
+func TestParseLoadAverage(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"22.46 18.98 9.51 12/3456 7890\n", "22.46 18.98 9.51"},
+		{"0.00 0.01 0.05", "0.00 0.01 0.05"},
+		{"1.5 2.5", ""},
+		{"", ""},
+	} {
+		if got := ParseLoadAverage(c.text); got != c.want {
+			t.Errorf("ParseLoadAverage(%q) = %q, want %q", c.text, got, c.want)
+		}
+	}
+}
+
+// TestParseCPUModel: the first model name, trimmed; none on a cpuinfo
+// that names the CPU otherwise.
+func TestParseCPUModel(t *testing.T) {
+	for _, c := range []struct{ name, text, want string }{
+		{"x86", "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\nprocessor\t: 1\nmodel name\t: other\n",
+			"Intel(R) Xeon(R) CPU @ 2.20GHz"},
+		{"arm64, no model name", "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n", ""},
+		{"empty", "", ""},
+	} {
+		if got := ParseCPUModel(c.text); got != c.want {
+			t.Errorf("%s: ParseCPUModel = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
