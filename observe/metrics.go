@@ -43,6 +43,10 @@ type Snapshot struct {
 	// Counters are the strategy's own figures (relay backlog and lag,
 	// CAS retries…) where it reports them.
 	Counters map[string]float64
+	// CPUSeconds is each tier's CPU time so far (mysql, redis, harness,
+	// and the service instances where they run apart), by tier: the
+	// processes' own counters, which start again at a restart.
+	CPUSeconds map[string]float64
 	// Stores is the stores' counters summed over the seconds sampled so
 	// far (counters) and Latest the last second's (gauges); nil: none yet.
 	Stores, Latest *results.StoreSecond
@@ -208,6 +212,7 @@ var (
 	descAttempts   = prometheus.NewDesc("stockbench_attempts_total", "Reserve attempts in the measured phase.", runLabels, nil)
 	descOutcomes   = prometheus.NewDesc("stockbench_operations_total", "Operations by name and outcome class (ok, out_of_stock = a refusal, timeout, deadlock… = errors).", append(append([]string{}, runLabels...), "op", "class"), nil)
 	descViolations = prometheus.NewDesc("stockbench_probe_violations_total", "Snapshots of the mid-run probe that broke a stock invariant.", runLabels, nil)
+	descCPU        = prometheus.NewDesc("stockbench_cpu_seconds_total", "CPU time of each tier's processes (mysql, redis, harness…) so far, from /proc or the container engine; rate() of it is the tier's cores in use.", append(append([]string{}, runLabels...), "tier"), nil)
 	descCounter    = prometheus.NewDesc("stockbench_strategy_counter", "The strategy's own figures (outbox relay backlog and lag, CAS retries…) where it reports them.", append(append([]string{}, runLabels...), "name"), nil)
 	descStore      = map[string]*prometheus.Desc{}
 )
@@ -238,7 +243,7 @@ func init() {
 }
 
 func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFlows, descAttempts, descOutcomes, descViolations, descCounter} {
+	for _, d := range []*prometheus.Desc{descFlows, descAttempts, descOutcomes, descViolations, descCounter, descCPU} {
 		ch <- d
 	}
 	for _, d := range descStore {
@@ -269,6 +274,9 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 			for cls, n := range m {
 				ch <- prometheus.MustNewConstMetric(descOutcomes, prometheus.CounterValue, float64(n), append(lv, op, cls)...)
 			}
+		}
+		for tier, v := range s.CPUSeconds {
+			ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, v, append(lv, tier)...)
 		}
 		for name, v := range s.Counters {
 			ch <- prometheus.MustNewConstMetric(descCounter, prometheus.GaugeValue, v, append(lv, name)...)

@@ -76,10 +76,11 @@ func TestExporter(t *testing.T) {
 	flows := int64(0)
 	src := func() Snapshot {
 		return Snapshot{Flows: flows, Attempts: 2 * flows, Violations: 1,
-			Outcomes: map[string]map[string]int64{"reserve": {"ok": flows, "out_of_stock": 3}},
-			Counters: map[string]float64{"outbox_backlog": 7},
-			Stores:   &results.StoreSecond{MySQLRowLockTimeMS: 1500, MySQLCommits: 9},
-			Latest:   &results.StoreSecond{MySQLThreadsRunning: 4, RedisClients: 5}}
+			Outcomes:   map[string]map[string]int64{"reserve": {"ok": flows, "out_of_stock": 3}},
+			Counters:   map[string]float64{"outbox_backlog": 7},
+			CPUSeconds: map[string]float64{"mysql": 2.5, "harness": 0.75},
+			Stores:     &results.StoreSecond{MySQLRowLockTimeMS: 1500, MySQLCommits: 9},
+			Latest:     &results.StoreSecond{MySQLThreadsRunning: 4, RedisClients: 5}}
 	}
 	run := e.Begin(Labels{Strategy: "rowlock", Scenario: "sustained", Repeat: 2}, src)
 	run.Observe("flow", 3*time.Millisecond)
@@ -98,6 +99,8 @@ func TestExporter(t *testing.T) {
 		{"stockbench_probe_violations_total{" + lv + "}", 1},
 		{`stockbench_operations_total{class="out_of_stock",op="reserve",` + lv + "}", 3},
 		{`stockbench_strategy_counter{name="outbox_backlog",` + lv + "}", 7},
+		{`stockbench_cpu_seconds_total{` + lv + `,tier="mysql"}`, 2.5},
+		{`stockbench_cpu_seconds_total{` + lv + `,tier="harness"}`, 0.75},
 		{"stockbench_mysql_row_lock_time_seconds_total{" + lv + "}", 1.5},
 		{"stockbench_mysql_threads_running{" + lv + "}", 4},
 		{`stockbench_latency_seconds_count{op="flow",` + lv + "}", 1},

@@ -68,7 +68,11 @@ func load(ctx context.Context, in loadInputs) (loaded, error) {
 	if in.inj.start != nil {
 		hooks = append(hooks, in.inj.start)
 	}
-	lctx, w := startWatch(ctx, d, o, e, in.sc, in.p.conns, in.sv.strat, in.later)
+	if in.cpu == nil {
+		// A run outside Execute (RunStrategy) still measures its cost.
+		in.cpu = newCPUSampler(in.st.Endpoints, in.st.Faulter)
+	}
+	lctx, w := startWatch(ctx, d, o, e, in.sc, in.p.conns, in.sv.strat, in.cpu, in.later)
 	probe := startProbe(ctx, e, in.p.conns, in.b.stock, o, w.violation)
 	hooks = append(hooks, w.start, probe.start)
 	if len(o.AbortOn) > 0 && !probe.runs {
@@ -117,12 +121,8 @@ func measure(ctx, lctx context.Context, in loadInputs, d *driver, w *watcher, st
 		_, relay := countersOf(in.sv.strat)["outbox_relayed"]
 		drift = startDrift(in.p.conns, pid, relay, driftEvery(o.Duration), in.cpu.seconds)
 	}
-	cpu := in.cpu
-	if cpu == nil {
-		// A run outside Execute (RunStrategy) still measures its cost.
-		cpu = newCPUSampler(in.st.Endpoints, in.st.Faulter)
-	}
 	meter := &costMeter{pools: in.p.sconns, status: in.p.conns, inStrategy: d.inStrategy.Load}
+	cpu := in.cpu
 	cpu.setMeter(meter)
 	ld.peakReset = sysstat.ResetPeak()
 	stopProfile := startCPUProfile(e.Name)

@@ -102,6 +102,15 @@ func TestPrometheusScrape(t *testing.T) {
 	if hdr := run.LatencyMS["flow"].P99 / 1000; !okP || p99 < hdr/2 || p99 > hdr*2 {
 		t.Fatalf("Prometheus P99 %.4f s (found %v), HDR %.4f s", p99, okP, hdr)
 	}
+	// Each tier's CPU on the endpoint: the harness's here (RunStrategy on
+	// shared servers knows no server process; a run through Execute adds
+	// mysql and redis).
+	for _, tier := range []string{"harness"} {
+		v, ok := query(t, promAddr, `stockbench_cpu_seconds_total{strategy="rowlock",scenario="sustained",tier="`+tier+`"}`, time.Now())
+		if !ok || v <= 0 {
+			t.Errorf("stockbench_cpu_seconds_total tier %s = %v (found %v), want > 0", tier, v, ok)
+		}
+	}
 }
 
 // freeAddr is a loopback address no one listens on (now).

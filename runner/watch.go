@@ -22,12 +22,14 @@ import (
 // endpoint. Its methods are safe for concurrent use (the live line's,
 // the probe's and the endpoint's goroutines call them).
 type watcher struct {
-	o        Options
-	name     string
-	sc       scenarios.Scenario
-	conns    servers.Conns
-	d        *driver
-	strat    strategies.Strategy
+	o     Options
+	name  string
+	sc    scenarios.Scenario
+	conns servers.Conns
+	d     *driver
+	strat strategies.Strategy
+	// cpu reads each tier's CPU time for the endpoint (nil: none).
+	cpu      *cpuSampler
 	stopLoad context.CancelFunc
 	// from is the start of the measured phase (Unix ns; 0 until known).
 	from       atomic.Int64
@@ -46,9 +48,9 @@ type watcher struct {
 // is to be told when the measured phase starts; d's recorders are read
 // for the metrics endpoint, which d feeds.
 func startWatch(ctx context.Context, d *driver, o Options, e registry.Entry, sc scenarios.Scenario, conns servers.Conns,
-	strat strategies.Strategy, later func(func())) (context.Context, *watcher) {
+	strat strategies.Strategy, cpu *cpuSampler, later func(func())) (context.Context, *watcher) {
 	lctx, stop := context.WithCancel(ctx)
-	w := &watcher{o: o, name: e.Name, sc: sc, conns: conns, d: d, strat: strat, stopLoad: stop, watch: observe.NewWatch(o.AbortOn)}
+	w := &watcher{o: o, name: e.Name, sc: sc, conns: conns, d: d, strat: strat, cpu: cpu, stopLoad: stop, watch: observe.NewWatch(o.AbortOn)}
 	later(stop)
 	partial := o.Segment.Partial()
 	if m := o.Metrics; m != nil && !partial {
@@ -161,6 +163,7 @@ func (w *watcher) snapshot() observe.Snapshot {
 	if st := w.strat; st != nil {
 		s.Counters = countersOf(st)
 	}
+	s.CPUSeconds = w.cpu.seconds()
 	w.mu.Lock()
 	st := w.stores
 	w.mu.Unlock()
