@@ -172,18 +172,25 @@ func checkFaultImpact(t *testing.T, run results.Run, spec, class string) {
 	if class != "" && im.ErrorsInWindow[class] == 0 {
 		t.Errorf("no %s among the errors in the window %v", class, im.ErrorsInWindow)
 	}
-	// Outside the window every second must have flows and nothing
-	// may fail but by its deadline: a fault left in place (a store
-	// still paused or down) stops flows or fails calls outright,
-	// while a few timeouts are what a starved machine gives any
-	// run (seen with the test at nice 19 beside a saturating run)
+	// Outside the window nothing may fail but by its deadline: a fault
+	// left in place (a store still paused or down) fails calls
+	// outright, while a few timeouts are what a starved machine gives
+	// any run (seen with the test at nice 19 beside a saturating run)
 	// — and a commit whose deadline passed in flight is of unknown
-	// outcome (seen under two burners after a MySQL restart).
+	// outcome (seen under two burners after a MySQL restart). A second
+	// without a flow outside the window is no proof of a fault left in
+	// place: a starved machine gives those too (seen at load 32: the
+	// last half second of an app-crash run completed none). A store
+	// left paused or down shows as a settle or audit that did not
+	// finish, which is checked instead.
 	outside := maps.Clone(im.ErrorsOutside)
 	delete(outside, "timeout")
 	delete(outside, "outcome_unknown")
-	if sum(outside) != 0 || im.OutageOutsideSec != 0 {
-		t.Errorf("failed operations (%v) or seconds without a flow (%d) outside the fault window", im.ErrorsOutside, im.OutageOutsideSec)
+	if sum(outside) != 0 {
+		t.Errorf("failed operations outside the fault window: %v", im.ErrorsOutside)
+	}
+	if run.Incomplete != "" {
+		t.Errorf("the run after the fault is incomplete (%s): a store was left unreachable", run.Incomplete)
 	}
 	if a := run.Audit; a.OversoldUnits != 0 || a.LostAcks != 0 {
 		t.Errorf("audit after settle: %d oversold, %d phantom, %d lost acks, harness %+v; violations %v", a.OversoldUnits, a.PhantomUnits, a.LostAcks, run.Harness, a.Violations)
