@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
@@ -166,15 +167,22 @@ func (s *Strategy) retry(ctx context.Context) error {
 	}
 }
 
+// drainRounds bounds the rounds of a drain in which some row failed.
+const drainRounds = 10
+
 // drain applies every unsynced row, whatever its age or attempts, until
-// none is left (Settle). A row that keeps failing makes it fail after a
-// few rounds.
+// none is left (Settle). A row that keeps failing makes it fail after
+// drainRounds rounds, a sweep period apart (or when ctx ends).
 func (s *Strategy) drain(ctx context.Context) error {
 	fails := 0
 	for {
 		rows, err := s.pending(ctx, "synced=0")
-		if err != nil || len(rows) == 0 {
+		if err != nil {
 			return err
+		}
+		if len(rows) == 0 {
+			s.backlog.Store(0)
+			return nil
 		}
 		ok, failed := s.applyRows(ctx, rows)
 		if err := s.markSynced(ctx, ok); err != nil {
@@ -184,12 +192,15 @@ func (s *Strategy) drain(ctx context.Context) error {
 			if err := s.markFailed(ctx, failed); err != nil {
 				return err
 			}
-			if fails++; fails >= 5 {
+			if fails++; fails >= drainRounds {
 				return fmt.Errorf("stock log: %d rows fail to apply (first: order %s)", len(failed), failed[0].order)
 			}
-			// A Redis that restarted is rebuilt before the next round.
-			if err := s.rs.Ready(ctx); err != nil {
-				return err
+			// A Redis that is back is rebuilt if it restarted; one still
+			// away (Ready fails too: the next round's rows say so) gets a
+			// sweep period before the next round.
+			_ = s.rs.Ready(ctx)
+			if !clock.Sleep(ctx, s.cfg.SweepPeriod) {
+				return ctx.Err()
 			}
 		}
 	}
