@@ -9,7 +9,7 @@ var coreLines = map[string]int{
 	"strategies/buckets":              224,
 	"strategies/cas":                  142,
 	"strategies/conditional":          41,
-	"strategies/ensure":               896,
+	"strategies/ensure":               903,
 	"strategies/internal/groupcommit": 269,
 	"strategies/internal/redisstock":  1276,
 	"strategies/internal/sqlstore":    606,
