@@ -103,6 +103,9 @@ var (
 	ErrAlreadyFinal = errors.New("order already final")
 	// ErrUnknownOrder: confirm of an order the strategy never reserved.
 	ErrUnknownOrder = errors.New("unknown order")
+	// ErrNotConfirmed: refund of an order that is reserved but not
+	// confirmed (nothing was sold to give back). Nothing changed.
+	ErrNotConfirmed = errors.New("order not confirmed")
 	// ErrLimitExceeded: the reservation was refused because the buyer
 	// already holds Reservation.Limit units of the SKU (or would pass it);
 	// nothing changed. Not a lack of stock.

@@ -90,3 +90,26 @@ CREATE TABLE stock_units (
   KEY stock_units_free (sku, state, id),
   KEY stock_units_order (order_id)
 ) ENGINE=InnoDB COMMENT='stockbench';
+
+-- The stock-change log of the ensure strategy (asynchronous ensure, 异步确保):
+-- one row per stock change of a paid order, written in the transaction that
+-- decides the order in MySQL — kind confirm (occupied → sold) or refund
+-- (sold → available) — unique by (order_id, kind). A worker applies the
+-- pending rows to Redis with an idempotent script keyed by order id and marks
+-- them synced. A retry job re-applies rows left unsynced, counts attempts and
+-- raises an alert after repeated failures. Synced rows are kept (the trail).
+CREATE TABLE stock_log (
+  id         BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  order_id   VARCHAR(64) NOT NULL,
+  kind       VARCHAR(16) NOT NULL,
+  sku        VARCHAR(64) NOT NULL,
+  qty        BIGINT      NOT NULL,
+  created_at DATETIME(6) NOT NULL,
+  synced     TINYINT     NOT NULL DEFAULT 0,
+  synced_at  DATETIME(6) NULL,
+  attempts   INT         NOT NULL DEFAULT 0,
+  alerted    TINYINT     NOT NULL DEFAULT 0,
+  UNIQUE KEY stock_log_order (order_id, kind),
+  KEY stock_log_pending (synced, attempts, id),
+  KEY stock_log_sku (sku, kind, synced)
+) ENGINE=InnoDB COMMENT='stockbench';

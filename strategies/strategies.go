@@ -28,10 +28,14 @@ type Config struct {
 	// retrying with backoff (it is always bounded by its context's
 	// deadline); past it the reserve gives up with ErrConflict.
 	CASMaxWait time.Duration
-	// OutboxPeriod is how often the outbox relay polls the message table.
+	// OutboxPeriod is how often the outbox relay polls the message table
+	// (and ensure's worker its stock-change log, besides the wake-up each
+	// log row it commits gives it).
 	OutboxPeriod time.Duration
 	// ReconcilePeriod is how often the outbox reconciler compares Redis with
-	// the MySQL projection (and applies decisions Redis missed).
+	// the MySQL projection (and applies decisions Redis missed), and how
+	// often ensure's retry job re-applies the log rows left unsynced for
+	// longer than OpTimeout (the article's hourly job).
 	ReconcilePeriod time.Duration
 	// OpTimeout is the longest an operation may run: the bound of an
 	// in-flight write that the reconcilers must wait out before they treat

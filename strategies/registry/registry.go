@@ -4,7 +4,7 @@
 // runs against it.
 package registry
 
-//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/batched strategies/buckets strategies/skiplocked strategies/outboxlocal strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
+//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/batched strategies/buckets strategies/skiplocked strategies/outboxlocal strategies/ensure strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
 
 import (
 	"fmt"
@@ -15,6 +15,7 @@ import (
 	"github.com/stockbench/stockbench/strategies/buckets"
 	"github.com/stockbench/stockbench/strategies/cas"
 	"github.com/stockbench/stockbench/strategies/conditional"
+	"github.com/stockbench/stockbench/strategies/ensure"
 	"github.com/stockbench/stockbench/strategies/luatcc"
 	"github.com/stockbench/stockbench/strategies/naive"
 	"github.com/stockbench/stockbench/strategies/null"
@@ -65,6 +66,7 @@ var All = []Entry{
 	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
 	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(outbox.New)},
 	{Name: "outbox-local", Dirs: []string{"strategies/outboxlocal", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(outboxlocal.New)},
+	{Name: ensure.Name, Dirs: []string{"strategies/ensure", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(ensure.New)},
 	{Name: "batched", Dirs: []string{"strategies/batched", "strategies/conditional", gcDir, sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(batched.New)},
 	{Name: "buckets", Dirs: []string{"strategies/buckets", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(buckets.New)},
 	{Name: "skiplocked", Dirs: []string{"strategies/skiplocked", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(skiplocked.New)},

@@ -49,8 +49,27 @@ import (
 // counted by Redis before the second read, every time): nothing was
 // moved, and the next pass tries again.
 func (s Store) CorrectSold(ctx context.Context, db *sql.DB, sku string) (moved int64, unchecked bool, err error) {
+	return s.CorrectSoldQuiet(ctx, db, sku, nil)
+}
+
+// Quiet tells CorrectSold whether a SKU is free of a second kind of
+// in-flight change it cannot see: units MySQL took back out of sold (a
+// refund) that Redis has not moved yet. It is asked before the first Redis
+// read, on the pool, and again inside MySQL's instant, on its transaction;
+// mark names the state of those changes (a count of them, say), and ok
+// says none is in flight. A correction is computed only when both answers
+// are ok with the same mark: every such change committed before the first
+// read was already in Redis then, and none committed between.
+type Quiet func(ctx context.Context, q sqlstore.Rows, sku string) (mark int64, ok bool, err error)
+
+// CorrectSoldQuiet is CorrectSold for a strategy whose MySQL sold also
+// goes down (ensure's refunds, decided in MySQL first and moved in Redis
+// after): quiet, when not nil, must say the SKU is quiet (see Quiet), or
+// nothing is computed or moved (as when there is no difference): a later
+// pass, on a quiet SKU, finds the difference again.
+func (s Store) CorrectSoldQuiet(ctx context.Context, db *sql.DB, sku string, quiet Quiet) (moved int64, unchecked bool, err error) {
 	for range correctAttempts {
-		d, checked, err := s.exactDrift(ctx, db, sku)
+		d, checked, err := s.exactDrift(ctx, db, sku, quiet)
 		switch {
 		case err != nil || d.units == 0:
 			return 0, false, err
@@ -86,7 +105,15 @@ type soldDrift struct {
 // between its two reads, a confirm of an order it had not seen live at the
 // first: that order may be one reserved after it and committed in MySQL
 // before MySQL was read, which nothing then tells from drift.
-func (s Store) exactDrift(ctx context.Context, db *sql.DB, sku string) (d soldDrift, checked bool, err error) {
+func (s Store) exactDrift(ctx context.Context, db *sql.DB, sku string, quiet Quiet) (d soldDrift, checked bool, err error) {
+	var mark int64
+	if quiet != nil {
+		m, ok, err := quiet(ctx, db, sku)
+		if err != nil || !ok {
+			return d, false, err
+		}
+		mark = m
+	}
 	snap, err := s.Snapshot(ctx, sku)
 	if err != nil || snap.Missing {
 		return d, false, err
@@ -96,6 +123,16 @@ func (s Store) exactDrift(ctx context.Context, db *sql.DB, sku string) (d soldDr
 	err = readOnly(ctx, db, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, "SELECT sold FROM inventory WHERE sku=?", sku).Scan(&sold); err != nil {
 			return err
+		}
+		if quiet != nil {
+			m, ok, err := quiet(ctx, tx, sku)
+			if err != nil {
+				return err
+			}
+			if !ok || m != mark {
+				sold = snap.Stock.Sold // not quiet: nothing to compute
+				return nil
+			}
 		}
 		inflight, err := confirmedUnits(ctx, tx, snap.Live)
 		if err != nil {
