@@ -114,3 +114,38 @@ func TestRebuildSeesEveryInstance(t *testing.T) {
 		})
 	}
 }
+
+// TestDecisionAfterUnnoticedRestart: a confirm or cancel reads the order's
+// reservation, Redis then restarts empty before its decision runs, and
+// nothing has noticed the restart yet. The decision must not find "no
+// record" and answer "unknown order" (a refused buyer whose reserve was
+// acknowledged) or acknowledge a cancel that released nothing: it
+// rebuilds first (the fence's round) and decides on the rebuilt record.
+func TestDecisionAfterUnnoticedRestart(t *testing.T) {
+	cases := []struct {
+		name string
+		want inventory.OrderState
+	}{
+		{"confirm", inventory.StateConfirmed},
+		{"cancel", inventory.StateCancelled},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := start(t, strategies.Config{}, 1)
+			must(t, "reserve a", s.Reserve(ctx, resFor("a", "", 0)))
+			res, err := s.rs.Get(ctx, ref("a"))
+			must(t, "read a's reservation", err)
+			restartRedis(t)
+			got, err := s.decide(ctx, ref("a"), res, c.want)
+			if err != nil || got != c.want {
+				t.Fatalf("%s read before the restart, decided after it: %q, %v; want %q", c.name, got, err, c.want)
+			}
+			auditClean(t, s, 1, []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateReserved},
+				{OrderID: "a", SKU: sku, State: c.want}})
+			if st, _ := mysqlOrder(t, "a"); st != c.want {
+				t.Fatalf("MySQL order a is %s, want %s", st, c.want)
+			}
+		})
+	}
+}

@@ -525,6 +525,12 @@ func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
 	return nil
 }
 
+// errVanished: a decision found no Redis record of an order whose record
+// it had read (Redis lost its data in between); decide rebuilds and tries
+// again instead of answering "unknown order" — or acknowledging a cancel
+// that released nothing.
+var errVanished = errors.New("redis record vanished")
+
 // errNoHash: a decision met a live reservation without its stock hash (a
 // Redis that lost its data); decide leaves the fence and rebuilds.
 var errNoHash = redisstock.ErrNoStockHash
@@ -609,7 +615,7 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
 	for attempt := 0; ; attempt++ {
 		got, err := s.decideOnce(ctx, ref, res, want)
-		if !errors.Is(err, errNoHash) || attempt == 1 {
+		if !(errors.Is(err, errNoHash) || errors.Is(err, errVanished)) || attempt == 1 {
 			return got, err
 		}
 		if err := s.rs.Ready(ctx); err != nil {
@@ -654,6 +660,10 @@ func (s *Strategy) decideOnce(ctx context.Context, ref inventory.OrderRef, res r
 	case prev == inventory.StateReserved:
 	case prev == "" && marker:
 		res.Qty = 0
+	case prev == "" && res.State != "":
+		// The record read a moment ago is gone: Redis lost its data in
+		// between (a restart nobody has noticed yet). Rebuild, then decide.
+		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, errVanished)
 	case prev == "":
 		return "", nil
 	default:
