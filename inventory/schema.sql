@@ -113,3 +113,17 @@ CREATE TABLE stock_log (
   KEY stock_log_pending (synced, attempts, id),
   KEY stock_log_sku (sku, kind, synced)
 ) ENGINE=InnoDB COMMENT='stockbench';
+
+-- The Redis fence's members (strategies/internal/redisstock/fence.go): the
+-- instances of a strategy whose truth is MySQL plus a local table of their
+-- own (outbox-local), one row each, and the fence's own row (instance '').
+-- A member's epoch is the rebuild round it has drained its local table for
+-- (its decisions are all in MySQL, and it decides nothing until the round
+-- ends), and the fence row's epoch is the last round whose rebuild completed.
+-- beat is the member's last heartbeat, in the database's clock: a member
+-- silent past the fence's lease is presumed dead and counted.
+CREATE TABLE redis_fence (
+  instance VARCHAR(64) NOT NULL PRIMARY KEY,
+  epoch    BIGINT      NOT NULL DEFAULT 0,
+  beat     DATETIME(6) NOT NULL
+) ENGINE=InnoDB COMMENT='stockbench';

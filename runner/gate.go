@@ -114,9 +114,21 @@ func (g *gate) drop(t ticket) {
 		g.leave()
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = g.wait(ctx, t)
+	// Not through wait with an ended context: when the slot was already
+	// granted, its select may pick the grant and return nil, and the slot
+	// would never be given on (issue 42, finding 12).
+	g.mu.Lock()
+	if t.w.granted {
+		g.mu.Unlock()
+		g.leave()
+		return
+	}
+	if t.w.follow {
+		g.follow.Remove(t.w.el)
+	} else {
+		g.fresh.Remove(t.w.el)
+	}
+	g.mu.Unlock()
 }
 
 // enter is try then wait.

@@ -63,3 +63,48 @@ func TestGate(t *testing.T) {
 	}
 	none.leave()
 }
+
+// TestGateDrop: a ticket given back unused (a run stopping before a
+// buyer's first call) frees what it took — a slot, a place in the queue,
+// or the slot granted to it while it waited — and nothing more. Each case
+// runs many times: giving back a granted slot used to race the grant
+// against an ended context, and leak the slot on about half the runs.
+func TestGateDrop(t *testing.T) {
+	cases := []struct {
+		name    string
+		queued  bool // the ticket waits in the queue
+		granted bool // a slot freed and went to it before the drop
+		inUse   int  // slots in use after the drop (the other holder's)
+	}{
+		{"a slot", false, false, 0},
+		{"a place in the queue", true, false, 1},
+		{"a slot granted to a waiter", true, true, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for range 100 {
+				g := newGate(1, 1)
+				first, err := g.try(false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tk := first
+				if c.queued {
+					if tk, err = g.try(false); err != nil || tk.w == nil {
+						t.Fatalf("second request: %+v, %v: want queued", tk, err)
+					}
+					if c.granted {
+						g.leave() // the first holder is done: its slot goes to tk
+					}
+				}
+				g.drop(tk)
+				g.mu.Lock()
+				inUse, queued := g.inUse, g.fresh.Len()+g.follow.Len()
+				g.mu.Unlock()
+				if inUse != c.inUse || queued != 0 {
+					t.Fatalf("after the drop: %d slots in use, %d queued; want %d and 0", inUse, queued, c.inUse)
+				}
+			}
+		})
+	}
+}

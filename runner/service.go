@@ -103,7 +103,15 @@ func (sv *service) call(ctx context.Context, fn func(context.Context, strategies
 	defer cancel(nil)
 	stop := context.AfterFunc(in.ctx, func() { cancel(errCrashed) })
 	defer stop()
-	return fn(ctx, in.s)
+	err := fn(ctx, in.s)
+	if err != nil && errors.Is(context.Cause(ctx), errCrashed) {
+		// Cut by the crash at whatever point it had reached: it may have
+		// happened, so its outcome is unknown — and a client with
+		// --client-retry retries it (a definite answer that raced the
+		// crash, out of stock say, still classifies as itself).
+		return fmt.Errorf("%w: %w: %w", inventory.ErrOutcomeUnknown, errCrashed, err)
+	}
+	return err
 }
 
 func (sv *service) Name() string { return sv.e.Name }

@@ -113,7 +113,9 @@ func startServe(t *testing.T, ep servers.Endpoints, args ...string) *serveChild 
 // relay is held off), is killed with SIGKILL, and a new instance on the
 // same --state-dir relays that backlog: after a settle through the API the
 // audit against every ack is clean. The second instance then drains on
-// SIGTERM and exits 0.
+// SIGTERM and exits 0. It is the same with another instance (issue 42,
+// finding 7) on the same stores serving before, during and after the
+// kill: the restarted one relays the old backlog beside it.
 func TestServeKillRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs servers; not in the -short tier")
@@ -123,6 +125,22 @@ func TestServeKillRestart(t *testing.T) {
 		t.Fatalf("servers: %v", err)
 	}
 	t.Cleanup(stop)
+	cases := []struct {
+		name string
+		peer bool // another instance keeps serving throughout
+	}{
+		{"alone", false},
+		{"beside a running instance", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			serveKillRestart(t, env, tc.peer)
+		})
+	}
+}
+
+// serveKillRestart is one case of TestServeKillRestart.
+func serveKillRestart(t *testing.T, env servertest.Env, peer bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	held := []string{"--outbox-period", "1h", "--reconcile-period", "1h", "--sweep-period", "1h"}
@@ -151,6 +169,18 @@ func TestServeKillRestart(t *testing.T) {
 		}
 		acks = append(acks, inventory.Ack{OrderID: id, SKU: "S", State: state})
 	}
+	var other *service.Client
+	wantConfirmed := int64(4)
+	if peer {
+		p := startServe(t, env.Endpoints, "--strategy", "outbox-local", "--state-dir", t.TempDir(), "--outbox-period", "100ms")
+		if other, err = service.NewClient(service.ClientOptions{Name: "outbox-local"}, p.url); err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		do(other, "reserve", "p1")
+		do(other, "confirm", "p1")
+		wantConfirmed++
+	}
 	for _, id := range []string{"o1", "o2", "o3", "o4", "o5"} {
 		do(c, "reserve", id)
 	}
@@ -160,7 +190,7 @@ func TestServeKillRestart(t *testing.T) {
 	do(c, "cancel", "o4")
 	// The premise: MySQL holds none of it yet; the backlog is in dir.
 	var n int
-	if err := env.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders").Scan(&n); err != nil {
+	if err := env.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE order_id LIKE 'o%'").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -170,6 +200,11 @@ func TestServeKillRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = first.cmd.Wait()
+	if peer {
+		// The other instance sells on while the first is down.
+		do(other, "reserve", "p2")
+		do(other, "cancel", "p2")
+	}
 
 	second := startServe(t, env.Endpoints, "--strategy", "outbox-local", "--state-dir", dir, "--outbox-period", "100ms")
 	c2, err := service.NewClient(service.ClientOptions{Name: "outbox-local"}, second.url)
@@ -179,6 +214,14 @@ func TestServeKillRestart(t *testing.T) {
 	defer c2.Close()
 	// An order reserved before the crash is confirmed after it.
 	do(c2, "confirm", "o5")
+	if peer {
+		do(other, "reserve", "p3")
+		do(c2, "confirm", "p3") // balanced to the restarted instance
+		wantConfirmed++
+		if err := other.Settle(ctx); err != nil {
+			t.Fatalf("settle the other instance: %v", err)
+		}
+	}
 	if err := c2.Settle(ctx); err != nil {
 		t.Fatalf("settle: %v", err)
 	}
@@ -187,8 +230,8 @@ func TestServeKillRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Anomalies != 0 || res.ConfirmedUnits != 4 {
-		t.Errorf("after the restart and settle: %d anomalies %v, %d confirmed units (want 0 and 4)", res.Anomalies, res.Violations, res.ConfirmedUnits)
+	if res.Anomalies != 0 || res.ConfirmedUnits != wantConfirmed {
+		t.Errorf("after the restart and settle: %d anomalies %v, %d confirmed units (want 0 and %d)", res.Anomalies, res.Violations, res.ConfirmedUnits, wantConfirmed)
 	}
 	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -35,7 +35,9 @@ package outboxlocal
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -179,6 +181,12 @@ func New(cfg strategies.Config) (*Strategy, error) {
 		}
 		s.dir, s.owned = d, true
 	}
+	member, err := memberID(s.dir)
+	if err != nil {
+		s.removeOwned()
+		return nil, err
+	}
+	fence.Member = member
 	local, err := openLocal(context.Background(), filepath.Join(s.dir, FileName))
 	if err != nil {
 		s.removeOwned()
@@ -199,6 +207,28 @@ func New(cfg strategies.Config) (*Strategy, error) {
 		One: func(ctx context.Context, _ string, ev event) error { return s.insertEvents(ctx, []event{ev}) },
 	}
 	return s, nil
+}
+
+// MemberFile is the file in LocalDir that names the instance among the
+// Redis fence's members (redisstock.Fence.Member): an instance restarted
+// on the directory is the same member.
+const MemberFile = "fence-member"
+
+// memberID reads dir's member name, creating one (random) if it has none.
+func memberID(dir string) (string, error) {
+	p := filepath.Join(dir, MemberFile)
+	if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("outbox-local: member name: %w", err)
+	}
+	id := hex.EncodeToString(b[:])
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("outbox-local: member name: %w", err)
+	}
+	return id, nil
 }
 
 // openLocal opens the local database: WAL, synchronous=FULL (see the
@@ -254,6 +284,9 @@ func (s *Strategy) Name() string { return "outbox-local" }
 // table a previous instance left is relayed first, so a hash built now
 // counts its events.
 func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
+	if err := s.rs.Fence.Join(ctx); err != nil {
+		return fmt.Errorf("outbox-local setup: %w", err)
+	}
 	if err := s.drain(ctx); err != nil {
 		return fmt.Errorf("outbox-local setup: %w", err)
 	}
@@ -400,6 +433,13 @@ func (s *Strategy) flushUnsent(ctx context.Context) error {
 	return nil
 }
 
+// unsentCount is how many events failed appends keep.
+func (s *Strategy) unsentCount() int {
+	s.unsentMu.Lock()
+	defer s.unsentMu.Unlock()
+	return len(s.unsent)
+}
+
 // dropUnsent forgets the kept events, as a process crash would (tests).
 func (s *Strategy) dropUnsent() {
 	s.unsentMu.Lock()
@@ -444,7 +484,9 @@ func deadlineMS(t time.Time) int64 {
 // writes Redis).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	for attempt := 0; ; attempt++ {
-		s.rs.Fence.Enter()
+		if err := s.rs.Fence.Enter(ctx); err != nil {
+			return fmt.Errorf("reserve %s: %w", r.OrderID, err)
+		}
 		err := s.reserve(ctx, r)
 		s.rs.Fence.Leave()
 		if !errors.Is(err, redisstock.ErrFenced) || attempt == 1 {
@@ -482,6 +524,12 @@ func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
 	}
 	return nil
 }
+
+// errVanished: a decision found no Redis record of an order whose record
+// it had read (Redis lost its data in between); decide rebuilds and tries
+// again instead of answering "unknown order" — or acknowledging a cancel
+// that released nothing.
+var errVanished = errors.New("redis record vanished")
 
 // errNoHash: a decision met a live reservation without its stock hash (a
 // Redis that lost its data); decide leaves the fence and rebuilds.
@@ -567,7 +615,7 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
 	for attempt := 0; ; attempt++ {
 		got, err := s.decideOnce(ctx, ref, res, want)
-		if !errors.Is(err, errNoHash) || attempt == 1 {
+		if !(errors.Is(err, errNoHash) || errors.Is(err, errVanished)) || attempt == 1 {
 			return got, err
 		}
 		if err := s.rs.Ready(ctx); err != nil {
@@ -580,7 +628,9 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 func (s *Strategy) decideOnce(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
 	// The Redis move and its event are one step for a rebuild: it drains
 	// the events after every move it may not see (redisstock.Fence).
-	s.rs.Fence.Enter()
+	if err := s.rs.Fence.Enter(ctx); err != nil {
+		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
+	}
 	defer s.rs.Fence.Leave()
 	unlock := func() {}
 	if want != inventory.StateConfirmed {
@@ -610,6 +660,10 @@ func (s *Strategy) decideOnce(ctx context.Context, ref inventory.OrderRef, res r
 	case prev == inventory.StateReserved:
 	case prev == "" && marker:
 		res.Qty = 0
+	case prev == "" && res.State != "":
+		// The record read a moment ago is gone: Redis lost its data in
+		// between (a restart nobody has noticed yet). Rebuild, then decide.
+		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, errVanished)
 	case prev == "":
 		return "", nil
 	default:
@@ -646,6 +700,7 @@ func (s *Strategy) Run(ctx context.Context) error {
 		{s.cfg.SweepPeriod, s.sweep},
 		{s.cfg.OutboxPeriod, func(ctx context.Context) error { _, err := s.relay(ctx); return err }},
 		{s.cfg.ReconcilePeriod, s.reconcile},
+		{redisstock.BeatPeriod, s.rs.Beat},
 	} {
 		wg.Add(1)
 		go func() {
@@ -809,6 +864,15 @@ func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
 // Close closes the local database (its file stays for the next instance
 // given the same LocalDir; a directory New made itself is removed).
 func (s *Strategy) Close() error {
+	s.rs.Fence.Stop()
+	// An instance that leaves nothing undrained leaves the fence: no round
+	// waits for it. One that leaves a backlog stays a member until a
+	// restart on its directory relays it (or its lease runs out).
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpTimeout)
+	if n, err := s.backlog(ctx); err == nil && n == 0 && s.unsentCount() == 0 {
+		_ = s.rs.Fence.Quit(ctx)
+	}
+	cancel()
 	err := s.local.Close()
 	s.removeOwned()
 	return err
@@ -835,6 +899,8 @@ func (s *Strategy) Counters() map[string]float64 {
 		"outbox_local_expired":         float64(s.expired.Load()),
 		"outbox_local_reconciled":      float64(s.reconciled.Load()),
 		"redis_rebuilds":               float64(s.rs.Fence.Rebuilds()),
+		"redis_fence_rounds":           float64(s.rs.Fence.Rounds()),
+		"redis_fence_presumed_dead":    float64(s.rs.Fence.PresumedDead()),
 	}
 	for k, v := range s.appends.Stats().Counters("append") {
 		m[k] = v

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 )
 
@@ -26,8 +28,24 @@ import (
 // rebuilds every SKU's hash from MySQL (Rebuild), loads the script again
 // and runs; other Trys of this instance wait for that. A strategy instance
 // that starts (Setup, through Ready) on a server without the script does
-// the same before it serves. Safe for concurrent use; several instances
-// may rebuild at once (each rebuild is safe beside live traffic).
+// the same before it serves. Safe for concurrent use.
+//
+// A gated fence (Drain set) is for a strategy whose truth is MySQL plus a
+// local table of each instance's own (outbox-local): a rebuild from MySQL
+// alone would not see the decisions still in any instance's table and
+// would sell their units again. Its rebuild is a round among every
+// instance on the stores (Member): each closes its gate (its operations
+// that write Redis leave, no new one enters), drains its table into MySQL
+// and marks the round — the fence's epoch, kept in MySQL's redis_fence
+// table — as drained; only once every live member has marked it does one
+// of them (a row lock elects it) rebuild from MySQL and load the Try
+// script, and each member opens its gate again once the script is back.
+// A member that notices nothing itself (no Try since the restart) joins
+// the round from its heartbeat (Beat), so a round lasts about one beat
+// period. A member silent for longer than Lease is presumed dead: the
+// round goes on without it, and counts it (PresumedDead) — its table, if
+// it left one, is relayed when it restarts on its directory, too late to
+// keep the rebuild from offering its units again.
 type Fence struct {
 	DB *sql.DB
 	// OnRebuild, when set, runs after every rebuild (the outbox reconciler
@@ -38,15 +56,44 @@ type Fence struct {
 	// is MySQL plus writes of its own not yet there (outbox-local's local
 	// message table). Each of its operations that writes Redis runs
 	// between Enter and Leave, and its Try answers ErrFenced instead of
-	// rebuilding; the rebuild (Ready) then waits until no operation is
-	// inside, runs Drain — which must bring every write of this instance
-	// into MySQL — and rebuilds from MySQL with operations held off, so no
-	// decision can land between the drain and the read.
+	// rebuilding; the rebuild (Ready) then closes the gate, waits until no
+	// operation is inside, runs Drain — which must bring every write of
+	// this instance into MySQL — and, with the other members, rebuilds
+	// from MySQL with operations held off, so no decision can land
+	// between the drain and the read.
 	Drain func(ctx context.Context) error
+	// Member names this instance among those sharing the stores (gated
+	// fence; empty: it is alone, and rebuilds after its own drain). Join
+	// registers it.
+	Member string
+	// Lease is how long a member may stay silent before a round presumes
+	// it dead (0: DefaultLease).
+	Lease time.Duration
 
-	mu       sync.Mutex   // one rebuild at a time in this instance
-	ops      sync.RWMutex // gated fence: operations read-hold it, the rebuild holds it
+	mu       sync.Mutex // one rebuild at a time in this instance; guards round, life
+	gate     gate       // gated fence: operations share it, a round closes it
+	round    *round     // the round under way (gated), nil when none
+	life     context.Context
+	stop     context.CancelFunc
 	rebuilds atomic.Int64
+	dead     atomic.Int64 // members a round presumed dead
+	rounds   atomic.Int64 // rounds this member took part in
+}
+
+// DefaultLease is a member's lease when Fence.Lease is 0: ten seconds of
+// silence on a machine where a beat is due every BeatPeriod.
+const DefaultLease = 10 * time.Second
+
+// BeatPeriod is how often a member's Beat should run.
+const BeatPeriod = 200 * time.Millisecond
+
+// pollStep is how often a member waiting in a round looks at the others.
+const pollStep = 20 * time.Millisecond
+
+// round is one rebuild round of a gated fence, run by its own goroutine.
+type round struct {
+	done chan struct{}
+	err  error // set before done closes
 }
 
 // ErrFenced: a gated fence's Try found a Redis without the Try script (a
@@ -55,23 +102,118 @@ type Fence struct {
 var ErrFenced = errors.New("redis restarted: rebuild first")
 
 // Enter marks the start of an operation that writes Redis (gated fence:
-// see Drain); a rebuild waits for it to Leave. A nil fence, or one without
-// Drain, does nothing.
-func (f *Fence) Enter() {
-	if f != nil && f.Drain != nil {
-		f.ops.RLock()
+// see Drain); a round waits for it to Leave. While a round is under way it
+// waits for the round's end, or ctx's (an error wrapping ErrFenced and
+// ctx's: the operation did nothing). A nil fence, or one without Drain,
+// does nothing.
+func (f *Fence) Enter(ctx context.Context) error {
+	if f == nil || f.Drain == nil {
+		return nil
 	}
+	if err := f.gate.enter(ctx); err != nil {
+		return fmt.Errorf("%w: a rebuild round is under way: %w", ErrFenced, err)
+	}
+	return nil
 }
 
-// Leave ends what Enter began.
+// Leave ends what Enter began (after an Enter that returned nil).
 func (f *Fence) Leave() {
 	if f != nil && f.Drain != nil {
-		f.ops.RUnlock()
+		f.gate.leave()
 	}
 }
 
 // Rebuilds is how many rebuilds this fence ran.
 func (f *Fence) Rebuilds() int64 { return f.rebuilds.Load() }
+
+// Rounds is how many rebuild rounds this member took part in (gated).
+func (f *Fence) Rounds() int64 { return f.rounds.Load() }
+
+// PresumedDead is how many members this fence's rounds went on without,
+// silent past their lease: their undrained decisions, if any, were not in
+// the rebuild.
+func (f *Fence) PresumedDead() int64 { return f.dead.Load() }
+
+func (f *Fence) lease() time.Duration {
+	if f.Lease > 0 {
+		return f.Lease
+	}
+	return DefaultLease
+}
+
+// Join registers the member in MySQL's redis_fence table (and the fence's
+// own row), with a fresh heartbeat. A member already there (a restart on
+// the same directory) keeps its epoch. Without Member it does nothing.
+func (f *Fence) Join(ctx context.Context) error {
+	if f == nil || f.Drain == nil || f.Member == "" {
+		return nil
+	}
+	if _, err := f.DB.ExecContext(ctx, "INSERT IGNORE INTO redis_fence (instance, epoch, beat) VALUES ('', 0, NOW(6))"); err != nil {
+		return fmt.Errorf("redis fence: join: %w", err)
+	}
+	if _, err := f.DB.ExecContext(ctx, "INSERT INTO redis_fence (instance, epoch, beat) VALUES (?, 0, NOW(6)) ON DUPLICATE KEY UPDATE beat=NOW(6)", f.Member); err != nil {
+		return fmt.Errorf("redis fence: join: %w", err)
+	}
+	return nil
+}
+
+// Quit removes the member from the fence: call it only when this instance
+// holds no decision MySQL lacks (its table drained), as it stops. Rounds
+// no longer wait for it.
+func (f *Fence) Quit(ctx context.Context) error {
+	if f == nil || f.Drain == nil || f.Member == "" {
+		return nil
+	}
+	if _, err := f.DB.ExecContext(ctx, "DELETE FROM redis_fence WHERE instance=?", f.Member); err != nil {
+		return fmt.Errorf("redis fence: quit: %w", err)
+	}
+	return nil
+}
+
+// Stop ends a round under way (its goroutine returns, the gate opens):
+// the instance is closing. Later rounds start afresh.
+func (f *Fence) Stop() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	stop := f.stop
+	f.life, f.stop = nil, nil
+	f.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// Peers counts the other live members (heartbeat within the lease).
+func (f *Fence) Peers(ctx context.Context) (int, error) {
+	if f == nil || f.Drain == nil || f.Member == "" {
+		return 0, nil
+	}
+	var n int
+	err := f.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM redis_fence WHERE instance NOT IN ('', ?) AND beat > NOW(6) - INTERVAL ? MICROSECOND",
+		f.Member, f.lease().Microseconds()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("redis fence: peers: %w", err)
+	}
+	return n, nil
+}
+
+// Beat is a member's heartbeat: it refreshes the member's row and, when
+// Redis has lost the Try script (a restart no operation of this instance
+// noticed), joins the rebuild round (Ready). Run it every BeatPeriod.
+func (s Store) Beat(ctx context.Context) error {
+	f := s.Fence
+	if f == nil || f.Drain == nil {
+		return nil
+	}
+	if f.Member != "" {
+		if _, err := f.DB.ExecContext(ctx, "UPDATE redis_fence SET beat=NOW(6) WHERE instance=?", f.Member); err != nil {
+			return fmt.Errorf("redis fence: beat: %w", err)
+		}
+	}
+	return s.Ready(ctx)
+}
 
 // isNoScript reports Redis's NOSCRIPT error.
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
@@ -96,30 +238,41 @@ func (s Store) try(ctx context.Context, r inventory.Reservation) (int, error) {
 	return s.R.EvalSha(ctx, tryScript.Hash(), keys(r.SKU, r.OrderID), args...).Int()
 }
 
+// loaded reports whether Redis holds the Try script.
+func (s Store) loaded(ctx context.Context) (bool, error) {
+	ok, err := s.R.ScriptExists(ctx, tryScript.Hash()).Result()
+	if err != nil {
+		return false, fmt.Errorf("redis fence: %w", err)
+	}
+	return len(ok) == 1 && ok[0], nil
+}
+
 // Ready makes sure Redis holds the Try script, rebuilding every SKU's
 // stock from MySQL first when it does not (see Fence). A Store without a
-// fence is always ready.
+// fence is always ready. On a gated fence the rebuild is a round (see
+// Fence) run by a goroutine of its own, which goes on when ctx ends (the
+// gate stays closed until the round is over, so nothing this member
+// decides can slip past its drain); Ready waits for it, or for ctx.
 func (s Store) Ready(ctx context.Context) error {
 	f := s.Fence
 	if f == nil {
 		return nil
 	}
+	if f.Drain != nil {
+		return s.readyGated(ctx)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ok, err := s.R.ScriptExists(ctx, tryScript.Hash()).Result()
-	if err != nil {
-		return fmt.Errorf("redis fence: %w", err)
+	ok, err := s.loaded(ctx)
+	if err != nil || ok {
+		return err // loaded: no restart since, or another caller rebuilt
 	}
-	if len(ok) == 1 && ok[0] {
-		return nil // loaded: no restart since, or another caller rebuilt
-	}
-	if f.Drain != nil {
-		f.ops.Lock()
-		defer f.ops.Unlock()
-		if err := f.Drain(ctx); err != nil {
-			return fmt.Errorf("redis fence: drain: %w", err)
-		}
-	}
+	return s.rebuildAndLoad(ctx)
+}
+
+// rebuildAndLoad rebuilds every SKU from MySQL and loads the Try script.
+func (s Store) rebuildAndLoad(ctx context.Context) error {
+	f := s.Fence
 	if err := s.Rebuild(ctx, f.DB); err != nil {
 		return fmt.Errorf("redis fence: %w", err)
 	}
@@ -131,6 +284,227 @@ func (s Store) Ready(ctx context.Context) error {
 		f.OnRebuild()
 	}
 	return nil
+}
+
+// readyGated is Ready on a gated fence.
+func (s Store) readyGated(ctx context.Context) error {
+	f := s.Fence
+	f.mu.Lock()
+	r := f.round
+	f.mu.Unlock()
+	if r == nil {
+		ok, err := s.loaded(ctx)
+		if err != nil || ok {
+			return err
+		}
+		f.mu.Lock()
+		if r = f.round; r == nil {
+			if f.life == nil {
+				f.life, f.stop = context.WithCancel(context.Background())
+			}
+			r = &round{done: make(chan struct{})}
+			f.round = r
+			go s.runRound(f.life, r)
+		}
+		f.mu.Unlock()
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for the rebuild round: %w", ErrFenced, ctx.Err())
+	}
+}
+
+// runRound is one round's goroutine: it closes the gate (waiting for the
+// operations inside to leave) and retries the round until it succeeds or
+// life ends, then opens the gate.
+func (s Store) runRound(life context.Context, r *round) {
+	f := s.Fence
+	defer func() {
+		f.mu.Lock()
+		f.round = nil
+		f.mu.Unlock()
+		close(r.done)
+	}()
+	if err := f.gate.close(life); err != nil {
+		r.err = fmt.Errorf("redis fence: %w", err)
+		return
+	}
+	defer f.gate.open()
+	f.rounds.Add(1)
+	for {
+		err := s.roundOnce(life)
+		if err == nil || life.Err() != nil {
+			r.err = err
+			return
+		}
+		// MySQL or Redis unreachable (Redis still restarting): the gate
+		// stays closed, the round is tried again.
+		if !clock.Sleep(life, pollStep) {
+			r.err = err
+			return
+		}
+	}
+}
+
+// roundOnce drains this member and, once every live member has drained
+// for the round, rebuilds (the elected member) or waits for the Try
+// script to be back (the others).
+func (s Store) roundOnce(ctx context.Context) error {
+	f := s.Fence
+	if ok, err := s.loaded(ctx); err != nil || ok {
+		return err
+	}
+	if err := f.Drain(ctx); err != nil {
+		return fmt.Errorf("redis fence: drain: %w", err)
+	}
+	if f.Member == "" {
+		return s.rebuildAndLoad(ctx)
+	}
+	for {
+		var done int64
+		if err := f.DB.QueryRowContext(ctx, "SELECT epoch FROM redis_fence WHERE instance=''").Scan(&done); err != nil {
+			return fmt.Errorf("redis fence: read the epoch: %w", err)
+		}
+		epoch := done + 1
+		if _, err := f.DB.ExecContext(ctx, "INSERT INTO redis_fence (instance, epoch, beat) VALUES (?, ?, NOW(6)) ON DUPLICATE KEY UPDATE epoch=GREATEST(epoch, VALUES(epoch)), beat=NOW(6)",
+			f.Member, epoch); err != nil {
+			return fmt.Errorf("redis fence: mark drained: %w", err)
+		}
+		if ok, err := s.loaded(ctx); err != nil || ok {
+			return err // another member rebuilt
+		}
+		var waiting int
+		if err := f.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM redis_fence WHERE instance NOT IN ('', ?) AND epoch < ? AND beat > NOW(6) - INTERVAL ? MICROSECOND",
+			f.Member, epoch, f.lease().Microseconds()).Scan(&waiting); err != nil {
+			return fmt.Errorf("redis fence: members: %w", err)
+		}
+		if waiting == 0 {
+			if err := s.lead(ctx, epoch); err != nil {
+				return err
+			}
+			continue // rebuilt, or another member led: look again
+		}
+		if !clock.Sleep(ctx, pollStep) {
+			return ctx.Err()
+		}
+	}
+}
+
+// lead rebuilds for epoch under the fence row's lock, unless a member did
+// it first (the epoch is done, or the Try script is back).
+func (s Store) lead(ctx context.Context, epoch int64) error {
+	f := s.Fence
+	tx, err := f.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("redis fence: lead: %w", err)
+	}
+	defer tx.Rollback()
+	var done int64
+	if err := tx.QueryRowContext(ctx, "SELECT epoch FROM redis_fence WHERE instance='' FOR UPDATE").Scan(&done); err != nil {
+		return fmt.Errorf("redis fence: lead: %w", err)
+	}
+	if done >= epoch {
+		return nil
+	}
+	if ok, err := s.loaded(ctx); err != nil || ok {
+		return err
+	}
+	var dead int64
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM redis_fence WHERE instance NOT IN ('', ?) AND epoch < ?", f.Member, epoch).Scan(&dead); err != nil {
+		return fmt.Errorf("redis fence: lead: %w", err)
+	}
+	if err := s.rebuildAndLoad(ctx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE redis_fence SET epoch=? WHERE instance=''", epoch); err != nil {
+		return fmt.Errorf("redis fence: lead: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("redis fence: lead: %w", err)
+	}
+	f.dead.Add(dead)
+	return nil
+}
+
+// gate is a read-write lock whose waits honour a context: operations enter
+// and leave it shared; a round closes it (no new operation enters, the
+// ones inside are waited for) and opens it again. One closer at a time.
+type gate struct {
+	mu      sync.Mutex
+	inside  int
+	closed  bool
+	changed chan struct{} // closed (and replaced) on every change
+}
+
+// wait returns the channel the next change closes; call with mu held.
+func (g *gate) wait() <-chan struct{} {
+	if g.changed == nil {
+		g.changed = make(chan struct{})
+	}
+	return g.changed
+}
+
+// notify wakes every waiter; call with mu held.
+func (g *gate) notify() {
+	if g.changed != nil {
+		close(g.changed)
+		g.changed = nil
+	}
+}
+
+func (g *gate) enter(ctx context.Context) error {
+	for {
+		g.mu.Lock()
+		if !g.closed {
+			g.inside++
+			g.mu.Unlock()
+			return nil
+		}
+		ch := g.wait()
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.inside--
+	g.notify()
+	g.mu.Unlock()
+}
+
+// close shuts the gate and waits until nobody is inside; if ctx ends
+// first the gate is open again and ctx's error returned.
+func (g *gate) close(ctx context.Context) error {
+	g.mu.Lock()
+	g.closed = true
+	g.notify()
+	for g.inside > 0 {
+		ch := g.wait()
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			g.open()
+			return ctx.Err()
+		}
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	g.closed = false
+	g.notify()
+	g.mu.Unlock()
 }
 
 // Arm loads the Try script when the stock hashes were all just built from

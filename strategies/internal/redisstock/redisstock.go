@@ -88,10 +88,16 @@ func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	if existed == 0 {
+	peers, err := s.Fence.Peers(ctx)
+	if err != nil {
+		return err
+	}
+	if existed == 0 && peers == 0 {
 		// Every hash was just built from MySQL, the system of record, with
 		// the rebuild's rules: nothing a restarted Redis kept can be stale,
-		// so the fence is armed without rebuilding it all again.
+		// so the fence is armed without rebuilding it all again. With
+		// other members on the stores (a gated fence) their tables may
+		// hold decisions MySQL lacks: the round (Ready) drains them first.
 		err = s.Arm(ctx)
 	} else {
 		err = s.Ready(ctx)
