@@ -108,8 +108,86 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 	if err != nil {
 		return err
 	}
-	if got == inventory.StateConfirmed {
-		return fmt.Errorf("cancel %s: order is confirmed: %w", ref.OrderID, inventory.ErrAlreadyFinal)
+	if got == inventory.StateConfirmed || got == inventory.StateRefunded {
+		return fmt.Errorf("cancel %s: order is %s: %w", ref.OrderID, got, inventory.ErrAlreadyFinal)
+	}
+	return nil
+}
+
+// errNoDecision: MySQL holds no decision for the order (its reservation,
+// if any, lives in Redis only).
+var errNoDecision = errors.New("no decision in mysql")
+
+// Refund decides the refund in MySQL, the TCC log: under the order row's
+// lock a confirmed order becomes refunded and MySQL's row moves its units
+// from sold to available, in one transaction — the "already released"
+// check, so a refund racing another refund or a cancel releases once. Then
+// Redis gives the units back under its own owner check (refund.lua: only a
+// record still confirmed moves, and it becomes refunded), on a context of
+// its own; a Redis write that fails or finds no record (Redis lost it, or
+// its retention passed) is left to recovery, whose sold correction
+// (redisstock.CorrectSold) brings Redis's sold down to MySQL's. A repeat
+// (the order already refunded) applies the Redis side again, which moves
+// nothing twice. An order MySQL holds no decision for is read in Redis: a
+// live reservation is ErrNotConfirmed, no record ErrUnknownOrder, a
+// cancelled marker ErrAlreadyFinal.
+//
+// One window is known: a sold correction computed after the MySQL commit
+// and applied just before this call's Redis write counts the refund in
+// Redis once more (available one over, sold one under) until the next
+// recovery pass corrects it back; MySQL's guard on confirm refuses to sell
+// what MySQL does not have meanwhile.
+func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
+	applied := false
+	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		applied = false
+		ord, found, err := sqlstore.LockOrder(ctx, tx, ref.OrderID)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return errNoDecision
+		}
+		switch ord.State {
+		case inventory.StateRefunded:
+			applied = true
+			return nil
+		case inventory.StateReserved:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+		case inventory.StateConfirmed:
+		default:
+			return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, ord.State, inventory.ErrAlreadyFinal)
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=? AND sold>=?",
+			ord.Qty, ord.Qty, ord.SKU, ord.Qty)
+		if err != nil {
+			return fmt.Errorf("refund: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("refund %s: inventory %s: sold < %d", ref.OrderID, ord.SKU, ord.Qty)
+		}
+		applied = true
+		return sqlstore.SetState(ctx, tx, ord.ID, inventory.StateRefunded)
+	})
+	if errors.Is(err, errNoDecision) {
+		res, gerr := s.rs.Get(ctx, ref)
+		switch {
+		case errors.Is(gerr, redisstock.ErrNoReservation):
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+		case gerr != nil:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, gerr)
+		case res.State == inventory.StateReserved:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+		}
+		return fmt.Errorf("refund %s: order is %s in redis: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
+	}
+	if err != nil || !applied {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if _, err := s.rs.Refund(rctx, ref, false); err != nil {
+		s.deferred.Add(1)
 	}
 	return nil
 }
