@@ -124,23 +124,24 @@ var errNoDecision = errors.New("no decision in mysql")
 // check, so a refund racing another refund or a cancel releases once. Then
 // Redis gives the units back under its own owner check (refund.lua: only a
 // record still confirmed moves, and it becomes refunded), on a context of
-// its own; a Redis write that fails or finds no record (Redis lost it, or
-// its retention passed) is left to recovery, whose sold correction
-// (redisstock.CorrectSold) brings Redis's sold down to MySQL's. A repeat
-// (the order already refunded) applies the Redis side again, which moves
-// nothing twice. An order MySQL holds no decision for is read in Redis: a
-// live reservation is ErrNotConfirmed, no record ErrUnknownOrder, a
-// cancelled marker ErrAlreadyFinal.
-//
-// One window is known: a sold correction computed after the MySQL commit
-// and applied just before this call's Redis write counts the refund in
-// Redis once more (available one over, sold one under) until the next
-// recovery pass corrects it back; MySQL's guard on confirm refuses to sell
-// what MySQL does not have meanwhile.
+// its own. The refund is marked in flight in Redis before the MySQL
+// transaction (redisstock.BeginRefund), so that recovery's sold correction
+// does not count it a second time while its Redis write is on its way. A
+// Redis write that fails, or finds no record (Redis lost it, or its
+// retention passed), is left to recovery, whose sold correction
+// (redisstock.CorrectSold) brings Redis's sold down to MySQL's — and so is
+// a repeat (the order already refunded): it answers nil and writes
+// nothing, since its first call's Redis write may have been lost and
+// corrected already. An order MySQL holds no decision for is read in
+// Redis: a live reservation is ErrNotConfirmed, no record ErrUnknownOrder,
+// a cancelled marker ErrAlreadyFinal.
 func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
-	applied := false
+	if err := s.rs.BeginRefund(ctx, ref); err != nil {
+		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
+	}
+	fresh := false
 	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		applied = false
+		fresh = false
 		ord, found, err := sqlstore.LockOrder(ctx, tx, ref.OrderID)
 		switch {
 		case err != nil:
@@ -150,7 +151,6 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 		}
 		switch ord.State {
 		case inventory.StateRefunded:
-			applied = true
 			return nil
 		case inventory.StateReserved:
 			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
@@ -166,9 +166,20 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("refund %s: inventory %s: sold < %d", ref.OrderID, ord.SKU, ord.Qty)
 		}
-		applied = true
+		fresh = true
 		return sqlstore.SetState(ctx, tx, ord.ID, inventory.StateRefunded)
 	})
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if !fresh || err != nil {
+		// Nothing decided now (or the commit's outcome is unknown: then
+		// the mark ages out, and recovery corrects what it sees).
+		if !errors.Is(err, inventory.ErrOutcomeUnknown) {
+			s.rs.EndRefund(rctx, ref)
+		}
+	} else if _, rerr := s.rs.Refund(rctx, ref, false); rerr != nil {
+		s.deferred.Add(1)
+	}
 	if errors.Is(err, errNoDecision) {
 		res, gerr := s.rs.Get(ctx, ref)
 		switch {
@@ -181,15 +192,7 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 		}
 		return fmt.Errorf("refund %s: order is %s in redis: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
 	}
-	if err != nil || !applied {
-		return err
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
-	defer cancel()
-	if _, err := s.rs.Refund(rctx, ref, false); err != nil {
-		s.deferred.Add(1)
-	}
-	return nil
+	return err
 }
 
 var errNoMySQLStock = errors.New("mysql has no stock for a redis reservation")

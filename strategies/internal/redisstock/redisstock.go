@@ -845,32 +845,3 @@ func rvArg(rv int64) string {
 	}
 	return strconv.FormatInt(rv, 10)
 }
-
-//go:embed refund.lua
-var refundLua string
-
-var refundScript = redis.NewScript(refundLua)
-
-// Refund gives a confirmed order's units back to available in Redis, once,
-// under the owner check of refund.lua, and returns the state it found ("":
-// no record, nothing moved). decide says Redis makes the decision (only a
-// 'confirmed' record moves); otherwise the refund is already durable in
-// MySQL and a record still 'reserved' (a confirm whose Redis write was
-// deferred) has its units moved out of occupied instead. A missing stock
-// hash is ErrNoStockHash (nothing moved). Safe for concurrent use: of
-// several refunds of one order, exactly one moves the units.
-func (s Store) Refund(ctx context.Context, ref inventory.OrderRef, decide bool) (inventory.OrderState, error) {
-	mode := "apply"
-	if decide {
-		mode = "decide"
-	}
-	k := keys(ref.SKU, ref.OrderID)
-	prev, err := refundScript.Run(ctx, s.R, k[:4], mode, ref.OrderID, s.Retain.Milliseconds()).Text()
-	if err == nil && prev == "nohash" {
-		err = ErrNoStockHash
-	}
-	if err != nil {
-		return "", fmt.Errorf("redis refund: %w", err)
-	}
-	return inventory.OrderState(prev), nil
-}

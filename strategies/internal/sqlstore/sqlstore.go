@@ -463,7 +463,12 @@ func (o Orders) Finish(ctx context.Context, ref inventory.OrderRef, to inventory
 // refund of the order releases its units at most once.
 //   - confirmed → refunded, moving the stock (Move with Refunded) and giving
 //     the buyer's hold back;
-//   - already refunded → nil (idempotent repeat; OnFinal runs again);
+//   - already refunded → nil (idempotent repeat). OnFinal runs only
+//     after the call that made the transition, not after a repeat: a
+//     second store brought in line by a refund's OnFinal must repair a
+//     lost write its own way (outbox's reconciler), since a repeat cannot
+//     tell a lost write from one already repaired, and applying the
+//     refund again to a repaired store would release it twice;
 //   - reserved → ErrNotConfirmed; cancelled or expired (a cancel marker
 //     too) → ErrAlreadyFinal; no order row → ErrUnknownOrder.
 func (o Orders) Refund(ctx context.Context, ref inventory.OrderRef) error {
@@ -479,7 +484,6 @@ func (o Orders) Refund(ctx context.Context, ref inventory.OrderRef) error {
 		}
 		switch ord.State {
 		case inventory.StateRefunded:
-			applied = true
 			return nil
 		case inventory.StateReserved:
 			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
