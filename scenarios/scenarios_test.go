@@ -258,8 +258,9 @@ func TestIDsSortInIssueOrder(t *testing.T) {
 }
 
 // TestRefundJourney: a refund share gives journeys that reserve, pay
-// (confirm) and then, only if the confirm succeeded, refund — after a
-// draw of the pay delay; without the share there is none.
+// (confirm) and then, only if the confirm succeeded, send a refund twice
+// at once — after a draw of the pay delay; without the share there is
+// none.
 func TestRefundJourney(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -283,8 +284,8 @@ func TestRefundJourney(t *testing.T) {
 					t.Fatalf("refund journey %+v: want reserve, then confirm if reserved", j)
 				}
 				last := j.Phases[2]
-				if len(last.Ops) != 1 || last.Ops[0] != Refund || !last.IfConfirmed || last.Think < time.Millisecond {
-					t.Fatalf("refund journey's last phase %+v: want one refund after a pay delay, only if confirmed", last)
+				if len(last.Ops) != 2 || last.Ops[0] != Refund || last.Ops[1] != Refund || !last.IfConfirmed || last.Think < time.Millisecond {
+					t.Fatalf("refund journey's last phase %+v: want a refund arriving twice at once after a pay delay, only if confirmed", last)
 				}
 			}
 			if got := float64(n) / 2000; got < c.wantShare-0.05 || got > c.wantShare+0.05 {

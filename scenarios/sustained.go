@@ -56,7 +56,7 @@ func (k Skew) String() string {
 
 // Mix is the share of sustained buyers who confirm, cancel, refund
 // (confirm, then ask for their money back: the order is refunded some time
-// after its confirm), or abandon (never pay; the reservation expires). The
+// after its confirm, by a request that arrives twice at once), or abandon (never pay; the reservation expires). The
 // shares sum to 1.
 type Mix struct{ Confirm, Cancel, Abandon, Refund float64 }
 
@@ -158,10 +158,13 @@ func (s *Source) Next(ttl time.Duration) Journey {
 		j.Kind, j.Phases = "cancel", []Phase{reserve, {Think: pay, Ops: []Op{Cancel}, IfReserved: true}}
 	case x < s.p.Mix.Confirm+s.p.Mix.Cancel+s.p.Mix.Refund:
 		// Pays, then asks for the money back after another draw of the pay
-		// delay (the time to change one's mind).
+		// delay (the time to change one's mind) — and the refund request
+		// arrives twice at once, as the article's did (取消和退款请求重复
+		// 到达: a retried callback, two gateways): a strategy must release
+		// the units once.
 		back := s.p.PayDelay.Draw(s.rng)
 		j.Kind, j.Phases = "refund", []Phase{reserve, {Think: pay, Ops: []Op{Confirm}, IfReserved: true},
-			{Think: back, Ops: []Op{Refund}, IfConfirmed: true}}
+			{Think: back, Ops: []Op{Refund, Refund}, IfConfirmed: true}}
 	default:
 		j.Kind, j.Phases = "abandon", []Phase{reserve}
 	}
