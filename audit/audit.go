@@ -63,6 +63,10 @@ type SKUAudit struct {
 	OversoldUnits int64 `json:"oversold_units"`
 	LeakedUnits   int64 `json:"leaked_units"`
 	PhantomUnits  int64 `json:"phantom_units"`
+	// OverReleasedUnits are the units taken off sold beyond what the
+	// orders account for: confirmed orders' units less sold, where
+	// positive — a refund (or any release from sold) counted twice.
+	OverReleasedUnits int64 `json:"over_released_units"`
 	// Redis figures, present only when the strategy keeps stock in Redis.
 	Redis *RedisStock `json:"redis,omitempty"`
 	// RedisReservedUnits are the units of live Redis reservations.
@@ -91,20 +95,30 @@ type Audit struct {
 	OversellRate   float64 `json:"oversell_rate"`
 	LeakedUnits    int64   `json:"leaked_units"`
 	PhantomUnits   int64   `json:"phantom_units"`
+	// OverReleasedUnits sums SKUAudit.OverReleasedUnits: units released
+	// from sold twice (the article's 多释放: a cancel and a refund, or two
+	// refunds, of one order both giving its units back).
+	OverReleasedUnits int64 `json:"over_released_units"`
 	// InvariantViolations counts broken rules of either store (a missing
 	// Redis stock hash is one).
 	InvariantViolations int `json:"invariant_violations"`
 	// MissingRedisStock counts SKUs without a Redis stock hash.
 	MissingRedisStock int `json:"missing_redis_stock"`
-	// LostAcks counts confirm acks whose order is not confirmed and
+	// LostAcks counts confirm acks whose order is neither confirmed nor
+	// refunded (a refund follows a confirm), and
 	// acknowledged restocks the restock journal lacks.
 	LostAcks int `json:"lost_acks"`
 	// ReserveAckViolations counts reserve acks no store holds a
 	// reservation (or a decision) for.
 	ReserveAckViolations int `json:"reserve_ack_violations"`
-	// CancelAckViolations counts cancel acks whose order is confirmed or
-	// still reserved.
+	// CancelAckViolations counts cancel acks whose order is confirmed,
+	// refunded (it was confirmed, so the cancel released nothing) or still
+	// reserved.
 	CancelAckViolations int `json:"cancel_ack_violations"`
+	// RefundAckViolations counts refund acks whose order is not refunded
+	// in MySQL (lost, or the order ended cancelled or expired: its units
+	// were then given back by two releases the clients were told of).
+	RefundAckViolations int `json:"refund_ack_violations"`
 	// RefusedAfterReserve counts confirms refused after a successful
 	// reserve: for lack of stock, as an unknown order, or as already final
 	// (cancelled, expired) before the reservation's deadline (the client
@@ -265,6 +279,7 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 		out.OversoldUnits += s.OversoldUnits
 		out.LeakedUnits += s.LeakedUnits
 		out.PhantomUnits += s.PhantomUnits
+		out.OverReleasedUnits += s.OverReleasedUnits
 		out.DriftUnits += s.DriftUnits
 		out.OrphanReservations += s.OrphanReservations
 		out.StaleReservations += s.StaleReservations
@@ -272,7 +287,7 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 		if s.DeviationUnits > out.MaxSKUDeviation {
 			out.MaxSKUDeviation, out.MaxDeviationSKU = s.DeviationUnits, s.SKU
 		}
-		anomalous := out.InvariantViolations > before || s.OversoldUnits > 0 || s.LeakedUnits > 0 || s.PhantomUnits > 0 ||
+		anomalous := out.InvariantViolations > before || s.OversoldUnits > 0 || s.LeakedUnits > 0 || s.PhantomUnits > 0 || s.OverReleasedUnits > 0 ||
 			s.DriftUnits > 0 || s.OrphanReservations > 0 || s.StaleReservations > 0
 		if anomalous {
 			out.SKUsWithAnomaly++
@@ -314,6 +329,9 @@ func (a Auditor) AuditFrom(ctx context.Context, acks AckSource) (Audit, error) {
 			}
 			if s.PhantomUnits > 0 {
 				k.note("%s: %d phantom units (beyond the ledger's %d)", s.SKU, s.PhantomUnits, s.Ledger)
+			}
+			if s.OverReleasedUnits > 0 {
+				k.note("%s: %d units released from sold twice (sold %d < confirmed orders %d)", s.SKU, s.OverReleasedUnits, s.Sold, s.ConfirmedUnits)
 			}
 			finish(s, before)
 		}
@@ -373,9 +391,9 @@ LEFT JOIN (SELECT sku,
                   GROUP_CONCAT(CASE WHEN state='reserved' THEN order_id END SEPARATOR ' ') AS ids
            FROM orders GROUP BY sku) o ON o.sku=i.sku
 LEFT JOIN (SELECT sku,
-                  SUM(CASE WHEN kind='reserve' THEN -qty WHEN kind='release' THEN qty ELSE 0 END) AS da,
-                  SUM(CASE WHEN kind='reserve' THEN qty ELSE -qty END) AS do,
-                  SUM(CASE WHEN kind='confirm' THEN qty ELSE 0 END) AS ds,
+                  SUM(CASE WHEN kind='reserve' THEN -qty WHEN kind IN ('release','refund') THEN qty ELSE 0 END) AS da,
+                  SUM(CASE WHEN kind='reserve' THEN qty WHEN kind='refund' THEN 0 ELSE -qty END) AS do,
+                  SUM(CASE WHEN kind='confirm' THEN qty WHEN kind='refund' THEN -qty ELSE 0 END) AS ds,
                   COUNT(*) AS n
            FROM outbox WHERE applied=0 GROUP BY sku) e ON e.sku=i.sku
 ORDER BY i.sku`
@@ -538,6 +556,7 @@ func (a Auditor) checkSKU(s *SKUAudit, k sink) {
 		k.violate("mysql %s: occupied %d != reserved orders %d", s.SKU, s.Occupied, s.ReservedUnits)
 	}
 	s.OversoldUnits = max(0, s.ConfirmedUnits-s.Ledger)
+	s.OverReleasedUnits = max(0, s.ConfirmedUnits-s.Sold)
 	held := s.Available + s.ReservedUnits + s.ConfirmedUnits
 	s.LeakedUnits = max(0, s.Ledger-held)
 	s.PhantomUnits = max(0, held-max(s.Ledger, s.ConfirmedUnits))
@@ -784,12 +803,18 @@ func (a Auditor) checkAckBatch(ctx context.Context, out *Audit, k sink, acks []i
 		o, found := rows[ack.OrderID]
 		switch ack.State {
 		case inventory.StateConfirmed:
-			if o.state != inventory.StateConfirmed {
+			// A refunded order was confirmed first: its confirm ack stands.
+			if o.state != inventory.StateConfirmed && o.state != inventory.StateRefunded {
 				out.LostAcks++
 				k.note("order %s: confirm acknowledged, order is %q", ack.OrderID, o.state)
 			}
+		case inventory.StateRefunded:
+			if o.state != inventory.StateRefunded {
+				out.RefundAckViolations++
+				k.note("order %s: refund acknowledged, order is %q", ack.OrderID, o.state)
+			}
 		case inventory.StateCancelled:
-			if o.state == inventory.StateConfirmed || o.state == inventory.StateReserved {
+			if o.state == inventory.StateConfirmed || o.state == inventory.StateRefunded || o.state == inventory.StateReserved {
 				out.CancelAckViolations++
 				k.note("order %s: cancel acknowledged, order is %s", ack.OrderID, o.state)
 			}

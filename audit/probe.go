@@ -220,9 +220,9 @@ func (p Probe) mysqlSnapshot(ctx context.Context, withJournal bool) ([]inventory
 	defer func() { _ = tx.Rollback() }()
 	rows, err := tx.QueryContext(ctx, `
 		SELECT i.sku, i.total, i.available, i.occupied, i.sold,
-		       COALESCE((SELECT SUM(CASE WHEN e.kind='reserve' THEN -e.qty WHEN e.kind='release' THEN e.qty ELSE 0 END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
-		       COALESCE((SELECT SUM(CASE WHEN e.kind='reserve' THEN e.qty ELSE -e.qty END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
-		       COALESCE((SELECT SUM(CASE WHEN e.kind='confirm' THEN e.qty ELSE 0 END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
+		       COALESCE((SELECT SUM(CASE WHEN e.kind='reserve' THEN -e.qty WHEN e.kind IN ('release','refund') THEN e.qty ELSE 0 END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
+		       COALESCE((SELECT SUM(CASE WHEN e.kind='reserve' THEN e.qty WHEN e.kind='refund' THEN 0 ELSE -e.qty END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
+		       COALESCE((SELECT SUM(CASE WHEN e.kind='confirm' THEN e.qty WHEN e.kind='refund' THEN -e.qty ELSE 0 END) FROM outbox e WHERE e.sku=i.sku AND e.applied=0),0),
 		       `+journalSum(withJournal)+`
 		FROM inventory i ORDER BY i.sku`)
 	if err != nil {

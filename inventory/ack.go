@@ -24,7 +24,8 @@ func (a Ack) IsRestock() bool { return a.State == AckRestocked || a.State == Ack
 
 // Ack is what a client was told about an order: State is StateReserved
 // (Reserve returned nil), StateConfirmed (Confirm returned nil),
-// StateCancelled (Cancel returned nil) or AckRefused — or about a restock
+// StateCancelled (Cancel returned nil), StateRefunded (Refund returned nil)
+// or AckRefused — or about a restock
 // (AckRestocked, AckRestockUnknown; Qty set). SKU may be empty except for
 // reserve acks of strategies whose reservations live in Redis, and restocks.
 type Ack struct {

@@ -24,17 +24,20 @@ type Stock struct {
 type OrderState string
 
 // The order states. An order moves Reserved → Confirmed | Cancelled | Expired
-// exactly once; the three right-hand states are final.
+// exactly once, and a confirmed order may then move once more, to Refunded
+// (its units go back from sold to available); every state but Reserved is
+// final for a reserve, confirm or cancel.
 const (
 	StateReserved  OrderState = "reserved"
 	StateConfirmed OrderState = "confirmed"
 	StateCancelled OrderState = "cancelled"
 	StateExpired   OrderState = "expired"
+	StateRefunded  OrderState = "refunded"
 )
 
 // Final reports whether s is one of the final states.
 func (s OrderState) Final() bool {
-	return s == StateConfirmed || s == StateCancelled || s == StateExpired
+	return s == StateConfirmed || s == StateCancelled || s == StateExpired || s == StateRefunded
 }
 
 // Reservation asks for Qty units of SKU on behalf of order OrderID, to be
@@ -99,9 +102,11 @@ var (
 	ErrConflict = errors.New("conflict: retries exhausted")
 	// ErrAlreadyFinal: the order is already in a final state that the
 	// operation cannot move it out of (confirm after cancel, cancel after
-	// confirm, reserve after cancel). Nothing changed.
+	// confirm, reserve after cancel, refund after cancel or expiry, confirm
+	// or cancel after refund). Nothing changed.
 	ErrAlreadyFinal = errors.New("order already final")
-	// ErrUnknownOrder: confirm of an order the strategy never reserved.
+	// ErrUnknownOrder: confirm or refund of an order the strategy never
+	// reserved.
 	ErrUnknownOrder = errors.New("unknown order")
 	// ErrNotConfirmed: refund of an order that is reserved but not
 	// confirmed (nothing was sold to give back). Nothing changed.

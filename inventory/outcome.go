@@ -19,10 +19,13 @@ const (
 	// LimitExceeded is a reserve refused because the buyer already holds
 	// its per-buyer limit of the SKU (ErrLimitExceeded): an answer, and a
 	// refusal of its own, not a lack of stock.
-	LimitExceeded   Outcome = "limit"
-	Conflict        Outcome = "conflict"
-	AlreadyFinal    Outcome = "already_final"
-	UnknownOrder    Outcome = "unknown_order"
+	LimitExceeded Outcome = "limit"
+	Conflict      Outcome = "conflict"
+	AlreadyFinal  Outcome = "already_final"
+	UnknownOrder  Outcome = "unknown_order"
+	// NotConfirmed is a refund refused because the order was reserved but
+	// never confirmed (ErrNotConfirmed): an answer, nothing changed.
+	NotConfirmed    Outcome = "not_confirmed"
 	OutcomeUnknown  Outcome = "outcome_unknown"
 	Deadlock        Outcome = "deadlock"
 	LockWaitTimeout Outcome = "lock_wait_timeout"
@@ -48,10 +51,10 @@ const (
 )
 
 // Failed reports whether the outcome is an error rather than an answer:
-// ok, out of stock, the per-buyer limit and already final are answers a
-// healthy store gives.
+// ok, out of stock, the per-buyer limit, already final and not confirmed
+// (a refund of an unpaid order) are answers a healthy store gives.
 func (o Outcome) Failed() bool {
-	return o != OK && o != OutOfStock && o != AlreadyFinal && o != Busy && o != LimitExceeded
+	return o != OK && o != OutOfStock && o != AlreadyFinal && o != Busy && o != LimitExceeded && o != NotConfirmed
 }
 
 // Classify names an operation's outcome class.
@@ -73,6 +76,8 @@ func Classify(err error) Outcome {
 		return AlreadyFinal
 	case errors.Is(err, ErrUnknownOrder):
 		return UnknownOrder
+	case errors.Is(err, ErrNotConfirmed):
+		return NotConfirmed
 	case errors.Is(err, ErrOutcomeUnknown):
 		return OutcomeUnknown
 	case errors.Is(err, context.DeadlineExceeded):

@@ -28,6 +28,7 @@ func TestClassify(t *testing.T) {
 		{"shed by the service model", fmt.Errorf("reserve: %w", inventory.ErrBusy), inventory.Busy, false},
 		{"conflict", inventory.ErrConflict, inventory.Conflict, true},
 		{"unknown order", inventory.ErrUnknownOrder, inventory.UnknownOrder, true},
+		{"refund of an unpaid order", inventory.ErrNotConfirmed, inventory.NotConfirmed, false},
 		{"outcome unknown", fmt.Errorf("%w: commit: broken pipe", inventory.ErrOutcomeUnknown), inventory.OutcomeUnknown, true},
 		{"deadline", fmt.Errorf("reserve: %w", context.DeadlineExceeded), inventory.Timeout, true},
 		{"canceled", context.Canceled, inventory.Canceled, true},

@@ -37,7 +37,7 @@ type ackLog struct {
 
 // ackStates are the states an ack can carry, by their code on disk.
 var ackStates = []inventory.OrderState{inventory.StateReserved, inventory.StateConfirmed, inventory.StateCancelled, inventory.AckRefused,
-	inventory.AckRestocked, inventory.AckRestockUnknown}
+	inventory.AckRestocked, inventory.AckRestockUnknown, inventory.StateRefunded}
 
 func ackCode(st inventory.OrderState) (byte, bool) {
 	for i, s := range ackStates {

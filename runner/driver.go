@@ -110,7 +110,7 @@ func (d *driver) journey(ctx context.Context, j scenarios.Journey, rec *recorder
 		}
 	}()
 	for _, ph := range j.Phases {
-		if ph.IfReserved && !reserved {
+		if ph.IfReserved && !reserved || ph.IfConfirmed && !flowDone {
 			continue
 		}
 		if ph.Think > 0 {
@@ -261,6 +261,8 @@ func (d *driver) op(ctx context.Context, j scenarios.Journey, op scenarios.Op, t
 		err = d.s.Confirm(ctx, ref)
 	case scenarios.Cancel:
 		err = d.s.Cancel(ctx, ref)
+	case scenarios.Refund:
+		err = d.s.Refund(ctx, ref)
 	}
 	end := time.Now()
 	d.inStrategy.Add(int64(end.Sub(admitted)))

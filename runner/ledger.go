@@ -169,6 +169,16 @@ func (l *ledger) Cancel(ctx context.Context, o inventory.OrderRef) error {
 	return err
 }
 
+// Refund records a refund acknowledgement: the auditor then expects the
+// order refunded and its units available again — once.
+func (l *ledger) Refund(ctx context.Context, o inventory.OrderRef) error {
+	err := l.Strategy.Refund(ctx, o)
+	if err == nil {
+		l.acks.add(inventory.Ack{OrderID: o.OrderID, SKU: o.SKU, State: inventory.StateRefunded})
+	}
+	return err
+}
+
 // Restock records the restock the harness issued, as an ack the auditor
 // matches against the stores' restock journal: AckRestocked when the call
 // returned nil, AckRestockUnknown when it failed (its reply may have been

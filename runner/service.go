@@ -127,6 +127,9 @@ func (sv *service) Confirm(ctx context.Context, o inventory.OrderRef) error {
 func (sv *service) Cancel(ctx context.Context, o inventory.OrderRef) error {
 	return sv.call(ctx, func(ctx context.Context, s strategies.Strategy) error { return s.Cancel(ctx, o) })
 }
+func (sv *service) Refund(ctx context.Context, o inventory.OrderRef) error {
+	return sv.call(ctx, func(ctx context.Context, s strategies.Strategy) error { return s.Refund(ctx, o) })
+}
 func (sv *service) Restock(ctx context.Context, r inventory.Restock) error {
 	return sv.call(ctx, func(ctx context.Context, s strategies.Strategy) error { return s.Restock(ctx, r) })
 }

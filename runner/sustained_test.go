@@ -29,11 +29,16 @@ func TestSustained(t *testing.T) {
 		name     string
 		strategy string
 		rate     float64
+		mix      scenarios.Mix // zero: sustainedOptions'
 	}{
-		{"closed loop, MySQL", "conditional", 0},
-		{"closed loop, Redis", "lua-tcc", 0},
-		{"closed loop, outbox with its relay and reconciler", "outbox", 0},
-		{"open loop", "rowlock", 150},
+		{"closed loop, MySQL", "conditional", 0, scenarios.Mix{}},
+		{"closed loop, Redis", "lua-tcc", 0, scenarios.Mix{}},
+		{"closed loop, outbox with its relay and reconciler", "outbox", 0, scenarios.Mix{}},
+		{"open loop", "rowlock", 150, scenarios.Mix{}},
+		// Buyers who pay and then get a refund: each refund acknowledged,
+		// its unit available again once (issue 46).
+		{"closed loop with refunds, MySQL", "rowlock", 0, scenarios.Mix{Confirm: 0.5, Cancel: 0.1, Refund: 0.3, Abandon: 0.1}},
+		{"closed loop with refunds, Redis", "lua-tcc", 0, scenarios.Mix{Confirm: 0.5, Cancel: 0.1, Refund: 0.3, Abandon: 0.1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,6 +50,9 @@ func TestSustained(t *testing.T) {
 			// 5 units per SKU: any progress sells a SKU out, so the restock
 			// path runs however slow a loaded machine makes the buyers.
 			o.Rate, o.Stock = c.rate, 5
+			if c.mix != (scenarios.Mix{}) {
+				o.Mix = c.mix
+			}
 			run, err := runner.RunStrategy(context.Background(), env.Conns, e, o.Scenarios[0], o)
 			if err != nil {
 				t.Fatal(err)
@@ -71,9 +79,13 @@ func TestSustained(t *testing.T) {
 			if seriesFlows != run.Flows {
 				t.Fatalf("series holds %d flows, total %d", seriesFlows, run.Flows)
 			}
-			// Everything confirmed during warm-up is in the audit but not in the count.
-			if a.ConfirmedUnits <= run.Flows {
+			// Everything confirmed during warm-up is in the audit but not in
+			// the count (refunded orders are confirmed no more).
+			if c.mix.Refund == 0 && a.ConfirmedUnits <= run.Flows {
 				t.Fatalf("confirmed %d units, measured flows %d: warm-up not excluded", a.ConfirmedUnits, run.Flows)
+			}
+			if c.mix.Refund > 0 && (run.Journeys["refund"] == 0 || run.Counts["refund"]["ok"] == 0) {
+				t.Fatalf("refund share %g: journeys %v, refund outcomes %v", c.mix.Refund, run.Journeys, run.Counts["refund"])
 			}
 			if c.strategy != "rowlock" && run.Harness.Restocks == 0 {
 				t.Fatalf("5 units per SKU never ran out: harness %+v", run.Harness)

@@ -19,9 +19,11 @@ const (
 	Reserve Op = iota
 	Confirm
 	Cancel
+	// Refund gives a confirmed order's units back (the refund journey).
+	Refund
 )
 
-func (o Op) String() string { return [...]string{"reserve", "confirm", "cancel"}[o] }
+func (o Op) String() string { return [...]string{"reserve", "confirm", "cancel", "refund"}[o] }
 
 // Phase is a set of calls a buyer starts together, after waiting Think
 // (think time: pay delay, or a wait past the deadline; never counted as
@@ -32,6 +34,9 @@ type Phase struct {
 	// IfReserved skips the phase when no reserve of the journey succeeded:
 	// a buyer who got no unit does not pay.
 	IfReserved bool
+	// IfConfirmed skips the phase when no confirm of the journey
+	// succeeded: only a buyer who paid asks for a refund.
+	IfConfirmed bool
 }
 
 // Journey is one buyer's order.

@@ -93,9 +93,10 @@ func TestParseSkewAndMix(t *testing.T) {
 		wantErr bool
 	}{
 		{"confirm=0.9,cancel=0.1", Mix{Confirm: 0.9, Cancel: 0.1}, false},
-		{"confirm=0.5,cancel=0.25,abandon=0.25", Mix{0.5, 0.25, 0.25}, false},
+		{"confirm=0.5,cancel=0.25,abandon=0.25", Mix{Confirm: 0.5, Cancel: 0.25, Abandon: 0.25}, false},
+		{"confirm=0.7,cancel=0.1,refund=0.1,abandon=0.1", Mix{Confirm: 0.7, Cancel: 0.1, Refund: 0.1, Abandon: 0.1}, false},
 		{"confirm=0.5", Mix{}, true},         // does not sum to 1
-		{"confirm=1,refund=0", Mix{}, true},  // unknown share
+		{"confirm=1,return=0", Mix{}, true},  // unknown share
 		{"confirm=-1,cancel=2", Mix{}, true}, // negative share
 	}
 	for _, c := range mixes {
@@ -253,5 +254,46 @@ func TestIDsSortInIssueOrder(t *testing.T) {
 				lastOrder, lastBuyer = order, buyer
 			}
 		})
+	}
+}
+
+// TestRefundJourney: a refund share gives journeys that reserve, pay
+// (confirm) and then, only if the confirm succeeded, send a refund twice
+// at once — after a draw of the pay delay; without the share there is
+// none.
+func TestRefundJourney(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		mix       Mix
+		wantShare float64 // of 2000 journeys, within 0.05
+	}{
+		{"every buyer refunds", Mix{Refund: 1}, 1},
+		{"a tenth refund", Mix{Confirm: 0.7, Cancel: 0.1, Refund: 0.1, Abandon: 0.1}, 0.1},
+		{"no refund share", Mix{Confirm: 0.9, Cancel: 0.1}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := NewSource(SustainedParams{SKUs: 3, Skew: Skew{Kind: "uniform"}, Mix: c.mix, PayDelay: Range{Min: time.Millisecond, Max: 2 * time.Millisecond}, Seed: 7}, 0)
+			n := 0
+			for i := 0; i < 2000; i++ {
+				j := src.Next(time.Minute)
+				if j.Kind != "refund" {
+					continue
+				}
+				n++
+				if len(j.Phases) != 3 || j.Phases[1].Ops[0] != Confirm || !j.Phases[1].IfReserved {
+					t.Fatalf("refund journey %+v: want reserve, then confirm if reserved", j)
+				}
+				last := j.Phases[2]
+				if len(last.Ops) != 2 || last.Ops[0] != Refund || last.Ops[1] != Refund || !last.IfConfirmed || last.Think < time.Millisecond {
+					t.Fatalf("refund journey's last phase %+v: want a refund arriving twice at once after a pay delay, only if confirmed", last)
+				}
+			}
+			if got := float64(n) / 2000; got < c.wantShare-0.05 || got > c.wantShare+0.05 {
+				t.Fatalf("%.3f of the journeys refund, want %.2f", got, c.wantShare)
+			}
+		})
+	}
+	if Refund.String() != "refund" {
+		t.Fatalf("Refund op named %q", Refund.String())
 	}
 }

@@ -54,11 +54,14 @@ func (k Skew) String() string {
 	return "uniform"
 }
 
-// Mix is the share of sustained buyers who confirm, cancel, or abandon
-// (never pay; the reservation expires). The shares sum to 1.
-type Mix struct{ Confirm, Cancel, Abandon float64 }
+// Mix is the share of sustained buyers who confirm, cancel, refund
+// (confirm, then ask for their money back: the order is refunded some time
+// after its confirm, by a request that arrives twice at once), or abandon (never pay; the reservation expires). The
+// shares sum to 1.
+type Mix struct{ Confirm, Cancel, Abandon, Refund float64 }
 
-// ParseMix reads "confirm=0.8,cancel=0.1,abandon=0.1"; omitted shares are 0.
+// ParseMix reads "confirm=0.8,cancel=0.1,refund=0.05,abandon=0.05";
+// omitted shares are 0.
 func ParseMix(s string) (Mix, error) {
 	var m Mix
 	for _, part := range strings.Split(s, ",") {
@@ -72,21 +75,28 @@ func ParseMix(s string) (Mix, error) {
 			m.Confirm = f
 		case "cancel":
 			m.Cancel = f
+		case "refund":
+			m.Refund = f
 		case "abandon":
 			m.Abandon = f
 		default:
-			return m, fmt.Errorf("mix %q: unknown share %q (want confirm, cancel, abandon)", s, k)
+			return m, fmt.Errorf("mix %q: unknown share %q (want confirm, cancel, refund, abandon)", s, k)
 		}
 	}
-	if sum := m.Confirm + m.Cancel + m.Abandon; sum < 0.999 || sum > 1.001 {
+	if sum := m.Confirm + m.Cancel + m.Refund + m.Abandon; sum < 0.999 || sum > 1.001 {
 		return m, fmt.Errorf("mix %q: shares sum to %g, want 1", s, sum)
 	}
 	return m, nil
 }
 
-// String formats the mix the way ParseMix reads it.
+// String formats the mix the way ParseMix reads it (the refund share only
+// when there is one, so a mix without refunds reads as it always did).
 func (m Mix) String() string {
-	return fmt.Sprintf("confirm=%g,cancel=%g,abandon=%g", m.Confirm, m.Cancel, m.Abandon)
+	s := fmt.Sprintf("confirm=%g,cancel=%g,abandon=%g", m.Confirm, m.Cancel, m.Abandon)
+	if m.Refund > 0 {
+		s += fmt.Sprintf(",refund=%g", m.Refund)
+	}
+	return s
 }
 
 // SKUName is the name of catalog SKU i of the sustained scenario.
@@ -146,6 +156,15 @@ func (s *Source) Next(ttl time.Duration) Journey {
 		j.Kind, j.Phases = "buy", []Phase{reserve, {Think: pay, Ops: []Op{Confirm}, IfReserved: true}}
 	case x < s.p.Mix.Confirm+s.p.Mix.Cancel:
 		j.Kind, j.Phases = "cancel", []Phase{reserve, {Think: pay, Ops: []Op{Cancel}, IfReserved: true}}
+	case x < s.p.Mix.Confirm+s.p.Mix.Cancel+s.p.Mix.Refund:
+		// Pays, then asks for the money back after another draw of the pay
+		// delay (the time to change one's mind) — and the refund request
+		// arrives twice at once, as the article's did (取消和退款请求重复
+		// 到达: a retried callback, two gateways): a strategy must release
+		// the units once.
+		back := s.p.PayDelay.Draw(s.rng)
+		j.Kind, j.Phases = "refund", []Phase{reserve, {Think: pay, Ops: []Op{Confirm}, IfReserved: true},
+			{Think: back, Ops: []Op{Refund, Refund}, IfConfirmed: true}}
 	default:
 		j.Kind, j.Phases = "abandon", []Phase{reserve}
 	}

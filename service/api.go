@@ -29,6 +29,7 @@ const (
 	PathReserve = "/v1/reserve"
 	PathConfirm = "/v1/confirm"
 	PathCancel  = "/v1/cancel"
+	PathRefund  = "/v1/refund"
 	PathRestock = "/v1/restock"
 	PathSettle  = "/v1/settle"
 	PathHealth  = "/v1/health"
@@ -48,7 +49,7 @@ type ReserveRequest struct {
 	DeadlineMillis int64  `json:"deadline_ms,omitempty"`
 }
 
-// OrderRequest is the body of POST /v1/confirm and /v1/cancel.
+// OrderRequest is the body of POST /v1/confirm, /v1/cancel and /v1/refund.
 type OrderRequest struct {
 	OrderID string `json:"order_id"`
 	SKU     string `json:"sku"`
@@ -102,6 +103,7 @@ var Statuses = map[inventory.Outcome]int{
 	inventory.LimitExceeded:   http.StatusForbidden,          // 403
 	inventory.AlreadyFinal:    http.StatusGone,               // 410
 	inventory.UnknownOrder:    http.StatusNotFound,           // 404
+	inventory.NotConfirmed:    http.StatusPreconditionFailed, // 412: refund of an unpaid order
 	inventory.Conflict:        http.StatusLocked,             // 423
 	inventory.Busy:            http.StatusTooManyRequests,    // 429
 	OutcomeBadRequest:         http.StatusBadRequest,         // 400
@@ -163,6 +165,8 @@ func sentinelOf(o inventory.Outcome) error {
 		return inventory.ErrAlreadyFinal
 	case inventory.UnknownOrder:
 		return inventory.ErrUnknownOrder
+	case inventory.NotConfirmed:
+		return inventory.ErrNotConfirmed
 	case inventory.Conflict:
 		return inventory.ErrConflict
 	case inventory.Busy:

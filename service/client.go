@@ -132,6 +132,11 @@ func (c *Client) Cancel(ctx context.Context, o inventory.OrderRef) error {
 	return c.call(ctx, "cancel", PathCancel, o.SKU, o.OrderID, OrderRequest(o))
 }
 
+// Refund sends POST /v1/refund.
+func (c *Client) Refund(ctx context.Context, o inventory.OrderRef) error {
+	return c.call(ctx, "refund", PathRefund, o.SKU, o.OrderID, OrderRequest(o))
+}
+
 // Restock sends POST /v1/restock.
 func (c *Client) Restock(ctx context.Context, r inventory.Restock) error {
 	return c.call(ctx, "restock", PathRestock, r.SKU, r.ID, RestockRequest(r))

@@ -34,7 +34,7 @@ const maxBody = 64 << 10
 
 // outcomes lists the outcome classes a Handler counts, in a fixed order.
 var outcomes = []inventory.Outcome{inventory.OK, inventory.OutOfStock, inventory.LimitExceeded, inventory.AlreadyFinal,
-	inventory.UnknownOrder, inventory.Conflict, inventory.Busy, OutcomeBadRequest, inventory.OutcomeUnknown,
+	inventory.UnknownOrder, inventory.NotConfirmed, inventory.Conflict, inventory.Busy, OutcomeBadRequest, inventory.OutcomeUnknown,
 	inventory.Canceled, inventory.Timeout, inventory.LockWaitTimeout, inventory.Deadlock, inventory.Failure}
 
 // Handler serves the order API over one strategy instance. It is safe for
@@ -67,6 +67,7 @@ func NewHandler(s strategies.Strategy, o HandlerOptions) *Handler {
 	h.mux.HandleFunc("POST "+PathReserve, h.reserve)
 	h.mux.HandleFunc("POST "+PathConfirm, h.confirm)
 	h.mux.HandleFunc("POST "+PathCancel, h.cancel)
+	h.mux.HandleFunc("POST "+PathRefund, h.refund)
 	h.mux.HandleFunc("POST "+PathRestock, h.restock)
 	h.mux.HandleFunc("POST "+PathSettle, h.settle)
 	h.mux.HandleFunc("GET "+PathHealth, h.health)
@@ -122,6 +123,14 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.run(w, r, func(ctx context.Context) error { return h.s.Cancel(ctx, inventory.OrderRef(req)) })
+}
+
+func (h *Handler) refund(w http.ResponseWriter, r *http.Request) {
+	var req OrderRequest
+	if !h.decodeOrder(w, r, &req) {
+		return
+	}
+	h.run(w, r, func(ctx context.Context) error { return h.s.Refund(ctx, inventory.OrderRef(req)) })
 }
 
 func (h *Handler) restock(w http.ResponseWriter, r *http.Request) {

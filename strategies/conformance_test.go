@@ -238,6 +238,34 @@ func (f *fixture) cancel(id string) error {
 	return err
 }
 
+func (f *fixture) refund(id string) error {
+	err := f.s.Refund(context.Background(), ref(id))
+	if err == nil {
+		f.ack(id, inventory.StateRefunded)
+	}
+	return err
+}
+
+// orderStates counts MySQL's orders by state.
+func orderStates(t *testing.T) map[inventory.OrderState]int {
+	t.Helper()
+	rows, err := env.DB.Query("SELECT state, COUNT(*) FROM orders GROUP BY state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[inventory.OrderState]int{}
+	for rows.Next() {
+		var st inventory.OrderState
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[st] = n
+	}
+	return out
+}
+
 // restock issues a restock and records it as the harness does (see
 // runner's ledger): acknowledged, or of unknown outcome.
 func (f *fixture) restock(id string, qty int64) error {
@@ -486,6 +514,164 @@ var cases = []struct {
 		}
 		_, s := f.stock()
 		wantStock(t, s, trials-confirms, confirms)
+	}},
+	// Refunds (issue 46): a confirmed order's units go back from sold to
+	// available, once — the article's double release (取消和退款请求重复到达,
+	// 库存变成负数) is what these cases rule out.
+	{"refund gives a sold unit back, once", true, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{})
+		wantErr(t, "reserve", f.reserve("o1"), nil)
+		wantErr(t, "confirm", f.confirm("o1"), nil)
+		wantErr(t, "refund", f.refund("o1"), nil)
+		wantErr(t, "refund again", f.refund("o1"), nil)
+		wantErr(t, "cancel after refund", f.cancel("o1"), inventory.ErrAlreadyFinal)
+		wantErr(t, "confirm after refund", f.confirm("o1"), inventory.ErrAlreadyFinal)
+		_, s := f.stock()
+		wantStock(t, s, 5, 0)
+		if st := orderStates(t); st[inventory.StateRefunded] != 1 {
+			t.Fatalf("orders by state %v, want one refunded", st)
+		}
+	}},
+	{"refund of a reserved, cancelled, expired or unknown order", false, func(t *testing.T, e registry.Entry) {
+		f := newFixture(t, e, 5, strategies.Config{SweepPeriod: 20 * time.Millisecond})
+		wantErr(t, "reserve", f.reserve("held"), nil)
+		wantErr(t, "refund of a reserved order", f.refund("held"), inventory.ErrNotConfirmed)
+		wantErr(t, "reserve", f.reserve("gone"), nil)
+		wantErr(t, "cancel", f.cancel("gone"), nil)
+		wantErr(t, "refund of a cancelled order", f.refund("gone"), inventory.ErrAlreadyFinal)
+		wantErr(t, "refund of an unknown order", f.refund("nope"), inventory.ErrUnknownOrder)
+		wantErr(t, "cancel of an unknown order (a marker)", f.cancel("marked"), nil)
+		wantErr(t, "refund of a cancel marker", f.refund("marked"), inventory.ErrAlreadyFinal)
+		deadline := time.Now().Add(50 * time.Millisecond)
+		wantErr(t, "reserve", f.reserveUntil("lapsed", deadline), nil)
+		waitfor.Until(t, "the deadline did not pass", func() bool { return time.Now().After(deadline) })
+		if err := f.s.Settle(context.Background()); err != nil { // expires it
+			t.Fatal(err)
+		}
+		wantErr(t, "refund of an expired order", f.refund("lapsed"), inventory.ErrAlreadyFinal)
+		_, s := f.stock()
+		wantStock(t, s, 4, 0) // "held" still holds its unit
+		wantErr(t, "cancel", f.cancel("held"), nil)
+	}},
+	{"cancel and refund arrive together: released once", false, func(t *testing.T, e registry.Entry) {
+		const trials = 20
+		f := newFixture(t, e, trials, strategies.Config{})
+		for i := 0; i < trials; i++ {
+			id := fmt.Sprintf("cr-%d", i)
+			wantErr(t, "reserve", f.reserve(id), nil)
+			wantErr(t, "confirm", f.confirm(id), nil)
+			var wg sync.WaitGroup
+			var rErr, xErr error
+			start := make(chan struct{})
+			wg.Add(2)
+			go func() { defer wg.Done(); <-start; rErr = f.refund(id) }()
+			go func() { defer wg.Done(); <-start; xErr = f.cancel(id) }()
+			close(start)
+			wg.Wait()
+			wantErr(t, "refund "+id, rErr, nil)
+			wantErr(t, "cancel of a paid order "+id, xErr, inventory.ErrAlreadyFinal)
+		}
+		a, s := f.stock()
+		wantStock(t, s, trials, 0)
+		if a.OverReleasedUnits != 0 || s.Available+s.Occupied+s.Sold != trials {
+			t.Fatalf("released more than once: %+v", s)
+		}
+	}},
+	{"two refunds arrive together: released once", false, func(t *testing.T, e registry.Entry) {
+		const trials = 20
+		f := newFixture(t, e, trials, strategies.Config{})
+		for i := 0; i < trials; i++ {
+			id := fmt.Sprintf("rr-%d", i)
+			wantErr(t, "reserve", f.reserve(id), nil)
+			wantErr(t, "confirm", f.confirm(id), nil)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			start := make(chan struct{})
+			for k := range errs {
+				wg.Add(1)
+				go func() { defer wg.Done(); <-start; errs[k] = f.refund(id) }()
+			}
+			close(start)
+			wg.Wait()
+			for k, err := range errs {
+				wantErr(t, fmt.Sprintf("refund %d of %s", k, id), err, nil)
+			}
+		}
+		a, s := f.stock()
+		wantStock(t, s, trials, 0)
+		if a.OverReleasedUnits != 0 {
+			t.Fatalf("released more than once: %+v", s)
+		}
+		if st := orderStates(t); st[inventory.StateRefunded] != trials {
+			t.Fatalf("orders by state %v, want %d refunded", st, trials)
+		}
+	}},
+	// A buyer pays and at once asks for the money back, as its reservation
+	// reaches its deadline and two sweepers expire what is due: either the
+	// expiry wins (the confirm and the refund are refused) or the confirm
+	// does (the refund gives the unit back and the expiry finds nothing) —
+	// and a refund sent before the confirm is refused as not confirmed.
+	// Every unit is available again exactly once.
+	{"a refund races an expiry: released once", false, func(t *testing.T, e registry.Entry) {
+		const trials = 12
+		f := newFixture(t, e, trials, strategies.Config{SweepPeriod: 5 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		var bg sync.WaitGroup
+		for i := 0; i < 2; i++ {
+			bg.Add(1)
+			go func() { defer bg.Done(); _ = f.s.Run(ctx) }()
+		}
+		defer func() { cancel(); bg.Wait() }()
+		var last time.Time
+		var wg sync.WaitGroup
+		var refunded, expired atomic.Int64
+		for i := 0; i < trials; i++ {
+			id := fmt.Sprintf("re-%d", i)
+			// Deadlines spread over 2–35 ms from now: some pass before the
+			// confirm, some while it and the refund run, some after.
+			last = time.Now().Add(time.Duration(2+3*i) * time.Millisecond)
+			if err := f.reserveUntil(id, last); err != nil {
+				wantErr(t, "reserve "+id, err, nil)
+			}
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				err := f.refund(id) // before any confirm
+				if !errors.Is(err, inventory.ErrNotConfirmed) && !errors.Is(err, inventory.ErrAlreadyFinal) && err != nil {
+					t.Errorf("early refund %s: %v", id, err)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				switch err := f.confirm(id); {
+				case err == nil:
+					if err := f.refund(id); err != nil {
+						t.Errorf("refund %s after its confirm: %v", id, err)
+						return
+					}
+					refunded.Add(1)
+				case errors.Is(err, inventory.ErrAlreadyFinal):
+					expired.Add(1)
+					wantErr(t, "refund of an expired order "+id, f.refund(id), inventory.ErrAlreadyFinal)
+				default:
+					t.Errorf("confirm %s: %v", id, err)
+				}
+			}()
+		}
+		wg.Wait()
+		waitfor.Until(t, "the last deadline did not pass", func() bool { return time.Now().After(last) })
+		cancel()
+		bg.Wait()
+		a, s := f.stock()
+		t.Logf("%d refunded after their confirm, %d expired first", refunded.Load(), expired.Load())
+		wantStock(t, s, trials, 0)
+		if a.OverReleasedUnits != 0 {
+			t.Fatalf("released more than once: %+v", s)
+		}
+		st := orderStates(t)
+		if st[inventory.StateRefunded] != int(refunded.Load()) || st[inventory.StateExpired] != int(expired.Load()) {
+			t.Fatalf("orders by state %v, want %d refunded and %d expired", st, refunded.Load(), expired.Load())
+		}
 	}},
 	{"expiry releases exactly once", false, func(t *testing.T, e registry.Entry) {
 		f := newFixture(t, e, 3, strategies.Config{SweepPeriod: 20 * time.Millisecond})
@@ -871,5 +1057,102 @@ func TestConformance(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) { c.run(t, e) })
 			}
 		})
+	}
+}
+
+// brokenRefund is rowlock with a refund that has no "already released"
+// check: it gives the order's units back whatever state the order is in,
+// with no lock — the refund the article's team ran before "取消和退款请求
+// 重复到达，导致库存变成负数". Test-only: the auditor must catch it.
+type brokenRefund struct {
+	strategies.Strategy
+	db *sql.DB
+}
+
+func (b brokenRefund) Refund(ctx context.Context, o inventory.OrderRef) error {
+	var qty int64
+	if err := b.db.QueryRowContext(ctx, "SELECT qty FROM orders WHERE order_id=?", o.OrderID).Scan(&qty); err != nil {
+		return err
+	}
+	if _, err := b.db.ExecContext(ctx, "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=?", qty, qty, o.SKU); err != nil {
+		return err
+	}
+	_, err := b.db.ExecContext(ctx, "UPDATE orders SET state='refunded' WHERE order_id=?", o.OrderID)
+	return err
+}
+
+// TestAuditCatchesDoubleRelease runs the broken refund on real servers
+// and has the auditor grade the stores: every double release it makes is
+// counted as over-released units, whatever the order of the calls.
+func TestAuditCatchesDoubleRelease(t *testing.T) {
+	rowlock, err := registry.Lookup("rowlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := rowlock
+	broken.Name, broken.Safe = "broken-refund", false // its own audit is this test's
+	broken.New = func(cfg strategies.Config) (strategies.Strategy, error) {
+		s, err := rowlock.New(cfg)
+		return brokenRefund{Strategy: s, db: cfg.DB}, err
+	}
+	for _, c := range []struct {
+		name string
+		run  func(f *fixture)
+		// overReleased is the units released twice; refundAcks and
+		// cancelAcks the ack violations the auditor must count.
+		overReleased           int64
+		refundAcks, cancelAcks int
+	}{
+		// The client retries a refund whose reply it lost: the refund
+		// runs twice and gives the unit back twice.
+		{"a refund repeated", func(f *fixture) {
+			wantErr(t, "reserve", f.reserve("o1"), nil)
+			wantErr(t, "confirm", f.confirm("o1"), nil)
+			wantErr(t, "refund", f.refund("o1"), nil)
+			wantErr(t, "refund again", f.refund("o1"), nil)
+		}, 1, 0, 0},
+		// Two refunds of one order at once.
+		{"two refunds together", func(f *fixture) {
+			wantErr(t, "reserve", f.reserve("o1"), nil)
+			wantErr(t, "confirm", f.confirm("o1"), nil)
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() { defer wg.Done(); wantErrAsync(t, "refund", f.refund("o1"), nil) }()
+			}
+			wg.Wait()
+		}, 1, 0, 0},
+		// The cancel and the refund of an unpaid order both arrive: the
+		// cancel releases the held unit, the refund releases it again
+		// (from another order's sold units).
+		{"a cancel, then a refund of the same order", func(f *fixture) {
+			wantErr(t, "reserve", f.reserve("paid"), nil)
+			wantErr(t, "confirm", f.confirm("paid"), nil)
+			wantErr(t, "reserve", f.reserve("o1"), nil)
+			wantErr(t, "cancel", f.cancel("o1"), nil)
+			wantErr(t, "refund", f.refund("o1"), nil)
+		}, 1, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, broken, 5, strategies.Config{})
+			c.run(f)
+			a, s := f.stock()
+			if a.OverReleasedUnits != c.overReleased || a.RefundAckViolations != c.refundAcks || a.CancelAckViolations != c.cancelAcks {
+				t.Fatalf("over-released %d, refund-ack violations %d, cancel-ack violations %d; want %d, %d, %d (sku %+v)",
+					a.OverReleasedUnits, a.RefundAckViolations, a.CancelAckViolations, c.overReleased, c.refundAcks, c.cancelAcks, s)
+			}
+			if a.Anomalies == 0 {
+				t.Fatalf("a double release graded clean: %+v", a)
+			}
+			t.Logf("caught: %d over-released units, %d anomalies in all: %v", a.OverReleasedUnits, a.Anomalies, a.Violations)
+		})
+	}
+}
+
+// wantErrAsync is wantErr for a goroutine: it reports, it does not stop.
+func wantErrAsync(t *testing.T, what string, got, want error) {
+	t.Helper()
+	if want == nil && got != nil || want != nil && !errors.Is(got, want) {
+		t.Errorf("%s: got %v, want %v", what, got, want)
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // Strategy is one way to keep the reservation rules. Every method must be
-// safe for concurrent use by many buyers. Confirm and Cancel are idempotent:
+// safe for concurrent use by many buyers. Confirm, Cancel and Refund are idempotent:
 // a repeat returns the same outcome and changes nothing; when they race on one
 // order exactly one of them wins and the other returns ErrAlreadyFinal.
 type Strategy interface {
@@ -30,6 +30,15 @@ type Strategy interface {
 	// reserve with that id is refused; cancel after confirm releases nothing
 	// and returns ErrAlreadyFinal.
 	Cancel(ctx context.Context, o inventory.OrderRef) error
+	// Refund gives a confirmed order's units back: sold −qty, available
+	// +qty, total unchanged, and the order becomes refunded. Idempotent by
+	// order id: a repeat returns nil and changes nothing. A refund of an
+	// order reserved but not confirmed fails with ErrNotConfirmed, of a
+	// cancelled or expired order with ErrAlreadyFinal, of an unknown order
+	// with ErrUnknownOrder. A confirm or cancel of a refunded order fails
+	// with ErrAlreadyFinal. When a refund races a cancel, an expiry or
+	// another refund of one order, the units are released exactly once.
+	Refund(ctx context.Context, o inventory.OrderRef) error
 	// Restock adds r.Qty units to the SKU's total and available stock and
 	// writes r's row in the restock journal in the same MySQL transaction
 	// as the total. Idempotent per r.ID: a repeat changes nothing and

@@ -100,7 +100,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.warmup, "warmup", 5*time.Second, "sustained: warm-up before the measured phase, excluded from counts and clocks")
 	fs.IntVar(&f.skus, "skus", 1, "sustained: SKUs in the catalog")
 	fs.StringVar(&f.skew, "skew", "uniform", "sustained: how buyers pick SKUs: uniform | zipf:S | hot:K")
-	fs.StringVar(&f.mix, "mix", "confirm=0.9,cancel=0.1,abandon=0", "sustained: shares of buyers who confirm, cancel, abandon")
+	fs.StringVar(&f.mix, "mix", "confirm=0.9,cancel=0.1,abandon=0", "sustained: shares of buyers who confirm, cancel, refund (pay, then get their money back), abandon")
 	fs.BoolVar(&f.noRestock, "no-restock", false, "sustained: let SKUs sell out instead of restocking them")
 	fs.Float64Var(&f.rate, "rate", 0, "sustained: open loop at this many arrivals per second (0: closed loop)")
 	fs.IntVar(&f.repeat, "repeat", 1, "run each strategy N times and report min / median / max")

@@ -164,7 +164,7 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 // for each column, built once rather than on every reserve and confirm.
 var pickQueries = func() map[string][2]string {
 	m := map[string][2]string{}
-	for _, col := range []string{"available", "occupied"} {
+	for _, col := range []string{"available", "occupied", "sold"} {
 		q := "SELECT bucket FROM stock_buckets WHERE sku=? AND bucket%s? AND " + col + ">=? ORDER BY bucket LIMIT 1 FOR UPDATE SKIP LOCKED"
 		m[col] = [2]string{fmt.Sprintf(q, ">="), fmt.Sprintf(q, "<")}
 	}
@@ -204,24 +204,28 @@ func (s *Strategy) noteRefusal(ctx context.Context, r inventory.Reservation) {
 	}
 }
 
-// move is the MoveFunc: the order's units leave occupied in any bucket
-// holding enough of them — a bucket's occupied count is only a share of the
-// SKU's, so any bucket may give them up. First a bucket no other
-// transaction holds (SKIP LOCKED, from the one the order id hashes to), so
-// that confirms spread over the buckets as reserves do instead of queueing
-// on the one the id names; when every such bucket is locked, each bucket in
-// turn with a conditional UPDATE that waits for its lock. If no single
-// bucket holds the quantity (possible above 1 unit), the units are taken
-// from several, under their row locks. The transaction runs at READ
-// COMMITTED (New sets the Orders' TxOpts): a bucket passed over is released
-// at once, not held to the commit.
+// move is the MoveFunc: the order's units leave occupied (or, for a
+// refund, sold) in any bucket holding enough of them — a bucket's count is
+// only a share of the SKU's, so any bucket may give them up. First a
+// bucket no other transaction holds (SKIP LOCKED, from the one the order id
+// hashes to), so that confirms spread over the buckets as reserves do
+// instead of queueing on the one the id names; when every such bucket is
+// locked, each bucket in turn with a conditional UPDATE that waits for its
+// lock. If no single bucket holds the quantity (possible above 1 unit), the
+// units are taken from several, under their row locks. The transaction
+// runs at READ COMMITTED (New sets the Orders' TxOpts): a bucket passed
+// over is released at once, not held to the commit.
 func (s *Strategy) move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
+	from := "occupied"
 	q := "UPDATE stock_buckets SET occupied=occupied-?, sold=sold+? WHERE sku=? AND bucket=? AND occupied>=?"
-	if m == sqlstore.ToAvailable {
+	switch m {
+	case sqlstore.ToAvailable:
 		q = "UPDATE stock_buckets SET occupied=occupied-?, available=available+? WHERE sku=? AND bucket=? AND occupied>=?"
+	case sqlstore.Refunded:
+		from, q = "sold", "UPDATE stock_buckets SET sold=sold-?, available=available+? WHERE sku=? AND bucket=? AND sold>=?"
 	}
 	start := bucketOf(ord.ID, s.n)
-	b, err := pickBucket(ctx, tx, "occupied", ord.SKU, ord.Qty, start)
+	b, err := pickBucket(ctx, tx, from, ord.SKU, ord.Qty, start)
 	switch {
 	case err == nil:
 		_, err := tx.ExecContext(ctx, q, ord.Qty, ord.Qty, ord.SKU, b, ord.Qty)
@@ -238,12 +242,13 @@ func (s *Strategy) move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m s
 			return nil
 		}
 	}
-	return s.moveSplit(ctx, tx, ord, q)
+	return s.moveSplit(ctx, tx, ord, from, q)
 }
 
-// moveSplit moves the order's units out of occupied over several buckets.
-func (s *Strategy) moveSplit(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, q string) error {
-	rows, err := tx.QueryContext(ctx, "SELECT bucket, occupied FROM stock_buckets WHERE sku=? AND occupied>0 ORDER BY bucket FOR UPDATE", ord.SKU)
+// moveSplit moves the order's units out of column from (occupied or sold)
+// over several buckets.
+func (s *Strategy) moveSplit(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, from, q string) error {
+	rows, err := tx.QueryContext(ctx, "SELECT bucket, "+from+" FROM stock_buckets WHERE sku=? AND "+from+">0 ORDER BY bucket FOR UPDATE", ord.SKU)
 	if err != nil {
 		return fmt.Errorf("bucket split: %w", err)
 	}
@@ -265,7 +270,7 @@ func (s *Strategy) moveSplit(ctx context.Context, tx *sql.Tx, ord sqlstore.Order
 		return fmt.Errorf("bucket split: %w", err)
 	}
 	if left > 0 {
-		return fmt.Errorf("buckets %s: occupied short of %d units", ord.SKU, ord.Qty)
+		return fmt.Errorf("buckets %s: %s short of %d units", ord.SKU, from, ord.Qty)
 	}
 	for _, p := range parts {
 		if _, err := tx.ExecContext(ctx, q, p.n, p.n, ord.SKU, p.b, p.n); err != nil {

@@ -108,10 +108,91 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 	if err != nil {
 		return err
 	}
-	if got == inventory.StateConfirmed {
-		return fmt.Errorf("cancel %s: order is confirmed: %w", ref.OrderID, inventory.ErrAlreadyFinal)
+	if got == inventory.StateConfirmed || got == inventory.StateRefunded {
+		return fmt.Errorf("cancel %s: order is %s: %w", ref.OrderID, got, inventory.ErrAlreadyFinal)
 	}
 	return nil
+}
+
+// errNoDecision: MySQL holds no decision for the order (its reservation,
+// if any, lives in Redis only).
+var errNoDecision = errors.New("no decision in mysql")
+
+// Refund decides the refund in MySQL, the TCC log: under the order row's
+// lock a confirmed order becomes refunded and MySQL's row moves its units
+// from sold to available, in one transaction — the "already released"
+// check, so a refund racing another refund or a cancel releases once. Then
+// Redis gives the units back under its own owner check (refund.lua: only a
+// record still confirmed moves, and it becomes refunded), on a context of
+// its own. The refund is marked in flight in Redis before the MySQL
+// transaction (redisstock.BeginRefund), so that recovery's sold correction
+// does not count it a second time while its Redis write is on its way. A
+// Redis write that fails, or finds no record (Redis lost it, or its
+// retention passed), is left to recovery, whose sold correction
+// (redisstock.CorrectSold) brings Redis's sold down to MySQL's — and so is
+// a repeat (the order already refunded): it answers nil and writes
+// nothing, since its first call's Redis write may have been lost and
+// corrected already. An order MySQL holds no decision for is read in
+// Redis: a live reservation is ErrNotConfirmed, no record ErrUnknownOrder,
+// a cancelled marker ErrAlreadyFinal.
+func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
+	if err := s.rs.BeginRefund(ctx, ref); err != nil {
+		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
+	}
+	fresh := false
+	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		fresh = false
+		ord, found, err := sqlstore.LockOrder(ctx, tx, ref.OrderID)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return errNoDecision
+		}
+		switch ord.State {
+		case inventory.StateRefunded:
+			return nil
+		case inventory.StateReserved:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+		case inventory.StateConfirmed:
+		default:
+			return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, ord.State, inventory.ErrAlreadyFinal)
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=? AND sold>=?",
+			ord.Qty, ord.Qty, ord.SKU, ord.Qty)
+		if err != nil {
+			return fmt.Errorf("refund: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("refund %s: inventory %s: sold < %d", ref.OrderID, ord.SKU, ord.Qty)
+		}
+		fresh = true
+		return sqlstore.SetState(ctx, tx, ord.ID, inventory.StateRefunded)
+	})
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	if !fresh || err != nil {
+		// Nothing decided now (or the commit's outcome is unknown: then
+		// the mark ages out, and recovery corrects what it sees).
+		if !errors.Is(err, inventory.ErrOutcomeUnknown) {
+			s.rs.EndRefund(rctx, ref)
+		}
+	} else if _, rerr := s.rs.Refund(rctx, ref, false); rerr != nil {
+		s.deferred.Add(1)
+	}
+	if errors.Is(err, errNoDecision) {
+		res, gerr := s.rs.Get(ctx, ref)
+		switch {
+		case errors.Is(gerr, redisstock.ErrNoReservation):
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+		case gerr != nil:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, gerr)
+		case res.State == inventory.StateReserved:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+		}
+		return fmt.Errorf("refund %s: order is %s in redis: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
+	}
+	return err
 }
 
 var errNoMySQLStock = errors.New("mysql has no stock for a redis reservation")

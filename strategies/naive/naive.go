@@ -121,6 +121,41 @@ func (s *Strategy) finish(ctx context.Context, ref inventory.OrderRef, to invent
 	return sqlstore.SetState(ctx, s.db, ref.OrderID, to)
 }
 
+// Refund gives a confirmed order's units back the naive way: it reads the
+// order's state with no lock and, if it says confirmed, adds the units to
+// available and takes them off sold, then marks the order refunded — the
+// check and the act apart, so a refund arriving twice at once (or a
+// client's retry racing the first) can pass the check twice and release
+// the units twice: the article's double release (多释放). A reserved order
+// is ErrNotConfirmed, a cancelled or expired one ErrAlreadyFinal, an
+// unknown one ErrUnknownOrder; a repeat after the first has finished
+// returns nil.
+func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
+	var sku string
+	var qty int64
+	var st inventory.OrderState
+	err := s.db.QueryRowContext(ctx, "SELECT sku, qty, state FROM orders WHERE order_id=?", ref.OrderID).Scan(&sku, &qty, &st)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+	case err != nil:
+		return fmt.Errorf("refund: %w", err)
+	}
+	switch st {
+	case inventory.StateRefunded:
+		return nil
+	case inventory.StateReserved:
+		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+	case inventory.StateConfirmed:
+	default:
+		return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, st, inventory.ErrAlreadyFinal)
+	}
+	if _, err := s.db.ExecContext(ctx, "UPDATE inventory SET available=available+?, sold=sold-? WHERE sku=?", qty, qty, sku); err != nil {
+		return fmt.Errorf("refund: %w", err)
+	}
+	return sqlstore.SetState(ctx, s.db, ref.OrderID, inventory.StateRefunded)
+}
+
 // Run marks expired reservations expired (they held nothing).
 func (s *Strategy) Run(ctx context.Context) error {
 	sqlstore.Every(ctx, s.cfg.SweepPeriod, s.expire, func(error) { s.bgErrors.Add(1) })

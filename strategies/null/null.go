@@ -40,6 +40,9 @@ func (Strategy) Confirm(context.Context, inventory.OrderRef) error { return nil 
 // Cancel succeeds without releasing anything.
 func (Strategy) Cancel(context.Context, inventory.OrderRef) error { return nil }
 
+// Refund succeeds without giving anything back.
+func (Strategy) Refund(context.Context, inventory.OrderRef) error { return nil }
+
 // Restock succeeds without adding anything.
 func (Strategy) Restock(context.Context, inventory.Restock) error { return nil }
 

@@ -41,6 +41,8 @@ const (
 	KindReserve = "reserve"
 	KindConfirm = "confirm"
 	KindRelease = "release"
+	// KindRefund gives a refunded order's units back: sold → available.
+	KindRefund = "refund"
 )
 
 const relayBatch = 1000
@@ -210,12 +212,26 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 	return s.finish(ctx, ref, inventory.StateCancelled)
 }
 
+// Refund moves a confirmed order to refunded and records a refund event
+// in one local transaction under the order row's lock (sqlstore's
+// Orders.Refund: the state read under the lock is the "already released"
+// check), then gives the units back in Redis under the record's owner
+// check (refund.lua); a Redis write that fails is the reconciler's to
+// repair, as a guarded delta once the difference lasts. Not batched:
+// refunds are rare beside reserves and confirms.
+func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
+	return s.orders.Refund(ctx, ref)
+}
+
 // recordEvent is the MoveFunc: the stock moves in MySQL only when the relay
 // applies the event.
 func recordEvent(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
 	kind := KindConfirm
-	if m == sqlstore.ToAvailable {
+	switch m {
+	case sqlstore.ToAvailable:
 		kind = KindRelease
+	case sqlstore.Refunded:
+		kind = KindRefund
 	}
 	return insertEvent(ctx, tx, ord.ID, ord.SKU, ord.Qty, kind)
 }
@@ -236,6 +252,12 @@ func insertEvent(ctx context.Context, tx *sql.Tx, orderID, sku string, qty int64
 func (s *Strategy) applyToRedis(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState, marker bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
+	if to == inventory.StateRefunded {
+		if _, err := s.rs.Refund(ctx, ref, false); err != nil {
+			s.deferred.Add(1)
+		}
+		return
+	}
 	if _, err := s.rs.Finish(ctx, ref, to, marker); err != nil {
 		s.deferred.Add(1) // the reconciler applies MySQL's decision later
 	}
@@ -373,6 +395,9 @@ func applyEvents(ctx context.Context, tx *sql.Tx, batch []event) error {
 			d.sold += e.qty
 		case KindRelease:
 			d.occ -= e.qty
+			d.avail += e.qty
+		case KindRefund:
+			d.sold -= e.qty
 			d.avail += e.qty
 		}
 		ids = append(ids, strconv.FormatInt(e.id, 10))

@@ -353,6 +353,9 @@ func applyKind(st inventory.Stock, kind string, q int64) inventory.Stock {
 	case KindRelease:
 		st.Occupied -= q
 		st.Available += q
+	case KindRefund:
+		st.Sold -= q
+		st.Available += q
 	}
 	return st
 }

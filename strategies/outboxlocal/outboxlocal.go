@@ -597,10 +597,55 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 	if err != nil {
 		return err
 	}
-	if got == inventory.StateConfirmed {
-		return fmt.Errorf("cancel %s: order is confirmed: %w", ref.OrderID, inventory.ErrAlreadyFinal)
+	if got == inventory.StateConfirmed || got == inventory.StateRefunded {
+		return fmt.Errorf("cancel %s: order is %s: %w", ref.OrderID, got, inventory.ErrAlreadyFinal)
 	}
 	return nil
+}
+
+// Refund decides the refund in Redis, where this strategy decides every
+// order: refund.lua gives the units of a record still confirmed back to
+// available and marks it refunded in one script (the "already released"
+// check: a repeat, a racing refund or a cancel then moves nothing), and
+// the decision is appended to the local table before the answer, under
+// the SKU's release stripe as a cancel's is; the relay then applies it to
+// MySQL once (confirmed → refunded, sold → available). A repeat appends
+// the standing decision again, which the relay applies once. An order
+// Redis does not know is looked for again after the fence's check (a Redis
+// that lost its data is rebuilt first), then is ErrUnknownOrder; a
+// reserved one is ErrNotConfirmed, a cancelled or expired one
+// ErrAlreadyFinal. A record past its retention (Retain, default 1 h) is
+// gone from Redis: a refund that late is refused as unknown.
+func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
+	res, err := s.rs.Get(ctx, ref)
+	if errors.Is(err, redisstock.ErrNoReservation) {
+		if rerr := s.rs.Ready(ctx); rerr != nil {
+			return fmt.Errorf("refund %s: %w", ref.OrderID, rerr)
+		}
+		res, err = s.rs.Get(ctx, ref)
+	}
+	switch {
+	case errors.Is(err, redisstock.ErrNoReservation):
+		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+	case err != nil:
+		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
+	case res.State == inventory.StateReserved:
+		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+	case res.State != inventory.StateConfirmed && res.State != inventory.StateRefunded:
+		return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
+	}
+	got, err := s.decide(ctx, ref, res, inventory.StateRefunded)
+	switch {
+	case err != nil:
+		return err
+	case got == inventory.StateRefunded:
+		return nil
+	case got == "":
+		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+	case got == inventory.StateReserved:
+		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+	}
+	return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, got, inventory.ErrAlreadyFinal)
 }
 
 // decide moves the Redis reservation to want (a missing one gets a
@@ -648,7 +693,22 @@ func (s *Strategy) decideOnce(ctx context.Context, ref inventory.OrderRef, res r
 		defer unlock()
 	}
 	marker := res.State == "" && want == inventory.StateCancelled
-	prev, err := s.rs.Finish(ctx, ref, want, marker)
+	var prev inventory.OrderState
+	var err error
+	if want == inventory.StateRefunded {
+		// Redis decides the refund: only a record still confirmed moves
+		// (refund.lua), so a repeat, a racing refund or a cancel finds it
+		// refunded and moves nothing.
+		prev, err = s.rs.Refund(ctx, ref, true)
+		switch prev {
+		case inventory.StateConfirmed:
+			prev = inventory.StateReserved // moved now, as a Finish that found it live
+		case inventory.StateReserved:
+			return inventory.StateReserved, nil // not confirmed: nothing to decide
+		}
+	} else {
+		prev, err = s.rs.Finish(ctx, ref, want, marker)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
 	}

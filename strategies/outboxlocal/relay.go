@@ -185,6 +185,18 @@ func applyEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
 			}
 			continue
 		}
+		if e.kind == string(inventory.StateRefunded) {
+			// A refund moves a confirmed order's units back, once: an
+			// order already refunded (a repeat) or never confirmed
+			// changes nothing.
+			if r.ord.State == inventory.StateConfirmed {
+				x := d(r.ord.SKU)
+				x.sold -= r.ord.Qty
+				x.avail += r.ord.Qty
+				r.ord.State, r.changed = inventory.StateRefunded, true
+			}
+			continue
+		}
 		if e.kind == kindReserve || r.ord.State != inventory.StateReserved {
 			continue // known order, or already decided: a repeat
 		}

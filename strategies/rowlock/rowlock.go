@@ -60,19 +60,24 @@ func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	return err
 }
 
-// move locks the inventory row, then moves the units out of occupied.
+// move locks the inventory row, then moves the units out of occupied (or,
+// for a refund, out of sold).
 func move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
 	sku, qty := ord.SKU, ord.Qty
-	var occ int64
-	if err := tx.QueryRowContext(ctx, "SELECT occupied FROM inventory WHERE sku=? FOR UPDATE", sku).Scan(&occ); err != nil {
+	from := "occupied"
+	q := "UPDATE inventory SET occupied=occupied-?, sold=sold+? WHERE sku=?"
+	switch m {
+	case sqlstore.ToAvailable:
+		q = "UPDATE inventory SET occupied=occupied-?, available=available+? WHERE sku=?"
+	case sqlstore.Refunded:
+		from, q = "sold", "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=?"
+	}
+	var have int64
+	if err := tx.QueryRowContext(ctx, "SELECT "+from+" FROM inventory WHERE sku=? FOR UPDATE", sku).Scan(&have); err != nil {
 		return fmt.Errorf("lock inventory: %w", err)
 	}
-	if occ < qty {
-		return fmt.Errorf("inventory %s: occupied %d < %d", sku, occ, qty)
-	}
-	q := "UPDATE inventory SET occupied=occupied-?, sold=sold+? WHERE sku=?"
-	if m == sqlstore.ToAvailable {
-		q = "UPDATE inventory SET occupied=occupied-?, available=available+? WHERE sku=?"
+	if have < qty {
+		return fmt.Errorf("inventory %s: %s %d < %d", sku, from, have, qty)
 	}
 	_, err := tx.ExecContext(ctx, q, qty, qty, sku)
 	return err

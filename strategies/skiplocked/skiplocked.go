@@ -175,19 +175,23 @@ func (s *Strategy) noteRefusal(ctx context.Context, r inventory.Reservation) {
 }
 
 // move is the MoveFunc: the order's occupied rows become sold (confirm) or
-// free (cancel, expiry). The order row's lock, held by the caller,
-// serialises every move of one order.
+// free (cancel, expiry), and a refund frees its sold rows. The order row's
+// lock, held by the caller, serialises every move of one order.
 func move(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
+	from := "occupied"
 	q := "UPDATE stock_units SET state='sold' WHERE order_id=? AND state='occupied'"
-	if m == sqlstore.ToAvailable {
+	switch m {
+	case sqlstore.ToAvailable:
 		q = "UPDATE stock_units SET state='available', order_id=NULL WHERE order_id=? AND state='occupied'"
+	case sqlstore.Refunded:
+		from, q = "sold", "UPDATE stock_units SET state='available', order_id=NULL WHERE order_id=? AND state='sold'"
 	}
 	res, err := tx.ExecContext(ctx, q, ord.ID)
 	if err != nil {
 		return fmt.Errorf("units: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != ord.Qty {
-		return fmt.Errorf("order %s: %d occupied unit rows, want %d", ord.ID, n, ord.Qty)
+		return fmt.Errorf("order %s: %d %s unit rows, want %d", ord.ID, n, from, ord.Qty)
 	}
 	return nil
 }

@@ -154,6 +154,13 @@ func (s Store) exactDrift(ctx context.Context, db *sql.DB, sku string, quiet Qui
 		if again.Missing || again.Gen != snap.Gen || again.Stock.Sold-snap.Stock.Sold != again.Confirmed {
 			return nil
 		}
+		// A refund decided in MySQL whose Redis write has not landed yet
+		// is a difference its own write will remove: correcting it too
+		// would release its units twice (refund.go). Checked after the
+		// second read: a refund applied since moved the generation.
+		if busy, err := s.refundsInFlight(ctx, sku); err != nil || busy {
+			return err
+		}
 		checked = true
 		since := map[string]int64{}
 		for id, q := range again.Live {

@@ -153,3 +153,85 @@ func TestCorrectSold(t *testing.T) {
 		})
 	}
 }
+
+// TestCorrectSoldLeavesRefundsInFlight: a refund decided in MySQL (sold
+// −1) whose Redis write (refund.lua) has not landed yet looks, to the sold
+// correction, like a count Redis has over MySQL. Marked in flight
+// (BeginRefund) it is left alone, and the refund's own write then makes
+// Redis agree with MySQL; unmarked, the correction moves it and the
+// refund's write moves it again — the double release the mark prevents.
+func TestCorrectSoldLeavesRefundsInFlight(t *testing.T) {
+	ctx := context.Background()
+	s := Store{R: env.Redis, Retain: time.Minute}
+	ref := inventory.OrderRef{OrderID: "p", SKU: "S"}
+	for _, c := range []struct {
+		name      string
+		marked    bool
+		wantMoved int64
+		// wantRedisSold is Redis's sold once the refund's write landed
+		// (MySQL's is 0).
+		wantRedisSold int64
+	}{
+		{"marked in flight: left to the refund's own write", true, 0, 0},
+		{"unmarked: corrected, then released again", false, -1, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.LoadStock(ctx, env.DB, []inventory.Stock{{SKU: "S", Total: 10, Available: 10}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			env.Redis.HSet(ctx, inventory.RedisStockKey("S"), "total", 10, "available", 10, "occupied", 0, "sold", 0)
+			// Order p sold, in both stores.
+			if _, err := s.Try(ctx, inventory.Reservation{OrderID: "p", SKU: "S", Qty: 1, Deadline: time.Now().Add(time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			err := sqlstore.InTx(ctx, env.DB, func(tx *sql.Tx) error {
+				if err := sqlstore.InsertOrder(ctx, tx, inventory.Reservation{OrderID: "p", SKU: "S", Qty: 1}, inventory.StateConfirmed); err != nil {
+					return err
+				}
+				_, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available-1, sold=sold+1 WHERE sku='S'")
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Finish(ctx, ref, inventory.StateConfirmed, false); err != nil {
+				t.Fatal(err)
+			}
+			// Its refund: marked, decided in MySQL, Redis write pending.
+			if c.marked {
+				if err := s.BeginRefund(ctx, ref); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := env.DB.Exec("UPDATE orders SET state='refunded' WHERE order_id='p'"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := env.DB.Exec("UPDATE inventory SET available=available+1, sold=sold-1 WHERE sku='S'"); err != nil {
+				t.Fatal(err)
+			}
+			moved, _, err := s.CorrectSold(ctx, env.DB, "S")
+			if err != nil || moved != c.wantMoved {
+				t.Fatalf("correction moved %d (%v), want %d", moved, err, c.wantMoved)
+			}
+			if prev, err := s.Refund(ctx, ref, false); err != nil || prev != inventory.StateConfirmed {
+				t.Fatalf("refund's Redis write found %q (%v), want confirmed", prev, err)
+			}
+			snap, err := s.Snapshot(ctx, "S")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Stock.Sold != c.wantRedisSold || snap.Stock.Available != 10-c.wantRedisSold {
+				t.Fatalf("Redis sold %d available %d, want %d and %d", snap.Stock.Sold, snap.Stock.Available, c.wantRedisSold, 10-c.wantRedisSold)
+			}
+			if n, err := env.Redis.ZCard(ctx, refundingKey("S")).Result(); err != nil || n != 0 {
+				t.Fatalf("%d refunds still marked in flight (%v)", n, err)
+			}
+		})
+	}
+}

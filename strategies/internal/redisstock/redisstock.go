@@ -647,8 +647,8 @@ var ErrNoReservation = errors.New("no reservation")
 // CancelTarget reads the order's reservation for a Cancel. proceed is
 // false (err nil) when there is nothing to do: already cancelled or
 // expired. An unknown order proceeds with an empty reservation (the
-// cancel leaves a marker, so a late Try is refused); a confirmed one is
-// ErrAlreadyFinal.
+// cancel leaves a marker, so a late Try is refused); a confirmed or
+// refunded one is ErrAlreadyFinal.
 func (s Store) CancelTarget(ctx context.Context, ref inventory.OrderRef) (res Reservation, proceed bool, err error) {
 	res, err = s.Get(ctx, ref)
 	switch {
@@ -656,8 +656,8 @@ func (s Store) CancelTarget(ctx context.Context, ref inventory.OrderRef) (res Re
 		return Reservation{}, true, nil
 	case err != nil:
 		return res, false, err
-	case res.State == inventory.StateConfirmed:
-		return res, false, fmt.Errorf("cancel %s: order is confirmed: %w", ref.OrderID, inventory.ErrAlreadyFinal)
+	case res.State == inventory.StateConfirmed, res.State == inventory.StateRefunded:
+		return res, false, fmt.Errorf("cancel %s: order is %s: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
 	case res.State == inventory.StateCancelled || res.State == inventory.StateExpired:
 		return res, false, nil
 	}
@@ -667,8 +667,8 @@ func (s Store) CancelTarget(ctx context.Context, ref inventory.OrderRef) (res Re
 // ConfirmTarget reads the order's reservation for a Confirm and says which
 // decision it calls for: confirmed, or expired once its deadline passed.
 // want is "" (and err nil) when the order is already confirmed: a repeat,
-// nothing to do. An unknown order is ErrUnknownOrder; a cancelled or
-// expired one ErrAlreadyFinal.
+// nothing to do. An unknown order is ErrUnknownOrder; a cancelled,
+// expired or refunded one ErrAlreadyFinal.
 func (s Store) ConfirmTarget(ctx context.Context, ref inventory.OrderRef) (res Reservation, want inventory.OrderState, err error) {
 	res, err = s.Get(ctx, ref)
 	if errors.Is(err, ErrNoReservation) {
@@ -680,7 +680,7 @@ func (s Store) ConfirmTarget(ctx context.Context, ref inventory.OrderRef) (res R
 	switch res.State {
 	case inventory.StateConfirmed:
 		return res, "", nil
-	case inventory.StateCancelled, inventory.StateExpired:
+	case inventory.StateCancelled, inventory.StateExpired, inventory.StateRefunded:
 		return res, "", fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
 	}
 	if !time.Now().Before(res.Deadline) {

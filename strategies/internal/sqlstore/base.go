@@ -11,8 +11,8 @@ import (
 )
 
 // Base is the part of a MySQL strategy that does not depend on how stock is
-// moved: confirm, cancel, the expiry sweeper, restock and background error
-// counting. A strategy embeds it and adds Name and Reserve.
+// moved: confirm, cancel, refund (Orders.Refund), the expiry sweeper,
+// restock and background error counting. A strategy embeds it and adds Name and Reserve.
 type Base struct {
 	Orders
 	Cfg      strategies.Config

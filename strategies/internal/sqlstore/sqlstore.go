@@ -359,19 +359,23 @@ func ReserveRepeat(ctx context.Context, db *sql.DB, id string) error {
 	return fmt.Errorf("reserve %s: order is %s: %w", id, st, inventory.ErrAlreadyFinal)
 }
 
-// Movement names a stock movement out of occupied.
+// Movement names a stock movement of an order's units.
 type Movement int
 
-// The movements out of occupied.
+// The movements: two out of occupied, and the refund out of sold.
 const (
 	// ToSold is a confirm: occupied → sold.
 	ToSold Movement = iota
 	// ToAvailable is a cancel or expiry: occupied → available.
 	ToAvailable
+	// Refunded is a refund of a confirmed order: sold → available.
+	Refunded
 )
 
-// MoveFunc moves the order's units out of occupied inside tx, the strategy's
-// own way (row lock, CAS version, conditional update, outbox event).
+// MoveFunc moves the order's units inside tx (out of occupied, or for
+// Refunded out of sold), the strategy's own way (row lock, CAS version,
+// conditional update, outbox event). It must refuse, with an error, a move
+// the stock cannot cover (fewer units occupied, or sold, than the order's).
 type MoveFunc func(ctx context.Context, tx *sql.Tx, ord Order, m Movement) error
 
 // Orders is the order state machine of the MySQL strategies. Every
@@ -448,6 +452,57 @@ func (o Orders) Finish(ctx context.Context, ref inventory.OrderRef, to inventory
 	})
 	if applied != "" && o.OnFinal != nil && (err == nil || errors.Is(err, inventory.ErrAlreadyFinal)) {
 		o.OnFinal(ctx, ref, applied, marker)
+	}
+	return err
+}
+
+// Refund moves a confirmed order to refunded and its units from sold back
+// to available, in one transaction under the order row's lock — the
+// "already released" check of the article's pitfall: the state read under
+// the lock decides, so a refund racing a cancel, an expiry or another
+// refund of the order releases its units at most once.
+//   - confirmed → refunded, moving the stock (Move with Refunded) and giving
+//     the buyer's hold back;
+//   - already refunded → nil (idempotent repeat). OnFinal runs only
+//     after the call that made the transition, not after a repeat: a
+//     second store brought in line by a refund's OnFinal must repair a
+//     lost write its own way (outbox's reconciler), since a repeat cannot
+//     tell a lost write from one already repaired, and applying the
+//     refund again to a repaired store would release it twice;
+//   - reserved → ErrNotConfirmed; cancelled or expired (a cancel marker
+//     too) → ErrAlreadyFinal; no order row → ErrUnknownOrder.
+func (o Orders) Refund(ctx context.Context, ref inventory.OrderRef) error {
+	applied := false
+	err := InTxWith(ctx, o.DB, o.TxOpts, func(tx *sql.Tx) error {
+		applied = false
+		ord, found, err := LockOrder(ctx, tx, ref.OrderID)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+		}
+		switch ord.State {
+		case inventory.StateRefunded:
+			return nil
+		case inventory.StateReserved:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+		case inventory.StateConfirmed:
+		default:
+			return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, ord.State, inventory.ErrAlreadyFinal)
+		}
+		// The buyer row before the stock, as in every transaction.
+		if err := ReleaseBuyer(ctx, tx, ord.SKU, ord.Buyer, ord.Qty); err != nil {
+			return err
+		}
+		if err := o.Move(ctx, tx, ord, Refunded); err != nil {
+			return err
+		}
+		applied = true
+		return SetState(ctx, tx, ord.ID, inventory.StateRefunded)
+	})
+	if applied && err == nil && o.OnFinal != nil {
+		o.OnFinal(ctx, ref, inventory.StateRefunded, false)
 	}
 	return err
 }
@@ -631,18 +686,22 @@ func Every(ctx context.Context, period time.Duration, fn func(context.Context) e
 }
 
 // GuardedMove is a MoveFunc that moves the units with one conditional
-// UPDATE (occupied >= qty) and no read first.
+// UPDATE (occupied >= qty, or for a refund sold >= qty) and no read first.
 func GuardedMove(ctx context.Context, tx *sql.Tx, ord Order, m Movement) error {
+	from := "occupied"
 	q := "UPDATE inventory SET occupied=occupied-?, sold=sold+? WHERE sku=? AND occupied>=?"
-	if m == ToAvailable {
+	switch m {
+	case ToAvailable:
 		q = "UPDATE inventory SET occupied=occupied-?, available=available+? WHERE sku=? AND occupied>=?"
+	case Refunded:
+		from, q = "sold", "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=? AND sold>=?"
 	}
 	res, err := tx.ExecContext(ctx, q, ord.Qty, ord.Qty, ord.SKU, ord.Qty)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("inventory %s: occupied < %d", ord.SKU, ord.Qty)
+		return fmt.Errorf("inventory %s: %s < %d", ord.SKU, from, ord.Qty)
 	}
 	return nil
 }

@@ -1,0 +1,89 @@
+package redisstock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockbench/stockbench/inventory"
+)
+
+//go:embed refund.lua
+var refundLua string
+
+var refundScript = redis.NewScript(refundLua)
+
+// refundWindow bounds how long a refund counts as in flight after
+// BeginRefund: a refund whose caller died between its MySQL commit and its
+// Redis write stops holding CorrectSold back after it (its difference is
+// then drift, corrected as any other).
+const refundWindow = time.Minute
+
+// refundingKey is the sorted set of a SKU's refunds in flight (order id,
+// scored by when BeginRefund marked it): decided, or about to be, in MySQL
+// and not yet applied to Redis. Same hash tag as the stock hash.
+func refundingKey(sku string) string { return inventory.RedisPrefix + "refunding:{" + sku + "}" }
+
+// BeginRefund marks ref's refund in flight, before its decision is written
+// in MySQL, for a strategy that decides refunds in MySQL and then applies
+// them here (Refund with decide false): until Refund or EndRefund clears
+// the mark, CorrectSold leaves the SKU alone, since MySQL's sold may
+// already count the refund that Redis's does not yet. Without it, a
+// correction computed in that gap and applied before the refund's own
+// write releases the units twice in Redis
+// (TestCorrectSoldLeavesRefundsInFlight).
+func (s Store) BeginRefund(ctx context.Context, ref inventory.OrderRef) error {
+	err := s.R.ZAdd(ctx, refundingKey(ref.SKU), redis.Z{Score: float64(time.Now().UnixMilli()), Member: ref.OrderID}).Err()
+	if err != nil {
+		return fmt.Errorf("redis refund mark: %w", err)
+	}
+	return nil
+}
+
+// EndRefund clears ref's in-flight mark without applying anything: its
+// MySQL decision was not made (refused, or failed). Best effort: a mark
+// left behind ages out after refundWindow.
+func (s Store) EndRefund(ctx context.Context, ref inventory.OrderRef) {
+	_ = s.R.ZRem(ctx, refundingKey(ref.SKU), ref.OrderID).Err()
+}
+
+// refundsInFlight reports whether sku has a refund marked in flight within
+// refundWindow.
+func (s Store) refundsInFlight(ctx context.Context, sku string) (bool, error) {
+	since := strconv.FormatInt(time.Now().Add(-refundWindow).UnixMilli(), 10)
+	n, err := s.R.ZCount(ctx, refundingKey(sku), since, "+inf").Result()
+	if err != nil {
+		return false, fmt.Errorf("refunds in flight %s: %w", sku, err)
+	}
+	return n > 0, nil
+}
+
+// Refund gives a confirmed order's units back to available in Redis, once,
+// under the owner check of refund.lua, and returns the state it found ("":
+// no record, nothing moved). decide says Redis makes the decision (only a
+// 'confirmed' record moves); otherwise the refund is already durable in
+// MySQL and a record still 'reserved' (a confirm whose Redis write was
+// deferred) has its units moved out of occupied instead. Either way it
+// clears the order's in-flight mark (BeginRefund) in the same script. A
+// missing stock hash is ErrNoStockHash (nothing moved). Safe for
+// concurrent use: of several refunds of one order, exactly one moves the
+// units.
+func (s Store) Refund(ctx context.Context, ref inventory.OrderRef, decide bool) (inventory.OrderState, error) {
+	mode := "apply"
+	if decide {
+		mode = "decide"
+	}
+	k := keys(ref.SKU, ref.OrderID)
+	prev, err := refundScript.Run(ctx, s.R, append(k[:4:4], refundingKey(ref.SKU)), mode, ref.OrderID, s.Retain.Milliseconds()).Text()
+	if err == nil && prev == "nohash" {
+		err = ErrNoStockHash
+	}
+	if err != nil {
+		return "", fmt.Errorf("redis refund: %w", err)
+	}
+	return inventory.OrderState(prev), nil
+}
