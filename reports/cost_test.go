@@ -34,3 +34,28 @@ func TestUSLLines(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetLine: the header line of a budgeted run says each tier's
+// cores, the pinned ones' core ids and how the backend held them; a run
+// without a budget has no line.
+func TestBudgetLine(t *testing.T) {
+	one, half := 1.0, 0.5
+	cases := []struct {
+		name, backend string
+		b             *results.CPUBudget
+		want          string
+	}{
+		{"none", "local", nil, ""},
+		{"quotas on docker", "docker", &results.CPUBudget{MySQL: &one, Redis: &half, Harness: &half},
+			"CPU budget: MySQL 1 core, Redis 0.5 cores, harness 0.5 cores, of 2 cores (the containers' CPU quota and cpuset; the harness a cgroup)."},
+		{"pinned locally, Redis unbudgeted", "local", &results.CPUBudget{MySQL: &one, Harness: &one, CPUSet: map[string]string{"mysql": "0", "harness": "1"}},
+			"CPU budget: MySQL 1 core (cpu 0), Redis unbudgeted, harness 1 core (cpu 1), of 2 cores (cgroups)."},
+	}
+	for _, c := range cases {
+		r := &results.Results{Env: results.Env{Backend: c.backend, Cores: 2}, Runs: []results.Run{{Strategy: "rowlock", Cost: &results.Cost{Budget: c.b}}}}
+		got := budgetLine(r)
+		if c.want == "" && got != "" || !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

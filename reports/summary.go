@@ -206,6 +206,9 @@ func Table(w io.Writer, a *analysis.Analysis) {
 	if n := networkLine(r); n != "" {
 		fmt.Fprintln(w, n)
 	}
+	if b := budgetLine(r); b != "" {
+		fmt.Fprintln(w, wrap(b, terminalWidth, "  "))
+	}
 	flashTable(w, r)
 	generatorsNote(w, r)
 	driftNote(w, a)
@@ -272,6 +275,7 @@ type summaryView struct {
 	Interrupted    bool
 	Env            results.Env
 	Network        string
+	Budget         string
 	Comparison     table
 	Flash          *flashView
 	Repeats        table
@@ -350,7 +354,7 @@ func Summary(a *analysis.Analysis) string { return renderMarkdown("summary", sum
 // summaryOf computes summary.md's view of r.
 func summaryOf(a *analysis.Analysis) summaryView {
 	r := a.Results
-	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: networkLine(r), Comparison: comparison(a),
+	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: networkLine(r), Budget: budgetLine(r), Comparison: comparison(a),
 		Flash: flashOf(r), Repeats: repeatRows(a), Sweep: sweepOf(a), Article: articleOf(a), Faults: faultsOf(r),
 		Drift: driftOf(a), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r), Problems: a.Problems, Isolation: isolationOf(r)}
 	if recs := a.Recommendation; len(recs) > 0 {
