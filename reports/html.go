@@ -124,7 +124,10 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 
 {{with .Sweep}}<h2 id="sweep">Sweep of --{{.Param}} over {{join .Values ", "}}</h2>
 {{if .RTT.Head}}<h3>Throughput and P99 against the network's RTT</h3>
-{{template "table" html .RTT false}}{{end}}
+{{template "table" html .RTT false}}{{end}}{{if .USL.Head}}
+<h3>Scalability: the Universal Scalability Law fitted per strategy</h3>
+{{template "table" html .USL false}}
+<p>X(N) = λN / (1 + σ(N−1) + κN(N−1)), fitted by least squares to every run (buyers, flows/s): σ is the serialised share (1: one at a time), κ the crosstalk that makes throughput fall past the peak N* = √((1−σ)/κ); κ = 0 levels off at λ/σ. On a crowded machine the points scatter and R² falls: read σ and κ only beside a high R².</p>{{end}}
 {{if .Numeric}}<h3>Where the verdicts cross</h3>
 <ul>{{range .Crossings}}<li>{{.Metric}}: {{.Before}} leads below ≈{{.X}}{{with $.Sweep.Unit}} {{.}}{{end}}, {{.After}} above (between {{.Lo}} and {{.Hi}}).</li>
 {{else}}<li>No two safe strategies swap places on throughput or P99 over the swept {{.Param}}.</li>

@@ -526,6 +526,7 @@ type sweepView struct {
 	Values    []string
 	Charts    []string
 	RTT       table // no head: not a sweep over rtt
+	USL       table // no head: not a sweep over buyers
 	Numeric   bool  // the values are numbers or durations: crossings apply
 	Unit      string
 	Crossings []crossingView
@@ -541,13 +542,16 @@ func sweepOf(a *analysis.Analysis) *sweepView {
 	if r.Sweep == nil {
 		return nil
 	}
-	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(a), Caveat: oneHostCaveat(r)}
+	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(a), USL: uslTable(a), Caveat: oneHostCaveat(r)}
 	rows := a.Rows
 	for _, m := range sweepMetrics {
 		// A metric no row has (CAS retries without cas) has no chart.
 		if slices.ContainsFunc(rows, func(row analysis.Row) bool { _, ok := m.row(row.Row); return ok }) {
 			v.Charts = append(v.Charts, "charts/sweep-"+m.name+".png")
 		}
+	}
+	if v.USL.Head != nil {
+		v.Charts = append(v.Charts, "charts/usl.png")
 	}
 	_, v.Unit, v.Numeric = analysis.SweepX(r.Sweep)
 	if v.Numeric {
