@@ -206,6 +206,9 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if (f.sh.procs > 1 || f.sh.shard != "") && o.Service.Remote() {
 		errs = append(errs, errors.New("--service process: not with several generators (--procs, --shard) yet"))
 	}
+	if (f.sh.procs > 1 || f.sh.shard != "") && !budget.Empty() {
+		errs = append(errs, errors.New("--cpus/--cpuset: not with several generators (--procs, --shard) yet: each is its own process, outside the harness's budget"))
+	}
 	if f.sh.procs > 1 && len(f.servers.MySQLDSNs) > 1 {
 		errs = append(errs, errors.New("--procs: not on a MySQL cluster yet (several --mysql-dsn)"))
 	}
