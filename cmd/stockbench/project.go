@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/stockbench/stockbench/analysis"
+	"github.com/stockbench/stockbench/internal/sysstat"
 	"github.com/stockbench/stockbench/results"
 )
 
@@ -146,11 +147,10 @@ func budgetOf(r *results.Results) *results.CPUBudget {
 	return nil
 }
 
-// loadAverage is /proc/loadavg's three figures, or "unknown".
+// loadAverage is the machine's load averages, or "unknown".
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
+	if l := sysstat.LoadAverage(); l != "" {
+		return l
 	}
 	return "unknown"
 }
