@@ -17,7 +17,7 @@ SOAK_FLAGS ?=
 # Flags for every run of `make screenshots` (default: --backend local)
 SCREENSHOTS_FLAGS ?= --backend local
 
-.PHONY: build test bench bench-multi faults soak observe vet fmt fmt-check clean images-offline down hooks screenshots
+.PHONY: build test bench bench-multi faults soak observe vet fmt fmt-check clean images-offline down hooks screenshots projection
 
 # go generate refreshes the strategies' core-line counts the binary carries
 # (TestCoreLinesCurrent fails when the committed ones are stale).
@@ -70,6 +70,16 @@ bench-multi: build
 	scripts/setup.sh bench $(BENCH_FLAGS)
 	./$(BIN) run --procs 2 --generators docker --strategies all --scenario flash,sustained --duration 8s --warmup 2s \
 		--ttl 2s --mix confirm=0.8,cancel=0.1,abandon=0.1 --out reports/multi $(BENCH_FLAGS)
+
+# The projection validated on this machine (docs/projection.md): the five
+# strategies of the article's question unconstrained and under three CPU
+# budget splits, medians of 3, then the error table of `stockbench project
+# --against` into reports/projection/errors.md. About 10 minutes on 2
+# cores; it means little on a crowded machine. Extra flags go to every
+# run: make projection PROJECTION_FLAGS="--backend docker --rtt same-zone".
+projection: build
+	scripts/setup.sh bench $(PROJECTION_FLAGS)
+	BIN=$(BIN) scripts/projection.sh $(PROJECTION_FLAGS)
 
 # The fault matrix: every strategy under Redis pause, Redis restart, MySQL
 # restart, latency and an app crash, a short sustained run each, auto

@@ -25,6 +25,24 @@ type Deploy struct {
 	MySQLRTT, RedisRTT time.Duration
 	// Buyers is the closed loop's concurrency in all (0: the run's).
 	Buyers int
+	// Shared are tiers that run on the same cores (a --cpuset that pins
+	// two tiers to one core): their CPU per flow adds up on those cores.
+	Shared []SharedCores
+	// GeneratorOnService says the load generator runs on the service's
+	// cores (a budgeted run on one machine: the harness is both), so the
+	// service tier pays the harness's whole CPU per flow.
+	GeneratorOnService bool
+	// MachineCores, when > 0, are the cores the three tiers get in all on
+	// a machine they share with other work: a budget is a ceiling, not a
+	// promise, and on a crowded box no tier reaches its own. 0: no cap.
+	MachineCores float64
+}
+
+// SharedCores are tiers (TierMySQLCPU, TierRedisCPU, TierHarnessCPU)
+// sharing Cores cores.
+type SharedCores struct {
+	Tiers []Tier
+	Cores float64
 }
 
 // ParseDeploy reads "mysql=16,redis=1,service=8x4,rtt=same-zone[,buyers=N]".
@@ -90,15 +108,16 @@ type Projection struct {
 	TPS                float64
 	Bound              Tier
 	// Capacities in flows/s by tier: mysql-cpu, redis-cpu, harness-cpu
-	// (the service code), row-lock (the hot row, serialised), concurrency
-	// (the buyers over one flow's unqueued time).
+	// (the service code), machine (the cores a crowded box gives the
+	// tiers, with Deploy.MachineCores), row-lock (the hot row,
+	// serialised), concurrency (the buyers over one flow's unqueued time).
 	Capacity map[Tier]float64
 	// MeasuredTPS is the run's own.
 	MeasuredTPS float64
 }
 
 // ProjectionAssumptions says what Project assumes, for its readers.
-const ProjectionAssumptions = "each tier's CPU per flow is as measured here and scales with its cores (Redis: one thread); the service code's CPU is the harness's less the generator's (the null probe's, when the file has one); a hot row (a run bound by row-lock) is held for its measured time per flow plus each MySQL round trip's change of RTT, one flow at a time; the closed loop's buyers each wait one flow's round trips and CPU with no queueing; nothing else (disk, replication, lock waits of other kinds) is modelled"
+const ProjectionAssumptions = "each tier's CPU per flow is as measured here and scales with its cores (Redis: one thread); the service code's CPU is the harness's less the generator's (the null probe's, when the file has one); a hot row (a run bound by row-lock) is held for its measured time per flow plus each MySQL round trip's change of RTT, one flow at a time; the closed loop's buyers each wait one flow's round trips and CPU with no queueing; on a machine shared with other work (a validation against budgeted runs whose unconstrained run was bound by machine) the tiers get no more cores in all than they got unconstrained; nothing else (disk, replication, lock waits of other kinds) is modelled"
 
 // Project carries run's measured costs to d. generatorUS is the load
 // generator's own CPU per flow (the null probe's; 0 when unknown: then
@@ -125,12 +144,31 @@ func Project(run results.Run, d Deploy, buyers int, generatorUS float64) (Projec
 	}
 	mysqlUS, redisUS := val(c.MySQLCPUUSPerFlow), val(c.RedisCPUUSPerFlow)
 	serviceUS := max(0, val(c.HarnessCPUUSPerFlow)-generatorUS)
+	if d.GeneratorOnService {
+		serviceUS = val(c.HarnessCPUUSPerFlow)
+	}
 	capacity(TierMySQLCPU, d.MySQLCores, mysqlUS)
 	capacity(TierRedisCPU, min(1, d.RedisCores), redisUS)
 	capacity(TierHarnessCPU, float64(d.ServiceInstances)*d.ServiceCores, serviceUS)
+	usOf := map[Tier]float64{TierMySQLCPU: mysqlUS, TierRedisCPU: redisUS, TierHarnessCPU: serviceUS}
+	for _, g := range d.Shared {
+		var sum float64
+		for _, t := range g.Tiers {
+			sum += usOf[t]
+		}
+		if sum <= 0 {
+			continue
+		}
+		for _, t := range g.Tiers {
+			p.Capacity[t] = min(p.Capacity[t], g.Cores*1e6/sum)
+		}
+	}
 	mTrips, rTrips := val(c.MySQLTripsPerFlow), val(c.RedisTripsPerFlow)
 	runMySQLRTT := val(run.Harness.MySQLRTTMS) // ms
 	newM, newR := float64(d.MySQLRTT)/1e6, float64(d.RedisRTT)/1e6
+	if d.MachineCores > 0 && mysqlUS+redisUS+serviceUS > 0 {
+		p.Capacity[TierMachine] = d.MachineCores * 1e6 / (mysqlUS + redisUS + serviceUS)
+	}
 	p.Capacity[TierRowLock] = math.Inf(1)
 	if BoundByOf(run).Tier == TierRowLock {
 		hold := 1000/run.TPS + mTrips*(newM-runMySQLRTT) // ms per flow on the row
@@ -148,8 +186,8 @@ func Project(run results.Run, d Deploy, buyers int, generatorUS float64) (Projec
 		p.Capacity[TierConcurrency] = float64(n) * 1000 / flowMS
 	}
 	p.TPS = math.Inf(1)
-	for _, t := range []Tier{TierMySQLCPU, TierRedisCPU, TierHarnessCPU, TierRowLock, TierConcurrency} {
-		if v := p.Capacity[t]; v < p.TPS {
+	for _, t := range []Tier{TierMySQLCPU, TierRedisCPU, TierHarnessCPU, TierMachine, TierRowLock, TierConcurrency} {
+		if v, ok := p.Capacity[t]; ok && v < p.TPS {
 			p.TPS, p.Bound = v, t
 		}
 	}

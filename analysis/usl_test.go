@@ -42,6 +42,12 @@ func TestFitUSL(t *testing.T) {
 			return p
 		}(), 1000, 0.05, 0.0002, 0.02, 0.98, math.Sqrt(0.95 / 0.0002), false},
 	}
+	// rowlock on a crowded box (sweep --param buyers=1,…,256, docker,
+	// load 20-30): the search left κ at 1.6e-20, a peak at 7·10⁹ buyers.
+	crowded := []USLPoint{{1, 85.8}, {2, 51.2}, {4, 197.8}, {8, 215.8}, {16, 154.8}, {32, 192.4}, {64, 231}, {128, 235.8}, {256, 319}}
+	if u, err := FitUSL(crowded); err != nil || u.Kappa != 0 || !math.IsInf(u.PeakN, 1) {
+		t.Errorf("crowded rowlock: κ=%g N*=%g (%v), want κ 0 and no peak", u.Kappa, u.PeakN, err)
+	}
 	for _, tc := range cases {
 		u, err := FitUSL(tc.pts)
 		if err != nil {

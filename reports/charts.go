@@ -99,6 +99,11 @@ func buildPlots(a *analysis.Analysis) ([]namedPlot, error) {
 				return nil, err
 			}
 		}
+		if p, err := uslChart(a); p != nil || err != nil {
+			if err := add("usl", p, err); err != nil {
+				return nil, err
+			}
+		}
 		return out, nil
 	}
 	if p, err := faultHeatMap(r); p != nil || err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/results"
@@ -106,4 +107,43 @@ func uslLines(w io.Writer, a *analysis.Analysis) {
 		fmt.Fprintln(w, wrap(fmt.Sprintf("USL %s (%s): σ=%.3f (contention) κ=%.2g (coherency) λ=%s flows/s per buyer, %s, R²=%.3f over %d runs",
 			f.Strategy, f.Scenario, u.Sigma, u.Kappa, f1(u.Lambda), peak, u.R2, u.Points), terminalWidth, "  "))
 	}
+}
+
+// budgetLine says the CPU budget the runs had (--cpus, --cpuset), tier by
+// tier, and how it was held; "" when the tiers shared the machine. Runs
+// of one file share one budget (it holds from calibration to the end).
+func budgetLine(r *results.Results) string {
+	var b *results.CPUBudget
+	for _, run := range r.Runs {
+		if run.Cost != nil && run.Cost.Budget != nil {
+			b = run.Cost.Budget
+			break
+		}
+	}
+	if b == nil {
+		return ""
+	}
+	var parts []string
+	for _, t := range []struct {
+		name  string
+		cores *float64
+	}{{"MySQL", b.MySQL}, {"Redis", b.Redis}, {"harness", b.Harness}} {
+		if t.cores == nil {
+			parts = append(parts, t.name+" unbudgeted")
+			continue
+		}
+		s := fmt.Sprintf("%s %g core", t.name, *t.cores)
+		if *t.cores != 1 {
+			s += "s"
+		}
+		if set, ok := b.CPUSet[strings.ToLower(t.name)]; ok {
+			s += " (cpu " + set + ")"
+		}
+		parts = append(parts, s)
+	}
+	how := "cgroups"
+	if r.Env.Backend == "docker" {
+		how = "the containers' CPU quota and cpuset; the harness a cgroup"
+	}
+	return fmt.Sprintf("CPU budget: %s, of %d cores (%s). Tiers pinned to one core share it.", strings.Join(parts, ", "), r.Env.Cores, how)
 }

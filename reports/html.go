@@ -103,7 +103,8 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 <h1>stockbench results</h1>
 {{if .Interrupted}}<p class="bad">Interrupted: the run was stopped early; the figures cover what was measured, and its runs are unproven.</p>{{end}}
 <p>Backend {{.Env.Backend}} · MySQL {{.Env.MySQLVersion}}{{with .Isolation}} ({{.}}){{end}} · Redis {{.Env.RedisVersion}} · {{.Env.Cores}} cores ({{.Env.CPUModel}}) · {{.Env.StartedAt}}</p>
-{{with .Network}}<p>{{.}}</p>{{end}}
+{{with .Network}}<p>{{.}}</p>{{end}}{{with .Budget}}
+<p>{{.}}</p>{{end}}
 {{range .Problems}}<p class="bad">Note: {{.}}</p>
 {{end}}<nav class="toc"><b>Contents</b>
 <a href="#comparison">Comparison</a>{{if .Flash}} · <a href="#flash">Flash sale</a>{{end}}{{if .Repeats.Head}} · <a href="#repeats">Repeats</a>{{end}}{{if .Sweep}} · <a href="#sweep">Sweep</a>{{end}}{{if .Article}} · <a href="#article">Beside the article</a>{{end}}{{if .Recommendation}} · <a href="#recommendation">Recommendation</a>{{end}}{{if .Faults}} · <a href="#faults">Fault matrix</a>{{end}}{{if .Curve}} · <a href="#curve">Latency vs load</a>{{end}}{{if .Drift.Table.Rows}} · <a href="#drift">Drift</a>{{end}}{{if .Spread.Rows}} · <a href="#spread">Spread</a>{{end}}{{if .Calibration}} · <a href="#calibration">Calibration</a>{{end}} · <a href="#charts">Charts</a> · <a href="#audit">Audit</a>{{if .TwoAudits}} · <a href="#twoaudits">Two audits</a>{{end}}{{if .Generators}} · <a href="#generators">Generators</a>{{end}} · <a href="#latency">Latency</a> · <a href="#outcomes">Outcomes</a> · <a href="#configuration">Configuration</a> · <a href="#environment">Environment</a>
@@ -123,7 +124,10 @@ pre { background: #f7f7f7; padding: 1em; overflow: auto; }
 
 {{with .Sweep}}<h2 id="sweep">Sweep of --{{.Param}} over {{join .Values ", "}}</h2>
 {{if .RTT.Head}}<h3>Throughput and P99 against the network's RTT</h3>
-{{template "table" html .RTT false}}{{end}}
+{{template "table" html .RTT false}}{{end}}{{if .USL.Head}}
+<h3>Scalability: the Universal Scalability Law fitted per strategy</h3>
+{{template "table" html .USL false}}
+<p>X(N) = λN / (1 + σ(N−1) + κN(N−1)), fitted by least squares to every run (buyers, flows/s): σ is the serialised share (1: one at a time), κ the crosstalk that makes throughput fall past the peak N* = √((1−σ)/κ); κ = 0 levels off at λ/σ. On a crowded machine the points scatter and R² falls: read σ and κ only beside a high R².</p>{{end}}
 {{if .Numeric}}<h3>Where the verdicts cross</h3>
 <ul>{{range .Crossings}}<li>{{.Metric}}: {{.Before}} leads below ≈{{.X}}{{with $.Sweep.Unit}} {{.}}{{end}}, {{.After}} above (between {{.Lo}} and {{.Hi}}).</li>
 {{else}}<li>No two safe strategies swap places on throughput or P99 over the swept {{.Param}}.</li>

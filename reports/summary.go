@@ -206,6 +206,9 @@ func Table(w io.Writer, a *analysis.Analysis) {
 	if n := networkLine(r); n != "" {
 		fmt.Fprintln(w, n)
 	}
+	if b := budgetLine(r); b != "" {
+		fmt.Fprintln(w, wrap(b, terminalWidth, "  "))
+	}
 	flashTable(w, r)
 	generatorsNote(w, r)
 	driftNote(w, a)
@@ -272,6 +275,7 @@ type summaryView struct {
 	Interrupted    bool
 	Env            results.Env
 	Network        string
+	Budget         string
 	Comparison     table
 	Flash          *flashView
 	Repeats        table
@@ -350,7 +354,7 @@ func Summary(a *analysis.Analysis) string { return renderMarkdown("summary", sum
 // summaryOf computes summary.md's view of r.
 func summaryOf(a *analysis.Analysis) summaryView {
 	r := a.Results
-	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: networkLine(r), Comparison: comparison(a),
+	v := summaryView{Interrupted: r.Interrupted, Env: r.Env, Network: networkLine(r), Budget: budgetLine(r), Comparison: comparison(a),
 		Flash: flashOf(r), Repeats: repeatRows(a), Sweep: sweepOf(a), Article: articleOf(a), Faults: faultsOf(r),
 		Drift: driftOf(a), TwoAudits: twoAuditsOf(r), Generators: generatorsOf(r), Problems: a.Problems, Isolation: isolationOf(r)}
 	if recs := a.Recommendation; len(recs) > 0 {
@@ -522,6 +526,7 @@ type sweepView struct {
 	Values    []string
 	Charts    []string
 	RTT       table // no head: not a sweep over rtt
+	USL       table // no head: not a sweep over buyers
 	Numeric   bool  // the values are numbers or durations: crossings apply
 	Unit      string
 	Crossings []crossingView
@@ -537,13 +542,16 @@ func sweepOf(a *analysis.Analysis) *sweepView {
 	if r.Sweep == nil {
 		return nil
 	}
-	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(a), Caveat: oneHostCaveat(r)}
+	v := &sweepView{Param: r.Sweep.Param, Values: r.Sweep.Values, RTT: rttSweepTable(a), USL: uslTable(a), Caveat: oneHostCaveat(r)}
 	rows := a.Rows
 	for _, m := range sweepMetrics {
 		// A metric no row has (CAS retries without cas) has no chart.
 		if slices.ContainsFunc(rows, func(row analysis.Row) bool { _, ok := m.row(row.Row); return ok }) {
 			v.Charts = append(v.Charts, "charts/sweep-"+m.name+".png")
 		}
+	}
+	if v.USL.Head != nil {
+		v.Charts = append(v.Charts, "charts/usl.png")
 	}
 	_, v.Unit, v.Numeric = analysis.SweepX(r.Sweep)
 	if v.Numeric {

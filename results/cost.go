@@ -93,4 +93,7 @@ type CPUBudget struct {
 	MySQL   *float64 `json:"mysql,omitempty"`
 	Redis   *float64 `json:"redis,omitempty"`
 	Harness *float64 `json:"harness,omitempty"`
+	// CPUSet are the core ids each pinned tier ran on (--cpuset), by
+	// tier (mysql, redis, harness); tiers sharing a core shared its time.
+	CPUSet map[string]string `json:"cpuset,omitempty"`
 }

@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,8 +24,10 @@ const (
 
 var budgetTiers = []string{TierMySQL, TierRedis, TierHarness}
 
-// CPUBudget is the CPU each tier may use on the local backend, through
-// cgroups (v1 cpu and cpuset controllers, or v2): Cores a quota in cores
+// CPUBudget is the CPU each tier may use: on the local backend through
+// cgroups (v1 cpu and cpuset controllers, or v2), on docker through the
+// containers' quota and cpuset (the harness, this process, through a
+// cgroup on both): Cores a quota in cores
 // per tier (--cpus mysql=1,redis=0.5,harness=0.5), Set the core ids a
 // tier is pinned to (--cpuset mysql=0,redis=1,harness=1). A tier absent
 // from both shares the machine. The zero value is no budget.
@@ -133,7 +137,11 @@ func (b CPUBudget) Results() *results.CPUBudget {
 		}
 		return &v
 	}
-	return &results.CPUBudget{MySQL: of(TierMySQL), Redis: of(TierRedis), Harness: of(TierHarness)}
+	out := &results.CPUBudget{MySQL: of(TierMySQL), Redis: of(TierRedis), Harness: of(TierHarness)}
+	if len(b.Set) > 0 {
+		out.CPUSet = maps.Clone(b.Set)
+	}
+	return out
 }
 
 // cgroupRoot is where the cgroup file systems are mounted.
@@ -141,10 +149,13 @@ var cgroupRoot = "/sys/fs/cgroup"
 
 // applyCPUBudget puts each budgeted tier's processes (the local servers'
 // and this one) in a cgroup of their own with the tier's quota and cores;
-// undo moves them back and removes the groups. It refuses, in one line,
-// a backend whose server processes are not this machine's children, and
-// a host whose cgroups it cannot write.
-func applyCPUBudget(b CPUBudget, ep servers.Endpoints) (undo func(), err error) {
+// undo moves them back and removes the groups. When the provider limits
+// its servers itself (lim: docker, through the containers' quota and
+// cpuset), the server tiers go to it and only the harness — this
+// process, the generator and the service code — to a cgroup. It refuses,
+// in one line, a tier with neither (the external backend's servers are
+// not this machine's), and a host whose cgroups it cannot write.
+func applyCPUBudget(ctx context.Context, b CPUBudget, ep servers.Endpoints, lim servers.CPULimiter) (undo func(), err error) {
 	if b.Empty() {
 		return func() {}, nil
 	}
@@ -155,11 +166,25 @@ func applyCPUBudget(b CPUBudget, ep servers.Endpoints) (undo func(), err error) 
 	if ep.RedisPID > 0 {
 		pids[TierRedis] = append([]int{ep.RedisPID}, ep.ExtraPIDs[servers.TargetRedis]...)
 	}
+	limited := map[string]bool{}
+	if lim != nil {
+		for tier, target := range map[string]string{TierMySQL: servers.TargetMySQL, TierRedis: servers.TargetRedis} {
+			c, q := b.Cores[tier]
+			set, s := b.Set[tier]
+			if !q && !s {
+				continue
+			}
+			if err := lim.LimitCPU(ctx, target, c, set); err != nil {
+				return nil, fmt.Errorf("--cpus/--cpuset: %s: %w", tier, err)
+			}
+			limited[tier] = true
+		}
+	}
 	for _, tier := range budgetTiers {
 		_, q := b.Cores[tier]
 		_, s := b.Set[tier]
-		if (q || s) && len(pids[tier]) == 0 {
-			return nil, fmt.Errorf("--cpus/--cpuset: no %s process of this machine to budget (local backend only)", tier)
+		if (q || s) && len(pids[tier]) == 0 && !limited[tier] {
+			return nil, fmt.Errorf("--cpus/--cpuset: no %s process or container of this machine to budget (local and docker backends only)", tier)
 		}
 	}
 	v2 := false
@@ -175,7 +200,7 @@ func applyCPUBudget(b CPUBudget, ep servers.Endpoints) (undo func(), err error) 
 	for _, tier := range budgetTiers {
 		c, q := b.Cores[tier]
 		set, s := b.Set[tier]
-		if !q && !s {
+		if (!q && !s) || limited[tier] {
 			continue
 		}
 		u, err := cgroupFor(v2, tier, c, q, set, s, pids[tier])

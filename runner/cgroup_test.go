@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,7 +89,7 @@ func TestApplyCPUBudget(t *testing.T) {
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 	pid := child.Process.Pid
 	b := CPUBudget{Cores: map[string]float64{TierMySQL: 0.5}, Set: map[string]string{TierMySQL: "0"}}
-	undo, err := applyCPUBudget(b, servers.Endpoints{MySQLPID: pid})
+	undo, err := applyCPUBudget(context.Background(), b, servers.Endpoints{MySQLPID: pid}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestApplyCPUBudget(t *testing.T) {
 		}
 	}
 	// A budget for a tier this machine does not run is refused.
-	if _, err := applyCPUBudget(CPUBudget{Set: map[string]string{TierRedis: "1"}}, servers.Endpoints{}); err == nil {
+	if _, err := applyCPUBudget(context.Background(), CPUBudget{Set: map[string]string{TierRedis: "1"}}, servers.Endpoints{}, nil); err == nil {
 		t.Error("a budget for redis with no redis process was accepted")
 	}
 }
@@ -126,4 +128,64 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// limits records what applyCPUBudget asked a provider's CPULimiter to do.
+type limits struct {
+	got map[string]string
+	err error
+}
+
+func (l *limits) LimitCPU(_ context.Context, target string, cores float64, set string) error {
+	if l.err != nil {
+		return l.err
+	}
+	l.got[target] = strconv.FormatFloat(cores, 'g', -1, 64) + "@" + set
+	return nil
+}
+
+// TestApplyCPUBudgetLimiter: with a provider that limits its own servers
+// (docker), the server tiers go to it and need no process here; without
+// one, a server tier with no process is refused; the limiter's refusal is
+// one line naming the tier. (The harness tier, this process, is left out:
+// moving the test binary between cgroups would budget every other test.)
+func TestApplyCPUBudgetLimiter(t *testing.T) {
+	cases := []struct {
+		name    string
+		b       CPUBudget
+		lim     *limits
+		want    map[string]string
+		wantErr string
+	}{
+		{"quota and cpuset to the containers", CPUBudget{Cores: map[string]float64{TierMySQL: 1}, Set: map[string]string{TierRedis: "1"}},
+			&limits{got: map[string]string{}}, map[string]string{servers.TargetMySQL: "1@", servers.TargetRedis: "0@1"}, ""},
+		{"no limiter, no process", CPUBudget{Set: map[string]string{TierMySQL: "0"}}, nil, nil, "no mysql process or container"},
+		{"the engine refuses", CPUBudget{Set: map[string]string{TierRedis: "9"}},
+			&limits{got: map[string]string{}, err: errors.New("docker: limit redis's CPU: cpuset 9 not available")}, nil, "--cpus/--cpuset: redis: docker"},
+	}
+	for _, c := range cases {
+		var lim servers.CPULimiter
+		if c.lim != nil {
+			lim = c.lim
+		}
+		undo, err := applyCPUBudget(context.Background(), c.b, servers.Endpoints{}, lim)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: err %v, want one line with %q", c.name, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		undo()
+		if len(c.lim.got) != len(c.want) {
+			t.Errorf("%s: limited %v, want %v", c.name, c.lim.got, c.want)
+		}
+		for k, v := range c.want {
+			if c.lim.got[k] != v {
+				t.Errorf("%s: %s limited %q, want %q", c.name, k, c.lim.got[k], v)
+			}
+		}
+	}
 }

@@ -318,7 +318,8 @@ func startBench(ctx context.Context, p servers.Provider, plans []Plan) (*bench, 
 		return b, err
 	}
 	b.undo.later(func() { release() })
-	budget, err := applyCPUBudget(first.CPUBudget, ep)
+	lim, _ := p.(servers.CPULimiter)
+	budget, err := applyCPUBudget(ctx, first.CPUBudget, ep, lim)
 	if err != nil {
 		return b, refuse(err)
 	}

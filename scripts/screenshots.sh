@@ -9,6 +9,7 @@
 #   repeat3-top.png, repeat3-charts.png   the same with --repeat 3
 #   curve-p99.png                         make bench's curve
 #   flash-units-left.png, flash-timeline.png  a 10^4-buyer flash sale
+#   usl.png                               a buyers sweep with its USL fits
 #
 # The other pictures come from runs of an hour or from sweeps documented
 # beside them (docs/long-runs.md, docs/network.md); regenerate those with
@@ -84,3 +85,10 @@ if [ -n "$timeline" ]; then
 else
   say "kept $OUT/flash-timeline.png (no lua-tcc timeline chart in this run)"
 fi
+
+# The scalability curve: a buyers sweep of four strategies, the USL fitted
+# to each (docs/cost.md). About 5 minutes on 2 cores.
+# shellcheck disable=SC2086
+"$BIN" sweep --param buyers=1,2,4,8,16,32,64,128,256 --strategies rowlock,lua-tcc,batched,outbox-local --scenario sustained \
+  --duration 5s --warmup 1s --calibrate 0 $FLAGS --quiet --out "$WORK/usl" >/dev/null
+cp "$WORK/usl/charts/usl.png" "$OUT/usl.png" && say "wrote $OUT/usl.png"

@@ -171,6 +171,7 @@ var exampleSkips = []struct {
 	{regexp.MustCompile(`^make test\b`), "the suite this test is part of"},
 	{regexp.MustCompile(`^stockbench serve\b`), "a service that runs until it is stopped; docs/api.md's examples run against one in service's TestDocsExamples, and TestServe* start and stop it"},
 	{regexp.MustCompile(`^make hooks\b`), "configures the checkout's git hooks (TestCommitMsgHook checks the hook)"},
+	{regexp.MustCompile(`^make projection\b`), "runs five strategies unconstrained and under three CPU budgets, three times each (~10 min); TestProjectAgainst checks its table, TestDockerLimitCPU and TestApplyCPUBudget its budgets"},
 	{regexp.MustCompile(`^make screenshots\b`), "photographs report pages with headless Chromium (installed with apt) and rewrites docs/screenshots; its runs are the documented ones run here"},
 	{regexp.MustCompile(`^make images-offline\b`), "builds the offline images with debootstrap as root (~1.5 min, apt); the images are used by every docker example"},
 	{regexp.MustCompile(`tcp\((db|10\.0\.0\.\d+):3306\)|redis:6379|--redis-addr 127\.0\.0\.1:6379`), "placeholder servers (your database and Redis, an external cluster)"},

@@ -41,3 +41,41 @@ func TestProjectCommand(t *testing.T) {
 		t.Errorf("bad deploy: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestProjectAgainst: --against prints the error table of a projection
+// from an unconstrained file onto a budgeted one, and refuses, each in a
+// usage error, a budgeted file without a budget or a free file with one.
+func TestProjectAgainst(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	one, half := 1.0, 0.5
+	write := func(b *results.CPUBudget, tps float64) string {
+		dir := t.TempDir()
+		r := &results.Results{Format: results.Format, Env: results.Env{Cores: 2}, Config: results.Config{Buyers: 1000}, Runs: []results.Run{
+			{Strategy: "lua-tcc", Scenario: "sustained", TPS: tps, Cost: &results.Cost{Flows: 1000, Cores: 2, StrategyTimeMS: 1, Budget: b,
+				MySQLCPUUSPerFlow: f(100), RedisCPUUSPerFlow: f(150), HarnessCPUUSPerFlow: f(250)}}}}
+		if err := results.WriteJSON(dir, r); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	free := write(nil, 3000)
+	quota := write(&results.CPUBudget{MySQL: &one, Redis: &half, Harness: &half}, 1600)
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		// Harness 0.5 core / 250 µs = 2000 projected, 1600 measured: +25 %.
+		{"a quota split", []string{"project", free, "--against", quota}, exitOK, "| lua-tcc | `--cpus mysql=1,redis=0.5,harness=0.5` | 1600 (median of 1) | 2000 | +25 % | harness-cpu |"},
+		{"a budgeted file without a budget", []string{"project", free, "--against", free}, exitUsage, "no CPU budget"},
+		{"a free file with a budget", []string{"project", quota, "--against", quota}, exitUsage, "had a CPU budget"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), c.args, &out, &errb)
+		if code != c.code || !strings.Contains(out.String()+errb.String(), c.want) {
+			t.Errorf("%s: exit %d (want %d), no %q in:\n%s%s", c.name, code, c.code, c.want, out.String(), errb.String())
+		}
+	}
+}

@@ -77,8 +77,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&f.rtt, "rtt", "", "network between the service and its stores (local or docker backend; empty: loopback): a profile ("+strings.Join(netpath.ProfileNames(), ", ")+"), an RTT with optional jitter (0.5ms, 1ms±0.1ms or 1ms+-0.1ms), or per store (mysql=1ms,redis=0.2ms); see docs/network.md")
 	fs.StringVar(&f.service, "service", "in-process", "where each strategy runs: in-process (the default, fastest) | process[:N] (N `stockbench serve` children of this binary on the run's stores, called over the order API round robin; the acks stay here; docs/api.md)")
-	fs.StringVar(&f.cpus, "cpus", "", "local backend: CPU quota per tier in cores, through cgroups: mysql=1,redis=0.5,harness=0.5 (empty: the tiers share the machine; docs/cost.md)")
-	fs.StringVar(&f.cpuset, "cpuset", "", "local backend: cores each tier is pinned to, through cgroups: mysql=0,redis=1,harness=1 (a list inside a tier with ; as 0;2 or a range 0-1)")
+	fs.StringVar(&f.cpus, "cpus", "", "CPU quota per tier in cores: mysql=1,redis=0.5,harness=0.5 — cgroups on the local backend, the containers' quota on docker, the harness a cgroup on both (empty: the tiers share the machine; docs/cost.md)")
+	fs.StringVar(&f.cpuset, "cpuset", "", "cores each tier is pinned to: mysql=0,redis=1,harness=1 (a list inside a tier with ; as 0;2 or a range 0-1) — cgroups on the local backend, the containers' cpuset on docker")
 	fs.IntVar(&f.pool, "pool", servers.DefaultPool, "connections in each of the harness's pools (MySQL, Redis); buyers beyond it wait for one")
 	fs.StringVar(&f.strategies, "strategies", "all", "comma-separated strategies, or all: "+strings.Join(registry.Names(), ","))
 	fs.StringVar(&f.scenario, "scenario", "flash", "comma-separated scenarios, run in order: "+strings.Join(scenarios.Names(), ", "))
@@ -205,6 +205,9 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	}
 	if (f.sh.procs > 1 || f.sh.shard != "") && o.Service.Remote() {
 		errs = append(errs, errors.New("--service process: not with several generators (--procs, --shard) yet"))
+	}
+	if (f.sh.procs > 1 || f.sh.shard != "") && !budget.Empty() {
+		errs = append(errs, errors.New("--cpus/--cpuset: not with several generators (--procs, --shard) yet: each is its own process, outside the harness's budget"))
 	}
 	if f.sh.procs > 1 && len(f.servers.MySQLDSNs) > 1 {
 		errs = append(errs, errors.New("--procs: not on a MySQL cluster yet (several --mysql-dsn)"))
