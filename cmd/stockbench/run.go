@@ -67,7 +67,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.preset, "preset", "", "named set of flags, filling only flags not set otherwise: article (the article's experiment, reported beside its published figures)")
 	registerServerFlags(fs, &f.servers)
 	fs.StringVar(&f.servers.RedisPersistence, "redis-persistence", servers.PersistenceNone, "AOF of the Redis stockbench starts, what a Redis restart keeps: none | everysec | always")
-	fs.Func("fault", "inject a fault, repeatable (or comma-separated): redis-pause@5s+3s, redis-restart@5s, redis-lose@5s+2s, mysql-restart@8s, mysql-pause@5s+3s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@6s+1s:0 (with --service process:N); times from the start of the measured phase", func(v string) error {
+	fs.Func("fault", "inject a fault, repeatable (or comma-separated): redis-pause@5s+3s, redis-restart@5s, redis-lose@5s+2s, mysql-restart@8s, mysql-pause@5s+3s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@6s+1s:0, svc-pause@6s+2s:0, svc-clock@6s:0=+2s (with --service process:N); times from the start of the measured phase", func(v string) error {
 		for _, spec := range strings.Split(v, ",") {
 			if spec = strings.TrimSpace(spec); spec != "" {
 				f.faults = append(f.faults, spec)

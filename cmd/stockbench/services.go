@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockbench/stockbench/faults"
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/service"
 )
@@ -82,12 +85,15 @@ type serveProcs struct {
 	env  []string
 	dirs []string
 
-	mu   sync.Mutex
-	cmds []*exec.Cmd
-	done []chan error
-	urls []string
-	once sync.Once
-	err  error
+	mu sync.Mutex
+	// clocks are the instances' clock offsets (svc-clock), which a
+	// restart keeps.
+	clocks []time.Duration
+	cmds   []*exec.Cmd
+	done   []chan error
+	urls   []string
+	once   sync.Once
+	err    error
 }
 
 func (p *serveProcs) URLs() []string {
@@ -99,7 +105,10 @@ func (p *serveProcs) URLs() []string {
 // start starts instance i listening on listen and waits for its ready
 // line; it returns the instance's URL.
 func (p *serveProcs) start(ctx context.Context, i int, listen string) (string, error) {
-	cmd := exec.Command(p.exe, append(append([]string(nil), p.args...), "--listen", listen, "--state-dir", p.dirs[i])...)
+	p.mu.Lock()
+	off := p.clocks[i]
+	p.mu.Unlock()
+	cmd := exec.Command(p.exe, append(append([]string(nil), p.args...), "--listen", listen, "--state-dir", p.dirs[i], "--clock-offset", off.String())...)
 	cmd.Env = p.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out := &readyWriter{ready: make(chan string, 1)}
@@ -171,6 +180,74 @@ func (p *serveProcs) Restart(ctx context.Context, i int) error {
 	return service.WaitHealthy(ctx, nil, url)
 }
 
+// each calls fn with the process of instance i, or of every instance when
+// i is faults.AllInstances.
+func (p *serveProcs) each(i int, fn func(i int, proc *os.Process) error) error {
+	p.mu.Lock()
+	cmds := append([]*exec.Cmd(nil), p.cmds...)
+	p.mu.Unlock()
+	var errs []error
+	for j, c := range cmds {
+		if i == faults.AllInstances || i == j {
+			errs = append(errs, fn(j, c.Process))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Pause freezes instance i, or every instance (svc-pause), with SIGSTOP.
+func (p *serveProcs) Pause(ctx context.Context, i int) error {
+	return p.each(i, func(j int, proc *os.Process) error {
+		if err := proc.Signal(syscall.SIGSTOP); err != nil {
+			return fmt.Errorf("pause service instance %d: %w", j, err)
+		}
+		return nil
+	})
+}
+
+// Resume lets instance i, or every instance, run again with SIGCONT.
+func (p *serveProcs) Resume(ctx context.Context, i int) error {
+	return p.each(i, func(j int, proc *os.Process) error {
+		if err := proc.Signal(syscall.SIGCONT); err != nil {
+			return fmt.Errorf("resume service instance %d: %w", j, err)
+		}
+		return nil
+	})
+}
+
+// SetClock offsets instance i's clock by d (svc-clock): it writes the
+// offset to the instance's state directory, signals SIGUSR1, and returns
+// once the instance's health reports the new offset. A restart of the
+// instance starts it with the offset.
+func (p *serveProcs) SetClock(ctx context.Context, i int, d time.Duration) error {
+	if i == faults.AllInstances {
+		return errors.New("svc-clock: one instance at a time")
+	}
+	p.mu.Lock()
+	p.clocks[i] = d
+	url := p.urls[i]
+	p.mu.Unlock()
+	tmp := filepath.Join(p.dirs[i], clockFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o644); err != nil {
+		return fmt.Errorf("clock of service instance %d: %w", i, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(p.dirs[i], clockFile)); err != nil {
+		return fmt.Errorf("clock of service instance %d: %w", i, err)
+	}
+	if err := p.each(i, func(_ int, proc *os.Process) error { return proc.Signal(syscall.SIGUSR1) }); err != nil {
+		return fmt.Errorf("clock of service instance %d: %w", i, err)
+	}
+	for {
+		h, err := service.ReadHealth(ctx, nil, url)
+		if err == nil && h.ClockOffsetMillis == d.Milliseconds() {
+			return nil
+		}
+		if !clock.Sleep(ctx, 20*time.Millisecond) {
+			return fmt.Errorf("clock of service instance %d: not read back (%v): %w", i, err, ctx.Err())
+		}
+	}
+}
+
 // Stop sends SIGTERM to every instance (it drains and exits 0) and waits
 // for each; one that does not end within a minute is killed.
 func (p *serveProcs) Stop() error {
@@ -189,6 +266,8 @@ func (p *serveProcs) Stop() error {
 		cmds, done := append([]*exec.Cmd(nil), p.cmds...), append([]chan error(nil), p.done...)
 		p.mu.Unlock()
 		for _, c := range cmds {
+			// A frozen instance (svc-pause cut short) thaws to drain.
+			_ = c.Process.Signal(syscall.SIGCONT)
 			_ = c.Process.Signal(syscall.SIGTERM)
 		}
 		for i, c := range cmds {
@@ -237,7 +316,7 @@ func startServeProcs(ctx context.Context, spec runner.ServiceSpec) (runner.Servi
 	add("cas-max-attempts", c.CASMaxAttempts > 0, strconv.Itoa(c.CASMaxAttempts))
 	add("cas-max-wait", c.CASMaxWait > 0, c.CASMaxWait.String())
 	add("buckets", c.Buckets > 0, strconv.Itoa(c.Buckets))
-	p := &serveProcs{exe: exe, args: args, dirs: spec.StateDirs,
+	p := &serveProcs{exe: exe, args: args, dirs: spec.StateDirs, clocks: make([]time.Duration, len(spec.StateDirs)),
 		env: append(os.Environ(), shardChildEnv+"=1", "STOCKBENCH_MYSQL_DSN="+ep.MySQLDSN, "STOCKBENCH_MYSQL_DSNS=",
 			"STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL="+redisURLOf(ep))}
 	for i := range spec.StateDirs {
