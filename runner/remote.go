@@ -47,6 +47,10 @@ type ServiceGroup interface {
 	faults.Services
 	// URLs are the instances' base URLs, in instance order.
 	URLs() []string
+	// PIDs are the instances' process ids now (a restarted instance's
+	// new one), for the CPU sampler; nil when they are not processes of
+	// this machine.
+	PIDs() []int
 	// Stop drains every instance (SIGTERM) and waits for it; safe to call
 	// more than once.
 	Stop() error

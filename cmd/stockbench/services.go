@@ -102,6 +102,17 @@ func (p *serveProcs) URLs() []string {
 	return append([]string(nil), p.urls...)
 }
 
+// PIDs are the instances' current process ids.
+func (p *serveProcs) PIDs() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]int, 0, len(p.cmds))
+	for _, c := range p.cmds {
+		out = append(out, c.Process.Pid)
+	}
+	return out
+}
+
 // start starts instance i listening on listen and waits for its ready
 // line; it returns the instance's URL.
 func (p *serveProcs) start(ctx context.Context, i int, listen string) (string, error) {

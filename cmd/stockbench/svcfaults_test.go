@@ -189,6 +189,10 @@ func TestRunServiceClockPause(t *testing.T) {
 	if r.Flows == 0 || r.Audit.Anomalies != 0 {
 		t.Errorf("after settle: %d flows, %d anomalies: %v", r.Flows, r.Audit.Anomalies, r.Audit.Violations)
 	}
+	// The instances' CPU is measured apart from the generator's.
+	if r.Cost == nil || r.Cost.ServiceCPUUSPerFlow == nil || *r.Cost.ServiceCPUUSPerFlow <= 0 {
+		t.Errorf("cost %+v: want the service processes' CPU per flow", r.Cost)
+	}
 	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
 	if err != nil {
 		t.Fatal(err)
