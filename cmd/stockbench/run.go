@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -434,7 +435,7 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
 	var f runFlags
 	f.register(fs)
-	param := fs.String("param", "", "the swept run flag and its values: NAME=V1,V2,… (e.g. buyers=50,100,200,400)")
+	param := fs.String("param", "", "the swept run flag and its values: NAME=V1,V2,… (e.g. buyers=50,100,200,400); instances=0,1,2,4 sweeps the service tier: 0 in process, N ≥ 1 as --service process:N")
 	if code, done := parseFlags(fs, args, stdout, fail); done {
 		return code
 	}
@@ -442,7 +443,12 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	if !ok || name == "" || list == "" {
 		return fail(exitUsage, errors.New("--param NAME=V1,V2,… is required, e.g. --param buyers=50,100,200,400"))
 	}
-	if fs.Lookup(name) == nil || notSweepable[name] || name == "param" {
+	// instances=N is --service: in-process for 0, process:N above.
+	flagName := name
+	if name == "instances" {
+		flagName = "service"
+	}
+	if fs.Lookup(flagName) == nil || notSweepable[name] || name == "param" {
 		return fail(exitUsage, fmt.Errorf("--param: %q is not a sweepable run flag", name))
 	}
 	var values []string
@@ -459,14 +465,25 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 			// --fault adds to a list: each value of the sweep is its own plan.
 			f.faults = nil
 		}
-		if err := fs.Set(name, v); err != nil {
+		fv := v
+		if name == "instances" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fail(exitUsage, fmt.Errorf("--param instances=%s: want a count of service processes, 0 for in process", v))
+			}
+			fv = "in-process"
+			if n > 0 {
+				fv = fmt.Sprintf("process:%d", n)
+			}
+		}
+		if err := fs.Set(flagName, fv); err != nil {
 			return fail(exitUsage, fmt.Errorf("--param %s=%s: %w", name, v, err))
 		}
 		o, err := f.resolve(fs)
 		if err != nil {
 			return fail(exitUsage, fmt.Errorf("--param %s=%s: %w", name, v, err))
 		}
-		ax.add(fs.Lookup(name), o)
+		ax.add(fs.Lookup(flagName), o)
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
 	return f.execute(ctx, plans, ax.record(&results.Sweep{Param: name, Values: values}), stdout, stderr, fail)
