@@ -195,6 +195,12 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	}
 	svc, err := parseService(f.service)
 	if parse("service", err) {
+		if svc.Remote() && f.servers.Backend == "docker" {
+			// On the docker backend the instances are containers too.
+			if svc.Start, err = serviceContainers(); err != nil {
+				errs = append(errs, fmt.Errorf("--service %s --backend docker: %w", f.service, err))
+			}
+		}
 		o.Service = svc
 	}
 	if len(scens) > 0 {

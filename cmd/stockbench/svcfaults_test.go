@@ -8,12 +8,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stockbench/stockbench/faults"
+	"github.com/stockbench/stockbench/internal/waitfor"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
@@ -141,9 +143,9 @@ func TestServiceClockAndPause(t *testing.T) {
 			if err := grp.Pause(ctx, faults.AllInstances); err != nil {
 				t.Fatal(err)
 			}
-			if st := procState(t, pid); st != 'T' {
-				t.Errorf("paused instance's state %q, want T (stopped)", st)
-			}
+			// SIGSTOP is delivered asynchronously: the process stops
+			// soon after kill returns, and stays stopped.
+			waitfor.Until(t, "the paused instance stopped (state T)", func() bool { return procState(t, pid) == 'T' })
 			if err := grp.Resume(ctx, faults.AllInstances); err != nil {
 				t.Fatal(err)
 			}
@@ -222,4 +224,113 @@ func postJSON(ctx context.Context, url, body string) (string, error) {
 		err = fmt.Errorf("POST %s: %s: %s", url, resp.Status, b)
 	}
 	return string(b), err
+}
+
+// TestServeContainers: on the docker backend the instances are containers
+// (of the image docker generators use): docker lists them while they run,
+// svc-pause freezes one (docker pause), svc-clock reaches it, svc-kill
+// kills it and a new container serves at the same address, and Stop
+// leaves no container behind.
+func TestServeContainers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs servers and docker; not in the -short tier")
+	}
+	start, err := serviceContainers()
+	if err != nil {
+		t.Skipf("no docker generators here: %v", err)
+	}
+	env, stop, err := servertest.Start()
+	if err != nil {
+		t.Fatalf("servers: %v", err)
+	}
+	t.Cleanup(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+		t.Fatal(err)
+	}
+	if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+		t.Fatal(err)
+	}
+	if err := inventory.LoadStock(ctx, env.DB, []inventory.Stock{{SKU: "S", Total: 10, Available: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := runner.ServiceSpec{Endpoints: env.Endpoints, Strategy: "rowlock", Config: strategies.Defaults(), Pool: 4,
+		StateDirs: []string{t.TempDir(), t.TempDir()}}
+	grp, err := start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = grp.Stop()
+		}
+	}()
+	p := grp.(*serveProcs)
+	inspect := func(name, format string) string {
+		out, err := exec.Command("docker", "inspect", "-f", format, name).CombinedOutput()
+		if err != nil {
+			return "gone"
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for i, name := range p.names {
+		if st := inspect(name, "{{.State.Status}}"); st != "running" {
+			t.Fatalf("instance %d: container %s is %s", i, name, st)
+		}
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		want func() string // "" when the step holds
+	}{
+		{"pause instance 1", func() error { return grp.Pause(ctx, 1) }, func() string {
+			if st := inspect(p.names[1], "{{.State.Paused}}"); st != "true" {
+				return "paused: " + st
+			}
+			return ""
+		}},
+		{"resume instance 1", func() error { return grp.Resume(ctx, 1) }, func() string {
+			if err := service.WaitHealthy(ctx, nil, grp.URLs()[1]); err != nil {
+				return err.Error()
+			}
+			return ""
+		}},
+		{"clock of instance 0", func() error { return grp.SetClock(ctx, 0, 2*time.Second) }, func() string { return "" }},
+		{"kill and restart instance 0", func() error {
+			old := p.names[0]
+			if err := grp.Kill(ctx, 0); err != nil {
+				return err
+			}
+			if st := inspect(old, "{{.State.Status}}"); st == "running" {
+				return fmt.Errorf("container %s still running after the kill", old)
+			}
+			return grp.Restart(ctx, 0)
+		}, func() string {
+			h, err := service.ReadHealth(ctx, nil, grp.URLs()[0])
+			if err != nil || h.ClockOffsetMillis != 2000 {
+				return fmt.Sprintf("restarted instance's health %+v, %v: want the 2s offset kept", h, err)
+			}
+			return ""
+		}},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if msg := s.want(); msg != "" {
+			t.Errorf("%s: %s", s.name, msg)
+		}
+	}
+	names := append([]string(nil), p.names...)
+	if err := grp.Stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	stopped = true
+	for _, name := range names {
+		if st := inspect(name, "{{.State.Status}}"); st != "gone" {
+			t.Errorf("container %s left behind: %s", name, st)
+		}
+	}
 }
