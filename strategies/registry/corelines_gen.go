@@ -9,7 +9,7 @@ var coreLines = map[string]int{
 	"strategies/buckets":              228,
 	"strategies/cas":                  142,
 	"strategies/conditional":          41,
-	"strategies/ensure":               903,
+	"strategies/ensure":               906,
 	"strategies/internal/groupcommit": 269,
 	"strategies/internal/redisstock":  1640,
 	"strategies/internal/sqlstore":    645,
