@@ -20,6 +20,12 @@
 //	svc-kill@4s:0               service instance 0 (run --service process:N) killed with SIGKILL
 //	                            at 4 s and started again at once on its state directory
 //	svc-kill@4s+1s:1            ... instance 1, down for 1 s first (no index: instance 0)
+//	svc-pause@4s+2s:1           service instance 1 frozen (SIGSTOP) at 4 s, resumed (SIGCONT)
+//	                            at 6 s; no index: every instance at once
+//	svc-clock@4s:1=+2s          from 4 s on, instance 1's clock reads 2 s ahead (=-2s: behind),
+//	                            for every wall-clock reading of the service (expiry deadlines,
+//	                            TTLs, timestamps, sweeper and reconciler cut-offs); a restart
+//	                            keeps it. svc-clock@4s+3s:1=+2s: back to the true time at 7 s
 //	local-fail@5s+2s            the service's local message table (outbox-local) takes no
 //	                            write for 2 s: each write blocks until the fault ends or
 //	                            its operation's deadline passes, then fails
@@ -51,6 +57,12 @@ const (
 	// SIGKILL, down for Duration, then started again on its state
 	// directory.
 	SvcKill Kind = "kill"
+	// SvcPause: service processes frozen (SIGSTOP) for Duration, then
+	// resumed (SIGCONT); Instance AllInstances freezes every one.
+	SvcPause Kind = "svc-pause"
+	// SvcClock: a service process's wall clock offset by Offset from At
+	// (to End, when Duration is set; else to the end of the run).
+	SvcClock Kind = "svc-clock"
 	// LocalFail: the service's local table (outbox-local's message
 	// database) takes no write for Duration; the runner carries it out
 	// through a hook.
@@ -88,9 +100,15 @@ type Fault struct {
 	// Latency and Jitter are the added delay of a latency fault: each reply
 	// is held Latency ± Jitter (uniform).
 	Latency, Jitter time.Duration
-	// Instance is the service instance a svc- fault hits (from 0).
+	// Instance is the service instance a svc- fault hits (from 0), or
+	// AllInstances (svc-pause without an index).
 	Instance int
+	// Offset is an svc-clock fault's clock offset (positive: ahead).
+	Offset time.Duration
 }
+
+// AllInstances is the Instance of an svc- fault that hits every instance.
+const AllInstances = -1
 
 // End is when the fault is over (At for an instant fault).
 func (f Fault) End() time.Duration { return f.At + f.Duration }
@@ -103,13 +121,17 @@ func (f Fault) Network() bool {
 // Process reports whether the fault acts on a server process.
 func (f Fault) Process() bool { return f.Kind == Pause || f.Kind == Restart || f.Kind == Lose }
 
+// Service reports whether the fault acts on the service processes of run
+// --service process:N.
+func (f Fault) Service() bool { return f.Target == Svc }
+
 // String is the fault's canonical spec (± written as ±).
 func (f Fault) String() string {
 	var b strings.Builder
 	switch f.Kind {
 	case Pause, Restart, Lose, SvcKill:
 		b.WriteString(string(f.Target) + "-" + string(f.Kind))
-	case AppCrash, LocalFail:
+	case AppCrash, LocalFail, SvcPause, SvcClock:
 		b.WriteString(string(f.Kind))
 	case Latency:
 		fmt.Fprintf(&b, "latency:%s=%s", f.Target, f.Latency)
@@ -123,8 +145,15 @@ func (f Fault) String() string {
 	if f.Duration > 0 {
 		b.WriteString("+" + f.Duration.String())
 	}
-	if f.Target == Svc {
+	if f.Target == Svc && f.Instance != AllInstances {
 		fmt.Fprintf(&b, ":%d", f.Instance)
+	}
+	if f.Kind == SvcClock {
+		b.WriteString("=")
+		if f.Offset > 0 {
+			b.WriteString("+")
+		}
+		b.WriteString(f.Offset.String())
 	}
 	return b.String()
 }
@@ -138,7 +167,7 @@ func Parse(spec string) (Fault, error) {
 	return f, nil
 }
 
-const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@4s:0, local-fail@5s+2s"
+const forms = "want e.g. redis-pause@5s+3s, mysql-restart@8s, redis-lose@5s+2s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@4s:0, svc-pause@4s+2s:0, svc-clock@4s:0=+2s, local-fail@5s+2s"
 
 func parse(s string) (Fault, error) {
 	var f Fault
@@ -146,17 +175,9 @@ func parse(s string) (Fault, error) {
 	if !ok || what == "" {
 		return f, fmt.Errorf("no @time (%s)", forms)
 	}
-	if what == string(Svc)+"-"+string(SvcKill) {
-		// @T[+D][:i]
-		f.Kind, f.Target = SvcKill, Svc
-		if w, idx, ok := strings.Cut(when, ":"); ok {
-			n, err := strconv.Atoi(idx)
-			if err != nil || n < 0 {
-				return f, fmt.Errorf("instance %q: want :i, the instance's index from 0", idx)
-			}
-			when, f.Instance = w, n
-		}
-		return f, parseWhen(&f, when)
+	switch what {
+	case string(Svc) + "-" + string(SvcKill), string(SvcPause), string(SvcClock):
+		return parseSvc(what, when)
 	}
 	if err := parseWhen(&f, when); err != nil {
 		return f, err
@@ -227,6 +248,57 @@ func parse(s string) (Fault, error) {
 		}
 	default:
 		return f, fmt.Errorf("unknown process fault %q: want pause, restart or lose", kind)
+	}
+	return f, nil
+}
+
+// parseSvc reads the rest of an svc- fault: svc-kill@T[+D][:i],
+// svc-pause@T+D[:i], svc-clock@T[+D]:i=±OFFSET.
+func parseSvc(what, when string) (Fault, error) {
+	f := Fault{Target: Svc, Kind: Kind(what)}
+	if what == string(Svc)+"-"+string(SvcKill) {
+		f.Kind = SvcKill
+	}
+	var offset string
+	if f.Kind == SvcClock {
+		var ok bool
+		if when, offset, ok = strings.Cut(when, "="); !ok {
+			return f, errors.New("svc-clock needs an instance and an offset: svc-clock@4s:0=+2s")
+		}
+	}
+	w, idx, hasIdx := strings.Cut(when, ":")
+	switch {
+	case hasIdx:
+		n, err := strconv.Atoi(idx)
+		if err != nil || n < 0 {
+			return f, fmt.Errorf("instance %q: want :i, the instance's index from 0", idx)
+		}
+		when, f.Instance = w, n
+	case f.Kind == SvcPause:
+		f.Instance = AllInstances
+	case f.Kind == SvcClock:
+		return f, errors.New("svc-clock needs an instance: svc-clock@4s:0=+2s (each instance has its own clock)")
+	}
+	if err := parseWhen(&f, when); err != nil {
+		return f, err
+	}
+	switch f.Kind {
+	case SvcPause:
+		if f.Duration == 0 {
+			return f, errors.New("svc-pause needs a duration: @5s+3s")
+		}
+	case SvcClock:
+		d, err := time.ParseDuration(offset)
+		if err != nil {
+			return f, fmt.Errorf("offset %q: not a duration (e.g. +2s, -500ms)", offset)
+		}
+		if d == 0 {
+			return f, errors.New("offset 0: a clock offset above or below 0")
+		}
+		if d%time.Millisecond != 0 {
+			return f, fmt.Errorf("offset %s: in whole milliseconds (deadlines are kept to the millisecond)", offset)
+		}
+		f.Offset = d
 	}
 	return f, nil
 }
@@ -330,12 +402,18 @@ func NewPlan(fs ...Fault) (Plan, error) {
 func (p Plan) Validate() error {
 	for i, a := range p {
 		for _, b := range p[i+1:] {
-			if a.Target == b.Target && a.Instance == b.Instance && overlap(a, b) {
+			if a.Target == b.Target && sameInstance(a, b) && overlap(a, b) {
 				return fmt.Errorf("faults %s and %s overlap on %s: one fault per target at a time", a, b, a.Target)
 			}
 		}
 	}
 	return nil
+}
+
+// sameInstance: two faults on one target hit one instance (an svc- fault
+// on every instance hits each).
+func sameInstance(a, b Fault) bool {
+	return a.Instance == b.Instance || a.Instance == AllInstances || b.Instance == AllInstances
 }
 
 // overlap treats an instant fault as the window [At, At].

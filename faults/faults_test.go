@@ -33,6 +33,13 @@ func TestParse(t *testing.T) {
 		{"svc-kill@4s+1s:0", Fault{Kind: SvcKill, Target: Svc, At: 4 * s, Duration: s}, ""},
 		{"svc-kill@2s", Fault{Kind: SvcKill, Target: Svc, At: 2 * s}, "svc-kill@2s:0"},
 		{"local-fail@5s+2s", Fault{Kind: LocalFail, Target: Local, At: 5 * s, Duration: 2 * s}, ""},
+		// one instance frozen; no index: every instance
+		{"svc-pause@4s+2s:1", Fault{Kind: SvcPause, Target: Svc, At: 4 * s, Duration: 2 * s, Instance: 1}, ""},
+		{"svc-pause@4s+2s", Fault{Kind: SvcPause, Target: Svc, At: 4 * s, Duration: 2 * s, Instance: AllInstances}, ""},
+		// a clock ahead for the rest of the run, behind for a window; no sign: ahead
+		{"svc-clock@4s:0=+2s", Fault{Kind: SvcClock, Target: Svc, At: 4 * s, Offset: 2 * s}, ""},
+		{"svc-clock@1s+3s:2=-1.5s", Fault{Kind: SvcClock, Target: Svc, At: s, Duration: 3 * s, Instance: 2, Offset: -1500 * ms}, ""},
+		{"svc-clock@1s:1=250ms", Fault{Kind: SvcClock, Target: Svc, At: s, Instance: 1, Offset: 250 * ms}, "svc-clock@1s:1=+250ms"},
 	}
 	for _, c := range cases {
 		got, err := Parse(c.spec)
@@ -79,7 +86,15 @@ func TestParseErrors(t *testing.T) {
 		{"app-crash@1s+2s", "app-crash is instant"},
 		{"svc-kill@1s:x", `instance "x"`},
 		{"svc-kill@1s:-1", `instance "-1"`},
-		{"svc-pause@1s+2s", `target "svc"`},
+		{"svc-pause@1s", "svc-pause needs a duration"},
+		{"svc-pause@1s+2s:x", `instance "x"`},
+		{"svc-clock@1s:0", "svc-clock needs an instance and an offset"},
+		{"svc-clock@1s=+2s", "svc-clock needs an instance"},
+		{"svc-clock@1s:0=soon", `offset "soon"`},
+		{"svc-clock@1s:0=+0s", "offset 0"},
+		{"svc-clock@1s:0=+1500us", "whole milliseconds"},
+		{"svc-clock@x:0=+2s", `start "x"`},
+		{"svc-stop@1s+2s", `target "svc"`},
 		{"latency:redis@1s+2s", "latency needs an amount"},
 		{"latency:redis=20ms@1s", "latency needs a duration"},
 		{"latency:redis=fast@1s+2s", `latency "fast"`},
@@ -131,6 +146,9 @@ func TestPlan(t *testing.T) {
 		{[]string{"mysql-restart@5s", "reset:mysql@5s"}, "overlap on mysql"},
 		{[]string{"app-crash@5s", "app-crash@5s"}, "overlap on app"},
 		{[]string{"svc-kill@5s+2s:1", "svc-kill@6s:1"}, "overlap on svc"},
+		// a pause of every instance overlaps a fault on any one of them
+		{[]string{"svc-pause@5s+2s", "svc-kill@6s:1"}, "overlap on svc"},
+		{[]string{"svc-clock@5s+2s:0=+1s", "svc-pause@6s+1s:0"}, "overlap on svc"},
 		{[]string{"redis-pause@5s+3s", "nonsense"}, `fault "nonsense"`},
 	}
 	for _, b := range bad {
@@ -139,7 +157,7 @@ func TestPlan(t *testing.T) {
 		}
 	}
 	// Back to back on one target, or at once on two, is fine.
-	for _, ok := range [][]string{{"redis-pause@5s+3s", "redis-restart@8s"}, {"redis-pause@5s+3s", "mysql-pause@5s+3s", "app-crash@5s"}, {"svc-kill@5s+2s:0", "svc-kill@5s+2s:1"}} {
+	for _, ok := range [][]string{{"redis-pause@5s+3s", "redis-restart@8s"}, {"redis-pause@5s+3s", "mysql-pause@5s+3s", "app-crash@5s"}, {"svc-kill@5s+2s:0", "svc-kill@5s+2s:1"}, {"svc-clock@1s:0=+2s", "svc-kill@3s:0", "svc-pause@4s+1s"}} {
 		if _, err := ParsePlan(ok); err != nil {
 			t.Errorf("ParsePlan(%q): %v", ok, err)
 		}

@@ -17,15 +17,24 @@ import (
 // stores. It returns when the new instance serves (or with why not).
 type AppCrashHook func(ctx context.Context, f Fault) error
 
-// Services kills and restarts the service processes of a run (run
-// --service process:N), for svc-kill. Its methods are called from the
-// injector's goroutines, one fault per instance at a time.
+// Services kills, restarts, freezes and skews the clocks of the service
+// processes of a run (run --service process:N), for svc-kill, svc-pause
+// and svc-clock. Its methods are called from the injector's goroutines,
+// one fault per instance at a time.
 type Services interface {
 	// Kill ends instance i with SIGKILL and returns once it is gone.
 	Kill(ctx context.Context, i int) error
 	// Restart starts instance i again on its state directory and at its
 	// address, and returns once it answers its health check.
 	Restart(ctx context.Context, i int) error
+	// Pause freezes instance i (SIGSTOP; AllInstances: every one) and
+	// Resume lets it run again (SIGCONT). Both return once signalled.
+	Pause(ctx context.Context, i int) error
+	Resume(ctx context.Context, i int) error
+	// SetClock offsets instance i's wall clock by d (0: the true time)
+	// and returns once the instance reads it; a restart of instance i
+	// keeps it.
+	SetClock(ctx context.Context, i int, d time.Duration) error
 }
 
 // LocalFailHook carries out a local-fail fault: on is true when it starts
@@ -63,7 +72,7 @@ type Injector struct {
 	Faulter    servers.Faulter
 	Proxy      *Proxy
 	OnAppCrash AppCrashHook
-	// Services carries out svc-kill faults.
+	// Services carries out svc-kill, svc-pause and svc-clock faults.
 	Services Services
 	// OnLocalFail carries out local-fail faults.
 	OnLocalFail LocalFailHook
@@ -91,7 +100,7 @@ func (in *Injector) Check() error {
 			return fmt.Errorf("fault %s: no proxy in front of the stores (faults.Listen)", f)
 		case f.Kind == AppCrash && in.OnAppCrash == nil:
 			return fmt.Errorf("fault %s: no app-crash hook", f)
-		case f.Kind == SvcKill && in.Services == nil:
+		case f.Service() && in.Services == nil:
 			return fmt.Errorf("fault %s: no service processes (run --service process:N)", f)
 		case f.Kind == LocalFail && in.OnLocalFail == nil:
 			return fmt.Errorf("fault %s: no local-fail hook", f)
@@ -241,6 +250,10 @@ func (in *Injector) apply(ctx context.Context, f Fault) error {
 			return err
 		}
 		return in.Services.Restart(ctx, f.Instance)
+	case SvcPause:
+		return in.Services.Pause(ctx, f.Instance)
+	case SvcClock:
+		return in.Services.SetClock(ctx, f.Instance, f.Offset)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -266,6 +279,10 @@ func (in *Injector) undo(ctx context.Context, f Fault) error {
 			return nil // restarted in apply
 		}
 		return in.Services.Restart(ctx, f.Instance)
+	case SvcPause:
+		return in.Services.Resume(ctx, f.Instance)
+	case SvcClock:
+		return in.Services.SetClock(ctx, f.Instance, 0)
 	case LocalFail:
 		return in.OnLocalFail(ctx, false)
 	}

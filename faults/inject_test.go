@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -287,5 +288,95 @@ func TestInjectorLocalFail(t *testing.T) {
 	}
 	if err := (&Injector{Plan: mustPlan(t, "local-fail@0s+10ms")}).Check(); err == nil {
 		t.Fatal("a local-fail plan without a hook was accepted")
+	}
+}
+
+// fakeServices records the service faults' calls, instance by instance.
+type fakeServices struct {
+	mu    sync.Mutex
+	calls []string
+	clock map[int]time.Duration
+}
+
+func (s *fakeServices) rec(call string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, call)
+	return nil
+}
+func (s *fakeServices) Kill(_ context.Context, i int) error { return s.rec(fmt.Sprint("kill ", i)) }
+func (s *fakeServices) Restart(_ context.Context, i int) error {
+	return s.rec(fmt.Sprint("restart ", i))
+}
+func (s *fakeServices) Pause(_ context.Context, i int) error  { return s.rec(fmt.Sprint("pause ", i)) }
+func (s *fakeServices) Resume(_ context.Context, i int) error { return s.rec(fmt.Sprint("resume ", i)) }
+func (s *fakeServices) SetClock(_ context.Context, i int, d time.Duration) error {
+	s.mu.Lock()
+	if s.clock == nil {
+		s.clock = map[int]time.Duration{}
+	}
+	s.clock[i] = d
+	s.mu.Unlock()
+	return s.rec(fmt.Sprint("clock ", i, " ", d))
+}
+
+// TestInjectorServices: each svc- fault reaches the service group as the
+// calls it stands for, in order per instance; a windowed clock offset is
+// put back, a lasting one stays, and a cancelled run resumes every frozen
+// instance.
+func TestInjectorServices(t *testing.T) {
+	cases := []struct {
+		name   string
+		plan   []string
+		cancel bool
+		want   string // the calls, in order
+		clock  map[int]time.Duration
+	}{
+		{"pause of one instance", []string{"svc-pause@0s+10ms:1"}, false, "pause 1,resume 1", nil},
+		{"pause of every instance", []string{"svc-pause@0s+10ms"}, false, "pause -1,resume -1", nil},
+		{"clock for a window", []string{"svc-clock@0s+10ms:0=+2s"}, false, "clock 0 2s,clock 0 0s", map[int]time.Duration{0: 0}},
+		{"lasting clock, then a kill", []string{"svc-clock@0s:1=-1s", "svc-kill@20ms:1"}, false, "clock 1 -1s,kill 1,restart 1", map[int]time.Duration{1: -time.Second}},
+		{"cancelled pause resumes", []string{"svc-pause@0s+1h:0"}, true, "pause 0,resume 0", nil},
+	}
+	for _, c := range cases {
+		sv := &fakeServices{}
+		applied := make(chan Event, 10)
+		in := &Injector{Plan: mustPlan(t, c.plan...), Services: sv, OnEvent: func(e Event) { applied <- e }}
+		ctx, cancel := context.WithCancel(context.Background())
+		if c.cancel {
+			go func() { <-applied; cancel() }()
+		}
+		events, err := in.Run(ctx, time.Now())
+		cancel()
+		if c.cancel != (err != nil) {
+			t.Errorf("%s: error %v", c.name, err)
+		}
+		got := sv.calls
+		if len(c.plan) > 1 {
+			// Faults run concurrently: only each one's own calls are in
+			// order; the cases of several faults compare sorted calls.
+			sort.Strings(got)
+			w := strings.Split(c.want, ",")
+			sort.Strings(w)
+			c.want = strings.Join(w, ",")
+		}
+		if got := strings.Join(got, ","); got != c.want {
+			t.Errorf("%s: calls %s, want %s", c.name, got, c.want)
+		}
+		for i, d := range c.clock {
+			if sv.clock[i] != d {
+				t.Errorf("%s: instance %d clock %s, want %s", c.name, i, sv.clock[i], d)
+			}
+		}
+		for _, e := range events {
+			if e.Applied.IsZero() {
+				t.Errorf("%s: %s never applied: %s", c.name, e.Fault, e.Err)
+			}
+		}
+	}
+	// Without service processes, an svc- fault is refused before anything.
+	in := &Injector{Plan: mustPlan(t, "svc-clock@0s:0=+2s")}
+	if err := in.Check(); err == nil || !strings.Contains(err.Error(), "no service processes") {
+		t.Errorf("Check without services: %v", err)
 	}
 }

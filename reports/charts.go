@@ -472,6 +472,34 @@ var sweepMetrics = []metric{
 	{name: "oversell", title: "Oversell rate", ylabel: "%", row: func(r results.Row) (float64, bool) { return 100 * r.OversellRate, true }},
 	{name: "cas-retries", title: "CAS retries per success", ylabel: "retries / success",
 		row: func(r results.Row) (float64, bool) { return r.CASRetries, r.HasCASRetries }},
+	{name: "service-cpu", title: "Service-tier CPU per flow", ylabel: "µs / flow (harness + service processes)", row: serviceCPUPerFlow},
+}
+
+// serviceCPUPerFlow is, in a sweep of the service tier (--param instances
+// or service), the CPU per flow of the harness and the service processes
+// together (medians of the repeats): in process, the harness's CPU is the
+// strategy's code and the generator; with service processes, theirs plus
+// the generator's and the API client's. Not drawn for other sweeps.
+func serviceCPUPerFlow(r results.Row) (float64, bool) {
+	if r.Param != "instances" && r.Param != "service" {
+		return 0, false
+	}
+	var got []results.Run
+	for _, run := range r.Runs {
+		if run.Cost != nil && run.Cost.HarnessCPUUSPerFlow != nil {
+			got = append(got, run)
+		}
+	}
+	if len(got) == 0 {
+		return 0, false
+	}
+	return results.SpreadOf(got, func(run results.Run) float64 {
+		v := *run.Cost.HarnessCPUUSPerFlow
+		if run.Cost.ServiceCPUUSPerFlow != nil {
+			v += *run.Cost.ServiceCPUUSPerFlow
+		}
+		return v
+	}).Median, true
 }
 
 // sweepChart draws one line per strategy against the swept parameter. The

@@ -11,7 +11,7 @@ import (
 )
 
 // costCaption says what costTable's columns are.
-const costCaption = "per flow: CPU µs of each tier (harness = service code + load generator; the null probe is the generator alone), round trips, ms waited for row locks and pool"
+const costCaption = "per flow: CPU µs of each tier (harness = service code + load generator; with --service process:N, service = the instances and harness = the generator and API client; the null probe is the generator alone), round trips, ms waited for row locks and pool"
 
 // costTable is what each row's flow cost each tier and what bound it
 // (runs[].cost, analysis.BoundByRow), medians over repeats; ok is false
@@ -20,7 +20,19 @@ const costCaption = "per flow: CPU µs of each tier (harness = service code + lo
 // the null probe's row.
 func costTable(a *analysis.Analysis) (table, bool) {
 	head, repeats := rowHead(a.Rows)
-	head = append(head, "bound by", "MySQL µs", "Redis µs", "harness µs", "trips", "lock ms", "pool ms")
+	head = append(head, "bound by", "MySQL µs", "Redis µs", "harness µs")
+	// The service processes' own column, when a row ran them (--service
+	// process:N): the harness is then the generator and the API client.
+	service := false
+	for _, row := range a.Rows {
+		for _, r := range row.Runs {
+			service = service || (r.Cost != nil && r.Cost.ServiceCPUUSPerFlow != nil)
+		}
+	}
+	if service {
+		head = append(head, "service µs")
+	}
+	head = append(head, "trips", "lock ms", "pool ms")
 	var rows [][]string
 	any := false
 	for _, row := range a.Rows {
@@ -56,7 +68,11 @@ func costTable(a *analysis.Analysis) (table, bool) {
 		cells = append(cells, row.BoundBy.Label(),
 			med(func(c *results.Cost) *float64 { return c.MySQLCPUUSPerFlow }),
 			med(func(c *results.Cost) *float64 { return c.RedisCPUUSPerFlow }),
-			med(func(c *results.Cost) *float64 { return c.HarnessCPUUSPerFlow }),
+			med(func(c *results.Cost) *float64 { return c.HarnessCPUUSPerFlow }))
+		if service {
+			cells = append(cells, med(func(c *results.Cost) *float64 { return c.ServiceCPUUSPerFlow }))
+		}
+		cells = append(cells,
 			medF(f1, func(c *results.Cost) *float64 {
 				if c.MySQLTripsPerFlow == nil && c.RedisTripsPerFlow == nil {
 					return nil

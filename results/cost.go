@@ -26,6 +26,13 @@ type Cost struct {
 	// on a run of the null strategy only (a harness-cost probe that
 	// touches no store), where the harness's CPU is the generator's.
 	GeneratorCPUUSPerFlow *float64 `json:"generator_cpu_us_per_flow,omitempty"`
+	// ServiceCPUUSPerFlow and ServiceCPUPct are the service processes'
+	// CPU (run --service process:N, summed over the instances, from
+	// /proc): the strategy's code, its pools and the API's server side.
+	// The harness figures are then the load generator and the API's
+	// client side alone.
+	ServiceCPUUSPerFlow *float64 `json:"service_cpu_us_per_flow,omitempty"`
+	ServiceCPUPct       *float64 `json:"service_cpu_pct,omitempty"`
 	// Probe marks a harness-cost probe's run (the null strategy): it sold
 	// nothing, was not audited, and is never ranked.
 	Probe bool `json:"probe,omitempty"`

@@ -183,6 +183,7 @@ func costOf(from, to *costMark, in costInputs) *results.Cost {
 	}
 	c.MySQLCPUPct, c.RedisCPUPct, c.HarnessCPUPct = in.cpu.of("mysql"), in.cpu.of("redis"), in.cpu.of("harness")
 	c.MySQLCPUUSPerFlow, c.RedisCPUUSPerFlow, c.HarnessCPUUSPerFlow = cpuPerFlow("mysql"), cpuPerFlow("redis"), cpuPerFlow("harness")
+	c.ServiceCPUPct, c.ServiceCPUUSPerFlow = in.cpu.of(serviceCPU), cpuPerFlow(serviceCPU)
 	if in.probe && c.HarnessCPUUSPerFlow != nil {
 		v := *c.HarnessCPUUSPerFlow
 		c.GeneratorCPUUSPerFlow = &v

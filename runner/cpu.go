@@ -144,12 +144,36 @@ func procSource(pids func() []int) cpuSource {
 	}
 }
 
+// serviceCPU is the source of the service processes' CPU (run --service
+// process:N).
+const serviceCPU = "service"
+
+// setSource adds (or, with a nil src, removes) a source between
+// measurements: the service processes of one run. Safe for concurrent use.
+func (c *cpuSampler) setSource(name string, src cpuSource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	srcs := make(map[string]cpuSource, len(c.sources)+1)
+	for k, f := range c.sources {
+		srcs[k] = f
+	}
+	if src == nil {
+		delete(srcs, name)
+	} else {
+		srcs[name] = src
+	}
+	c.sources = srcs
+}
+
 // readAll reads every source concurrently.
 func (c *cpuSampler) readAll() map[string]cpuReading {
 	out := map[string]cpuReading{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for k, f := range c.sources {
+	c.mu.Lock()
+	sources := c.sources
+	c.mu.Unlock()
+	for k, f := range sources {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -299,7 +323,7 @@ func (c *cpuSampler) compute() cpuFigures {
 		}
 		pct := a.acc.Seconds() / secs * 100
 		out[k] = pct
-		if k != "harness" {
+		if k != "harness" && k != serviceCPU {
 			server += pct
 			seen = true
 		}

@@ -123,6 +123,12 @@ func measure(ctx, lctx context.Context, in loadInputs, d *driver, w *watcher, st
 	}
 	meter := &costMeter{pools: in.p.sconns, status: in.p.conns, inStrategy: d.inStrategy.Load}
 	cpu := in.cpu
+	if in.b.remote != nil {
+		// The service processes' CPU (runs[].cost service_cpu_*), for
+		// this run's measurement only.
+		cpu.setSource(serviceCPU, procSource(in.b.remote.PIDs))
+		defer cpu.setSource(serviceCPU, nil)
+	}
 	cpu.setMeter(meter)
 	ld.peakReset = sysstat.ResetPeak()
 	stopProfile := startCPUProfile(e.Name)

@@ -40,13 +40,17 @@ type ServiceSpec struct {
 	StateDirs []string
 }
 
-// ServiceGroup is a started set of service instances. Kill and Restart
-// (faults.Services) carry out svc-kill: a restarted instance keeps its
-// address and state directory.
+// ServiceGroup is a started set of service instances. Its faults.Services
+// methods carry out svc-kill (a restarted instance keeps its address, state
+// directory and clock offset), svc-pause and svc-clock.
 type ServiceGroup interface {
 	faults.Services
 	// URLs are the instances' base URLs, in instance order.
 	URLs() []string
+	// PIDs are the instances' process ids now (a restarted instance's
+	// new one), for the CPU sampler; nil when they are not processes of
+	// this machine.
+	PIDs() []int
 	// Stop drains every instance (SIGTERM) and waits for it; safe to call
 	// more than once.
 	Stop() error
@@ -66,8 +70,8 @@ func (so ServiceOptions) problems(o Options) []error {
 		errs = append(errs, fmt.Errorf("--service process:%d: want at least one instance", so.Procs))
 	case !so.Remote():
 		for _, f := range o.Faults {
-			if f.Kind == faults.SvcKill {
-				errs = append(errs, fmt.Errorf("--fault %s: needs --service process[:N] (service processes to kill)", f))
+			if f.Service() {
+				errs = append(errs, fmt.Errorf("--fault %s: needs --service process[:N] (service processes to act on)", f))
 			}
 		}
 		return errs
@@ -78,7 +82,7 @@ func (so ServiceOptions) problems(o Options) []error {
 	for _, f := range o.Faults {
 		switch {
 		case f.Network() || f.Kind == faults.AppCrash:
-			errs = append(errs, fmt.Errorf("--fault %s: not with --service process yet (network faults and app-crash act on the generator's own pools and strategy instance; svc-kill and the servers' process faults work)", f))
+			errs = append(errs, fmt.Errorf("--fault %s: not with --service process yet (network faults and app-crash act on the generator's own pools and strategy instance; svc-kill, svc-pause, svc-clock and the servers' process faults work)", f))
 		case f.Instance >= so.Procs:
 			errs = append(errs, fmt.Errorf("--fault %s: no instance %d of --service process:%d", f, f.Instance, so.Procs))
 		}

@@ -32,6 +32,7 @@ const (
 	PathRefund  = "/v1/refund"
 	PathRestock = "/v1/restock"
 	PathSettle  = "/v1/settle"
+	PathQuiesce = "/v1/quiesce"
 	PathHealth  = "/v1/health"
 )
 
@@ -80,6 +81,12 @@ type Health struct {
 	Inflight int64 `json:"inflight"`
 	// Served counts the operations answered, by outcome class.
 	Served map[inventory.Outcome]int64 `json:"served"`
+	// ClockOffsetMillis is the offset of the instance's wall clock
+	// (serve --clock-offset, an svc-clock fault), when it has one.
+	ClockOffsetMillis int64 `json:"clock_offset_ms,omitempty"`
+	// Background is "running", or "stopped" once POST /v1/quiesce
+	// stopped the background loop.
+	Background string `json:"background"`
 }
 
 // OutcomeBadRequest is the outcome of a call the service could not read

@@ -142,11 +142,24 @@ func (c *Client) Restock(ctx context.Context, r inventory.Restock) error {
 	return c.call(ctx, "restock", PathRestock, r.SKU, r.ID, RestockRequest(r))
 }
 
-// Run does nothing until ctx ends: the background loops run inside the
-// instances.
+// Run waits for ctx to end (the background loops run inside the
+// instances), then stops every instance's loop.
 func (c *Client) Run(ctx context.Context) error {
 	<-ctx.Done()
-	return nil
+	// The end of load (or of the run): every instance's background loop
+	// is stopped (POST /v1/quiesce) before the caller audits and settles,
+	// as an in-process strategy's loop is — a sweeper still deciding
+	// expiries between the audit's reads of Redis and MySQL would show
+	// as drift that is not there.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var errs []error
+	for _, u := range c.urls {
+		if err := c.send(qctx, "quiesce", u+PathQuiesce, "", struct{}{}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Settle asks every instance to drain its asynchronous work (POST

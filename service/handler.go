@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 )
@@ -54,6 +55,10 @@ type Handler struct {
 	served    []atomic.Int64 // by index in outcomes
 	okReply   []byte
 	healthPID int
+	// quiesce stops the background loop (set by Instance; nil: the
+	// handler has no loop to stop, and quiesce answers ok at once).
+	quiesce  func()
+	quiesced atomic.Bool
 }
 
 // NewHandler serves s.
@@ -70,6 +75,7 @@ func NewHandler(s strategies.Strategy, o HandlerOptions) *Handler {
 	h.mux.HandleFunc("POST "+PathRefund, h.refund)
 	h.mux.HandleFunc("POST "+PathRestock, h.restock)
 	h.mux.HandleFunc("POST "+PathSettle, h.settle)
+	h.mux.HandleFunc("POST "+PathQuiesce, h.quiesceBackground)
 	h.mux.HandleFunc("GET "+PathHealth, h.health)
 	return h
 }
@@ -101,7 +107,7 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		h.bad(w, errors.New("give one of ttl_ms or deadline_ms, positive"))
 		return
 	case req.TTLMillis > 0:
-		deadline = time.Now().Add(time.Duration(req.TTLMillis) * time.Millisecond)
+		deadline = clock.Now().Add(time.Duration(req.TTLMillis) * time.Millisecond)
 	default:
 		deadline = time.UnixMilli(req.DeadlineMillis)
 	}
@@ -155,9 +161,25 @@ func (h *Handler) settle(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, inventory.Classify(err), err)
 }
 
+// quiesceBackground stops the instance's background loop (expiry sweeper,
+// relay, reconciler) and answers once it has returned: what a run does at
+// the end of load, so that its audits and its settle see the stores still
+// (as the in-process instance's loop is stopped then). Operations and
+// settle still work; the loop is not started again. Idempotent.
+func (h *Handler) quiesceBackground(w http.ResponseWriter, r *http.Request) {
+	if h.quiesce != nil {
+		h.quiesce()
+	}
+	h.quiesced.Store(true)
+	h.answer(w, inventory.OK, nil)
+}
+
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	hl := Health{Status: "ok", Strategy: h.s.Name(), PID: h.healthPID, Inflight: h.inflight.Load(),
-		Served: make(map[inventory.Outcome]int64, len(outcomes))}
+		Served: make(map[inventory.Outcome]int64, len(outcomes)), ClockOffsetMillis: clock.Offset().Milliseconds(), Background: "running"}
+	if h.quiesced.Load() {
+		hl.Background = "stopped"
+	}
 	for i, o := range outcomes {
 		if n := h.served[i].Load(); n > 0 {
 			hl.Served[o] = n

@@ -36,6 +36,7 @@ type Instance struct {
 func Start(s strategies.Strategy, ln net.Listener, o HandlerOptions) *Instance {
 	in := &Instance{s: s, h: NewHandler(s, o), addr: ln.Addr().String(),
 		bgDone: make(chan struct{}), failed: make(chan error, 2)}
+	in.h.quiesce = in.stopBackground
 	in.srv = &http.Server{Handler: in.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	bg, stop := context.WithCancel(context.Background())
 	in.stopBg = stop
@@ -51,6 +52,13 @@ func Start(s strategies.Strategy, ln net.Listener, o HandlerOptions) *Instance {
 		}
 	}()
 	return in
+}
+
+// stopBackground stops the background loop and waits for it to return.
+// Idempotent; safe for concurrent use.
+func (in *Instance) stopBackground() {
+	in.stopBg()
+	<-in.bgDone
 }
 
 // Addr is the address the instance listens on (host:port).

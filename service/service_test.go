@@ -287,3 +287,49 @@ func servedCounts(t *testing.T, url string) map[inventory.Outcome]int64 {
 	}
 	return h.Served
 }
+
+// TestQuiesce: the client's Run, when its context ends (the end of load),
+// stops the instance's background loop before it returns — health says
+// so — and the instance still serves operations and settles: an order
+// left past its deadline is expired by the settle, not by a sweeper.
+func TestQuiesce(t *testing.T) {
+	cases := []struct{ strategy string }{{"rowlock"}, {"lua-tcc"}}
+	for _, c := range cases {
+		t.Run(c.strategy, func(t *testing.T) {
+			s := serve(t, c.strategy, map[string]int64{"S": 5}, service.HandlerOptions{})
+			ctx := context.Background()
+			h, err := service.ReadHealth(ctx, nil, s.in.URL())
+			if err != nil || h.Background != "running" {
+				t.Fatalf("health before: %+v, %v", h, err)
+			}
+			runCtx, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := s.c.Run(runCtx); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if h, err = service.ReadHealth(ctx, nil, s.in.URL()); err != nil || h.Background != "stopped" {
+				t.Fatalf("health after the client's run ended: %+v, %v", h, err)
+			}
+			if err := s.c.Reserve(ctx, inventory.Reservation{OrderID: "o1", SKU: "S", Qty: 2, Deadline: time.Now().Add(-time.Second)}); err != nil {
+				t.Fatalf("reserve after quiesce: %v", err)
+			}
+			s.ack(inventory.Ack{OrderID: "o1", SKU: "S", State: inventory.StateReserved})
+			if err := s.c.Reserve(ctx, inventory.Reservation{OrderID: "o2", SKU: "S", Qty: 1, Deadline: time.Now().Add(time.Hour)}); err != nil {
+				t.Fatalf("reserve after quiesce: %v", err)
+			}
+			s.ack(inventory.Ack{OrderID: "o2", SKU: "S", State: inventory.StateReserved})
+			if err := s.c.Confirm(ctx, inventory.OrderRef{OrderID: "o2", SKU: "S"}); err != nil {
+				t.Fatalf("confirm after quiesce: %v", err)
+			}
+			s.ack(inventory.Ack{OrderID: "o2", SKU: "S", State: inventory.StateConfirmed})
+			res := s.audit() // settles: o1 is past its deadline
+			if res.ConfirmedUnits != 1 {
+				t.Errorf("confirmed units %d, want 1", res.ConfirmedUnits)
+			}
+			var st string
+			if err := env.DB.QueryRowContext(ctx, "SELECT state FROM orders WHERE order_id='o1'").Scan(&st); err != nil || st != string(inventory.StateExpired) {
+				t.Errorf("o1 after settle: %q, %v; want expired", st, err)
+			}
+		})
+	}
+}

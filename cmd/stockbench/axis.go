@@ -21,7 +21,8 @@ func newAxis() *axis { return &axis{numeric: true} }
 
 // add places one resolved value of the swept flag fl: a duration in
 // milliseconds, a number as itself, --rtt as the MySQL round trip of its
-// profile. Any other kind of value makes the sweep categorical.
+// profile, --service (and --param instances) as its count of service
+// processes. Any other kind of value makes the sweep categorical.
 func (a *axis) add(fl *flag.Flag, o runner.Options) {
 	x, unit, ok := axisValue(fl, o)
 	if !ok || (len(a.xs) > 0 && unit != a.unit) {
@@ -32,8 +33,12 @@ func (a *axis) add(fl *flag.Flag, o runner.Options) {
 }
 
 func axisValue(fl *flag.Flag, o runner.Options) (float64, string, bool) {
-	if fl.Name == results.ParamRTT {
+	switch fl.Name {
+	case results.ParamRTT:
 		return ms(o.Network.MySQL.RTT), "ms", true
+	case "service":
+		// The number of service processes; 0 in process.
+		return float64(o.Service.Procs), "", true
 	}
 	g, ok := fl.Value.(flag.Getter)
 	if !ok {

@@ -25,6 +25,8 @@ func TestSweepAxis(t *testing.T) {
 		{"rtt profiles as MySQL RTT", "rtt", []string{"0.5ms", "same-zone"}, nil, "ms"},
 		{"strings are categories", "skew", []string{"uniform", "zipf:1.1"}, nil, ""},
 		{"faults are categories", "fault", []string{"redis-pause@1s+1s"}, nil, ""},
+		// the service tier by its count of processes (what --param instances sets)
+		{"service processes counted", "service", []string{"in-process", "process", "process:4"}, []float64{0, 1, 4}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

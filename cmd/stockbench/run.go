@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,7 +68,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.preset, "preset", "", "named set of flags, filling only flags not set otherwise: article (the article's experiment, reported beside its published figures)")
 	registerServerFlags(fs, &f.servers)
 	fs.StringVar(&f.servers.RedisPersistence, "redis-persistence", servers.PersistenceNone, "AOF of the Redis stockbench starts, what a Redis restart keeps: none | everysec | always")
-	fs.Func("fault", "inject a fault, repeatable (or comma-separated): redis-pause@5s+3s, redis-restart@5s, redis-lose@5s+2s, mysql-restart@8s, mysql-pause@5s+3s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@6s+1s:0 (with --service process:N); times from the start of the measured phase", func(v string) error {
+	fs.Func("fault", "inject a fault, repeatable (or comma-separated): redis-pause@5s+3s, redis-restart@5s, redis-lose@5s+2s, mysql-restart@8s, mysql-pause@5s+3s, latency:redis=20ms±10ms@4s+6s, reset:mysql@6s, partition:redis@5s+2s, app-crash@6s, svc-kill@6s+1s:0, svc-pause@6s+2s:0, svc-clock@6s:0=+2s (with --service process:N); times from the start of the measured phase", func(v string) error {
 		for _, spec := range strings.Split(v, ",") {
 			if spec = strings.TrimSpace(spec); spec != "" {
 				f.faults = append(f.faults, spec)
@@ -194,6 +195,12 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	}
 	svc, err := parseService(f.service)
 	if parse("service", err) {
+		if svc.Remote() && f.servers.Backend == "docker" {
+			// On the docker backend the instances are containers too.
+			if svc.Start, err = serviceContainers(); err != nil {
+				errs = append(errs, fmt.Errorf("--service %s --backend docker: %w", f.service, err))
+			}
+		}
 		o.Service = svc
 	}
 	if len(scens) > 0 {
@@ -434,7 +441,7 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
 	var f runFlags
 	f.register(fs)
-	param := fs.String("param", "", "the swept run flag and its values: NAME=V1,V2,… (e.g. buyers=50,100,200,400)")
+	param := fs.String("param", "", "the swept run flag and its values: NAME=V1,V2,… (e.g. buyers=50,100,200,400); instances=0,1,2,4 sweeps the service tier: 0 in process, N ≥ 1 as --service process:N")
 	if code, done := parseFlags(fs, args, stdout, fail); done {
 		return code
 	}
@@ -442,7 +449,12 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	if !ok || name == "" || list == "" {
 		return fail(exitUsage, errors.New("--param NAME=V1,V2,… is required, e.g. --param buyers=50,100,200,400"))
 	}
-	if fs.Lookup(name) == nil || notSweepable[name] || name == "param" {
+	// instances=N is --service: in-process for 0, process:N above.
+	flagName := name
+	if name == "instances" {
+		flagName = "service"
+	}
+	if fs.Lookup(flagName) == nil || notSweepable[name] || name == "param" {
 		return fail(exitUsage, fmt.Errorf("--param: %q is not a sweepable run flag", name))
 	}
 	var values []string
@@ -459,14 +471,25 @@ func cmdSweep(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 			// --fault adds to a list: each value of the sweep is its own plan.
 			f.faults = nil
 		}
-		if err := fs.Set(name, v); err != nil {
+		fv := v
+		if name == "instances" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fail(exitUsage, fmt.Errorf("--param instances=%s: want a count of service processes, 0 for in process", v))
+			}
+			fv = "in-process"
+			if n > 0 {
+				fv = fmt.Sprintf("process:%d", n)
+			}
+		}
+		if err := fs.Set(flagName, fv); err != nil {
 			return fail(exitUsage, fmt.Errorf("--param %s=%s: %w", name, v, err))
 		}
 		o, err := f.resolve(fs)
 		if err != nil {
 			return fail(exitUsage, fmt.Errorf("--param %s=%s: %w", name, v, err))
 		}
-		ax.add(fs.Lookup(name), o)
+		ax.add(fs.Lookup(flagName), o)
 		plans = append(plans, runner.Plan{Options: o, Param: name, Value: v})
 	}
 	return f.execute(ctx, plans, ax.record(&results.Sweep{Param: name, Values: values}), stdout, stderr, fail)

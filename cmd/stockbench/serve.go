@@ -8,12 +8,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/servers"
@@ -33,6 +35,7 @@ type serveFlags struct {
 	opTimeout, sweepPeriod           time.Duration
 	outboxPeriod, reconcilePeriod    time.Duration
 	batchWait, casMaxWait, drain     time.Duration
+	clockOffset                      time.Duration
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -58,6 +61,40 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.casMaxWait, "cas-max-wait", 0, "cas backoff: total time budget of one reserve (0: --op-timeout)")
 	fs.IntVar(&f.buckets, "buckets", d.Buckets, "buckets strategy: rows each SKU's stock is spread over")
 	fs.StringVar(&f.isolation, "isolation", "", "isolation level of the strategy's MySQL sessions: rc | rr; empty: the server's default (or what the DSN asks)")
+	fs.DurationVar(&f.clockOffset, "clock-offset", 0, "offset of this instance's wall clock, e.g. 2s (ahead) or -2s (behind), for every time the service reads: expiry deadlines, TTLs, timestamps, sweeper and reconciler cut-offs (the svc-clock fault); SIGUSR1 re-reads it from STATE-DIR/"+clockFile)
+}
+
+// clockFile, in an instance's state directory, holds the clock offset
+// (a Go duration) it reads again on SIGUSR1: how svc-clock skews a
+// running instance.
+const clockFile = "clock-offset"
+
+// watchClock sets the process's clock offset from dir/clockFile on each
+// SIGUSR1, until ctx ends; a file it cannot read leaves the offset as it
+// was and says why on stderr. It is installed before the instance serves,
+// so a signal never finds SIGUSR1's default action (exit).
+func watchClock(ctx context.Context, dir string, stderr io.Writer) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sig:
+				b, err := os.ReadFile(filepath.Join(dir, clockFile))
+				if err == nil {
+					var d time.Duration
+					if d, err = time.ParseDuration(strings.TrimSpace(string(b))); err == nil {
+						clock.SetOffset(d)
+						continue
+					}
+				}
+				fmt.Fprintf(stderr, "serve: clock offset: %v\n", err)
+			}
+		}
+	}()
 }
 
 // check validates the flags and returns the strategy and the stock to load.
@@ -159,6 +196,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 		return fail(exitUsage, err)
 	}
 	defer unlock()
+	clock.SetOffset(f.clockOffset)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchClock(wctx, stateDir, stderr)
 	// The port before the servers: a busy one is refused at once, with
 	// nothing started.
 	ln, err := net.Listen("tcp", f.listen)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockbench/stockbench/faults"
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/runner"
 	"github.com/stockbench/stockbench/service"
 )
@@ -39,6 +42,21 @@ func parseService(v string) (runner.ServiceOptions, error) {
 	}
 	so.Start = startServeProcs
 	return so, nil
+}
+
+// serviceContainers is the StartServices of the docker backend: the
+// instances as containers of the image docker generators run in (checked
+// here: docker present, host networking, this binary runs in it).
+func serviceContainers() (runner.StartServices, error) {
+	exe, err := selfExe()
+	if err != nil {
+		return nil, err
+	}
+	image, err := generatorImage(exe)
+	if err != nil {
+		return nil, err
+	}
+	return startServeContainers(image), nil
 }
 
 // serveReady is serve's ready line: "serving NAME on URL (state dir DIR)".
@@ -81,13 +99,28 @@ type serveProcs struct {
 	args []string
 	env  []string
 	dirs []string
+	// image, when set, runs each instance as a container of it (the
+	// docker backend): host networking, this binary mounted read-only,
+	// its state directory read-write, the environment passed by name
+	// (dockerEnv) — as docker generators run.
+	image     string
+	dockerEnv []string
 
-	mu   sync.Mutex
-	cmds []*exec.Cmd
-	done []chan error
-	urls []string
-	once sync.Once
-	err  error
+	mu sync.Mutex
+	// clocks are the instances' clock offsets (svc-clock), which a
+	// restart keeps.
+	clocks []time.Duration
+	// names and lifelines are the containers' names and the write ends
+	// of their stdin (image set); pids the serve processes' host pids.
+	names     []string
+	lifelines []*os.File
+	pids      []int
+	started   int
+	cmds      []*exec.Cmd
+	done      []chan error
+	urls      []string
+	once      sync.Once
+	err       error
 }
 
 func (p *serveProcs) URLs() []string {
@@ -96,11 +129,40 @@ func (p *serveProcs) URLs() []string {
 	return append([]string(nil), p.urls...)
 }
 
+// PIDs are the instances' current process ids.
+func (p *serveProcs) PIDs() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.image != "" {
+		return append([]int(nil), p.pids...)
+	}
+	out := make([]int, 0, len(p.cmds))
+	for _, c := range p.cmds {
+		out = append(out, c.Process.Pid)
+	}
+	return out
+}
+
 // start starts instance i listening on listen and waits for its ready
 // line; it returns the instance's URL.
 func (p *serveProcs) start(ctx context.Context, i int, listen string) (string, error) {
-	cmd := exec.Command(p.exe, append(append([]string(nil), p.args...), "--listen", listen, "--state-dir", p.dirs[i])...)
-	cmd.Env = p.env
+	p.mu.Lock()
+	off := p.clocks[i]
+	p.started++
+	name := fmt.Sprintf("stockbench-svc-%d-%d-%d", os.Getpid(), i, p.started)
+	p.mu.Unlock()
+	args := append(append([]string(nil), p.args...), "--listen", listen, "--state-dir", p.dirs[i], "--clock-offset", off.String())
+	var cmd *exec.Cmd
+	var lifeline *os.File
+	if p.image != "" {
+		var err error
+		if cmd, lifeline, err = dockerCommand(context.Background(), p.image, p.exe, name, p.dirs[i], p.dockerEnv, args); err != nil {
+			return "", fmt.Errorf("service instance %d: %w", i, err)
+		}
+	} else {
+		cmd = exec.Command(p.exe, args...)
+		cmd.Env = p.env
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out := &readyWriter{ready: make(chan string, 1)}
 	var stderr bytes.Buffer
@@ -114,14 +176,31 @@ func (p *serveProcs) start(ctx context.Context, i int, listen string) (string, e
 	p.mu.Lock()
 	if i < len(p.cmds) {
 		p.cmds[i], p.done[i] = cmd, done
+		if p.image != "" {
+			_ = p.lifelines[i].Close()
+			p.names[i], p.lifelines[i] = name, lifeline
+		}
 	} else {
 		p.cmds, p.done = append(p.cmds, cmd), append(p.done, done)
+		p.names, p.lifelines, p.pids = append(p.names, name), append(p.lifelines, lifeline), append(p.pids, 0)
 	}
 	p.mu.Unlock()
 	select {
 	case url, ok := <-out.ready:
 		if !ok {
 			return "", fmt.Errorf("service instance %d: no ready line", i)
+		}
+		if p.image != "" {
+			// The serve process's host pid (the container shares the
+			// host's pid namespace): for the CPU sampler.
+			b, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", name).Output()
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 0 {
+				return "", fmt.Errorf("service instance %d: container %s: no pid (%v)", i, name, err)
+			}
+			p.mu.Lock()
+			p.pids[i] = pid
+			p.mu.Unlock()
 		}
 		return url, nil
 	case <-exited:
@@ -136,9 +215,9 @@ func (p *serveProcs) start(ctx context.Context, i int, listen string) (string, e
 // Kill ends instance i with SIGKILL (svc-kill) and waits until it is gone.
 func (p *serveProcs) Kill(ctx context.Context, i int) error {
 	p.mu.Lock()
-	cmd, done := p.cmds[i], p.done[i]
+	done := p.done[i]
 	p.mu.Unlock()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.signal(i, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill service instance %d: %w", i, err)
 	}
 	select {
@@ -171,6 +250,103 @@ func (p *serveProcs) Restart(ctx context.Context, i int) error {
 	return service.WaitHealthy(ctx, nil, url)
 }
 
+// signal sends sig to instance i's serve process: directly, or for a
+// container through the engine — SIGSTOP and SIGCONT as docker pause and
+// unpause (the cgroup freezer), any other as docker kill -s.
+func (p *serveProcs) signal(i int, sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmds[i]
+	var name string
+	if p.image != "" {
+		name = p.names[i]
+	}
+	p.mu.Unlock()
+	if name == "" {
+		return cmd.Process.Signal(sig)
+	}
+	var args []string
+	switch sig {
+	case syscall.SIGSTOP:
+		args = []string{"pause", name}
+	case syscall.SIGCONT:
+		args = []string{"unpause", name}
+	default:
+		args = []string{"kill", "-s", strconv.Itoa(int(sig)), name}
+	}
+	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("docker %s: %v: %s", args[0], err, lastLine(string(out)))
+	}
+	return nil
+}
+
+// each sends sig to instance i, or to every instance when i is
+// faults.AllInstances.
+func (p *serveProcs) each(i int, what string, sig syscall.Signal) error {
+	p.mu.Lock()
+	n := len(p.cmds)
+	p.mu.Unlock()
+	var errs []error
+	for j := 0; j < n; j++ {
+		if i == faults.AllInstances || i == j {
+			if err := p.signal(j, sig); err != nil {
+				errs = append(errs, fmt.Errorf("%s service instance %d: %w", what, j, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Pause freezes instance i, or every instance (svc-pause): SIGSTOP, or
+// docker pause for a container.
+func (p *serveProcs) Pause(ctx context.Context, i int) error {
+	return p.each(i, "pause", syscall.SIGSTOP)
+}
+
+// Resume lets instance i, or every instance, run again: SIGCONT, or
+// docker unpause.
+func (p *serveProcs) Resume(ctx context.Context, i int) error {
+	return p.each(i, "resume", syscall.SIGCONT)
+}
+
+// SetClock offsets instance i's clock by d (svc-clock): it writes the
+// offset to the instance's state directory, signals SIGUSR1, and returns
+// once the instance's health reports the new offset. A restart of the
+// instance starts it with the offset.
+func (p *serveProcs) SetClock(ctx context.Context, i int, d time.Duration) error {
+	if i == faults.AllInstances {
+		return errors.New("svc-clock: one instance at a time")
+	}
+	p.mu.Lock()
+	p.clocks[i] = d
+	url := p.urls[i]
+	p.mu.Unlock()
+	tmp := filepath.Join(p.dirs[i], clockFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o644); err != nil {
+		return fmt.Errorf("clock of service instance %d: %w", i, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(p.dirs[i], clockFile)); err != nil {
+		return fmt.Errorf("clock of service instance %d: %w", i, err)
+	}
+	// The signal goes only to an instance that answers its health check
+	// (it has its SIGUSR1 handler by then: one that is still starting,
+	// after svc-kill, would die of the signal), and again until the
+	// instance reports the offset (a restart may have read the old one).
+	for {
+		h, err := service.ReadHealth(ctx, nil, url)
+		if err == nil && h.ClockOffsetMillis == d.Milliseconds() {
+			return nil
+		}
+		if err == nil {
+			if serr := p.each(i, "clock of", syscall.SIGUSR1); serr != nil {
+				err = serr
+			}
+		}
+		if !clock.Sleep(ctx, 20*time.Millisecond) {
+			return fmt.Errorf("clock of service instance %d: not read back (%v): %w", i, err, ctx.Err())
+		}
+	}
+}
+
 // Stop sends SIGTERM to every instance (it drains and exits 0) and waits
 // for each; one that does not end within a minute is killed.
 func (p *serveProcs) Stop() error {
@@ -188,7 +364,10 @@ func (p *serveProcs) Stop() error {
 		p.mu.Lock()
 		cmds, done := append([]*exec.Cmd(nil), p.cmds...), append([]chan error(nil), p.done...)
 		p.mu.Unlock()
-		for _, c := range cmds {
+		for i, c := range cmds {
+			// A frozen instance (svc-pause cut short) thaws to drain. A
+			// container's CLI passes SIGTERM on (--sig-proxy).
+			_ = p.signal(i, syscall.SIGCONT)
 			_ = c.Process.Signal(syscall.SIGTERM)
 		}
 		for i, c := range cmds {
@@ -198,10 +377,21 @@ func (p *serveProcs) Stop() error {
 					p.err = errors.Join(p.err, fmt.Errorf("service instance %d: %w", i, err))
 				}
 			case <-time.After(time.Minute):
+				_ = p.signal(i, syscall.SIGKILL)
 				_ = c.Process.Kill()
 				p.err = errors.Join(p.err, fmt.Errorf("service instance %d: did not drain within a minute; killed", i))
 			}
 		}
+		p.mu.Lock()
+		for i, w := range p.lifelines {
+			if w != nil {
+				_ = w.Close()
+			}
+			if p.image != "" {
+				removeContainer(p.names[i])
+			}
+		}
+		p.mu.Unlock()
 	})
 	return p.err
 }
@@ -211,6 +401,20 @@ func (p *serveProcs) Stop() error {
 // command line), each on a free loopback port and its own state
 // directory, and waits for every ready line. A child dies with its parent.
 func startServeProcs(ctx context.Context, spec runner.ServiceSpec) (runner.ServiceGroup, error) {
+	return startServeGroup(ctx, spec, "")
+}
+
+// startServeContainers is the docker backend's StartServices: each
+// instance a container of image (see serveProcs.image).
+func startServeContainers(image string) runner.StartServices {
+	return func(ctx context.Context, spec runner.ServiceSpec) (runner.ServiceGroup, error) {
+		return startServeGroup(ctx, spec, image)
+	}
+}
+
+// startServeGroup starts spec's instances, as containers of image when it is
+// set.
+func startServeGroup(ctx context.Context, spec runner.ServiceSpec, image string) (runner.ServiceGroup, error) {
 	ep := spec.Endpoints
 	if len(ep.RedisCluster) > 0 || len(ep.MySQLCluster) > 0 {
 		return nil, errors.New("--service process: not on a cluster yet")
@@ -237,9 +441,10 @@ func startServeProcs(ctx context.Context, spec runner.ServiceSpec) (runner.Servi
 	add("cas-max-attempts", c.CASMaxAttempts > 0, strconv.Itoa(c.CASMaxAttempts))
 	add("cas-max-wait", c.CASMaxWait > 0, c.CASMaxWait.String())
 	add("buckets", c.Buckets > 0, strconv.Itoa(c.Buckets))
-	p := &serveProcs{exe: exe, args: args, dirs: spec.StateDirs,
-		env: append(os.Environ(), shardChildEnv+"=1", "STOCKBENCH_MYSQL_DSN="+ep.MySQLDSN, "STOCKBENCH_MYSQL_DSNS=",
-			"STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL="+redisURLOf(ep))}
+	own := []string{shardChildEnv + "=1", "STOCKBENCH_MYSQL_DSN=" + ep.MySQLDSN, "STOCKBENCH_MYSQL_DSNS=",
+		"STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL=" + redisURLOf(ep)}
+	p := &serveProcs{exe: exe, args: args, dirs: spec.StateDirs, clocks: make([]time.Duration, len(spec.StateDirs)),
+		env: append(os.Environ(), own...), image: image, dockerEnv: own}
 	for i := range spec.StateDirs {
 		url, err := p.start(ctx, i, "127.0.0.1:0")
 		if err != nil {

@@ -26,3 +26,33 @@ func TestSleep(t *testing.T) {
 		}
 	}
 }
+
+// TestNowOffset: the offset moves Now's reading by itself, both ways, and
+// zero puts it back.
+func TestNowOffset(t *testing.T) {
+	defer SetOffset(0)
+	cases := []struct {
+		name   string
+		offset time.Duration
+	}{
+		{"ahead", 2 * time.Second},
+		{"behind", -3 * time.Second},
+		{"none", 0},
+	}
+	for _, c := range cases {
+		SetOffset(c.offset)
+		before := time.Now()
+		got := Now()
+		after := time.Now()
+		if Offset() != c.offset {
+			t.Errorf("%s: Offset = %s", c.name, Offset())
+		}
+		lo, hi := before.Add(c.offset).Round(0), after.Add(c.offset).Round(0)
+		if got.Before(lo) || got.After(hi) {
+			t.Errorf("%s: Now = %s, want within [%s, %s]", c.name, got, lo, hi)
+		}
+		if got != got.Round(0) {
+			t.Errorf("%s: Now carries a monotonic reading", c.name)
+		}
+	}
+}

@@ -28,8 +28,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/conditional"
@@ -242,7 +242,7 @@ func (s *Strategy) finishBatch(ctx context.Context, sku string, fs []finish) ([]
 		if err != nil {
 			return err
 		}
-		now := time.Now()
+		now := clock.Now()
 		var sold, released int64
 		moved := map[inventory.OrderState][]any{}
 		for i, f := range fs {
@@ -290,7 +290,7 @@ func (s *Strategy) finishBatch(ctx context.Context, sku string, fs []finish) ([]
 			}
 		}
 		for st, ids := range moved {
-			args := append([]any{string(st), time.Now().UTC()}, ids...)
+			args := append([]any{string(st), clock.Now().UTC()}, ids...)
 			if _, err := tx.ExecContext(ctx,
 				"UPDATE orders SET state=?, updated_at=? WHERE order_id IN ("+sqlstore.Placeholders(len(ids))+")", args...); err != nil {
 				return fmt.Errorf("finish batch: set states: %w", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
@@ -41,7 +42,7 @@ func confirmGroup(cfg strategies.Config) *groupcommit.Group[*confirmItem] {
 // then takes the per-order path that handles it.
 func confirmBatch(ctx context.Context, sku string, its []*confirmItem) ([]error, error) {
 	s := its[0].s
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	rs := make([]inventory.Reservation, len(its))
 	rows := make([]logRow, len(its))
 	seen := make(map[string]bool, len(its))

@@ -44,6 +44,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
@@ -153,7 +154,7 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 	default:
 		return fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
 	}
-	if !time.Now().Before(res.Deadline) {
+	if !clock.Now().Before(res.Deadline) {
 		got, err := s.release(ctx, ref, res, inventory.StateExpired)
 		if err != nil {
 			return err
@@ -197,7 +198,7 @@ var errNoMySQLStock = errors.New("mysql has no stock for a redis reservation")
 // decision wins: a duplicate means one exists), the guarded move to sold,
 // and the log row. It returns the decision that stands.
 func (s *Strategy) confirmOne(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation) (inventory.OrderState, error) {
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		r := inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU, Qty: res.Qty, Deadline: res.Deadline, Buyer: res.Buyer}
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateConfirmed); err != nil {
@@ -305,7 +306,7 @@ func (s *Strategy) finishRedis(ctx context.Context, ref inventory.OrderRef, st i
 // ErrNotConfirmed, of a cancelled or expired one with ErrAlreadyFinal, of
 // an unknown one with ErrUnknownOrder.
 func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	var done bool
 	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		done = false

@@ -128,7 +128,7 @@ func (s *Strategy) work(ctx context.Context) (int, error) {
 // Each attempt is counted; a row still failing after its first failure
 // and alertAfter failed retries raises its alert, once.
 func (s *Strategy) retry(ctx context.Context) error {
-	before := time.Now().UTC().Add(-s.cfg.OpTimeout)
+	before := clock.Now().UTC().Add(-s.cfg.OpTimeout)
 	after := int64(0)
 	for {
 		rows, err := s.pending(ctx, "synced=0 AND id>? AND created_at<?", after, before)
@@ -286,7 +286,7 @@ func (s *Strategy) markSynced(ctx context.Context, rows []pendingRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	ids := make([]any, 0, len(rows)+1)
 	ids = append(ids, now)
 	for _, r := range rows {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
@@ -33,7 +34,7 @@ func (s *Strategy) recover(ctx context.Context) error {
 	if err := s.rs.Ready(ctx); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	now := time.Now()
+	now := clock.Now()
 	after := ""
 	for {
 		rows, err := redisstock.RowsPage(ctx, s.db, after, recoverBatch)
@@ -164,7 +165,7 @@ func (s *Strategy) expire(ctx context.Context, refs []inventory.OrderRef, now ti
 func (s *Strategy) decideExpired(ctx context.Context, due []inventory.OrderRef, res []redisstock.Reservation) (map[string]inventory.OrderState, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	var q strings.Builder
 	q.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at, buyer) VALUES ")
 	args := make([]any, 0, 8*len(due))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
@@ -85,7 +86,7 @@ func (s *Strategy) expireUndecided(ctx context.Context, sku string, ids []string
 func (s *Strategy) decideExpired(ctx context.Context, due []dueRes) (map[string]inventory.OrderState, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	var q strings.Builder
 	q.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES ")
 	args := make([]any, 0, 7*len(due))

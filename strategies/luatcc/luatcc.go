@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
@@ -283,7 +284,7 @@ func (s *Strategy) recover(ctx context.Context) error {
 	if err := s.rs.Ready(ctx); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	now := time.Now()
+	now := clock.Now()
 	after := ""
 	for {
 		rows, err := redisstock.RowsPage(ctx, s.db, after, recoverBatch)

@@ -16,8 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
@@ -191,7 +191,7 @@ func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
 		return fmt.Errorf("restock: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	_, err = tx.ExecContext(ctx, "INSERT INTO restocks (restock_id, sku, qty, created_at) VALUES (?,?,?,?)", r.ID, r.SKU, r.Qty, time.Now().UTC())
+	_, err = tx.ExecContext(ctx, "INSERT INTO restocks (restock_id, sku, qty, created_at) VALUES (?,?,?,?)", r.ID, r.SKU, r.Qty, clock.Now().UTC())
 	if sqlstore.IsDuplicate(err) {
 		return nil
 	}

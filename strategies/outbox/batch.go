@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
+	wallclock "github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
@@ -132,7 +132,7 @@ func (s *Strategy) decisionBatch(ctx context.Context, sku string, ds []*decision
 		if err != nil {
 			return err
 		}
-		now := time.Now()
+		now := wallclock.Now()
 		evs := make([]eventRow, 0, len(ds))
 		moved := map[inventory.OrderState][]any{}
 		taken := make(map[string]bool, len(ds))
@@ -161,7 +161,7 @@ func (s *Strategy) decisionBatch(ctx context.Context, sku string, ds []*decision
 			return err
 		}
 		for st, ids := range moved {
-			args := append([]any{string(st), time.Now().UTC()}, ids...)
+			args := append([]any{string(st), wallclock.Now().UTC()}, ids...)
 			if _, err := tx.ExecContext(ctx,
 				"UPDATE orders SET state=?, updated_at=? WHERE order_id IN ("+sqlstore.Placeholders(len(ids))+")", args...); err != nil {
 				return fmt.Errorf("decision batch: set states: %w", err)
@@ -195,7 +195,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, evs []eventRow) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	now := time.Now().UTC()
+	now := wallclock.Now().UTC()
 	var b strings.Builder
 	b.WriteString("INSERT INTO outbox (order_id, sku, qty, kind, created_at) VALUES ")
 	args := make([]any, 0, 5*len(evs))

@@ -29,6 +29,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	wallclock "github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/groupcommit"
@@ -238,7 +239,7 @@ func recordEvent(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore
 
 func insertEvent(ctx context.Context, tx *sql.Tx, orderID, sku string, qty int64, kind string) error {
 	_, err := tx.ExecContext(ctx, "INSERT INTO outbox (order_id, sku, qty, kind, created_at) VALUES (?,?,?,?,?)",
-		orderID, sku, qty, kind, time.Now().UTC())
+		orderID, sku, qty, kind, wallclock.Now().UTC())
 	if err != nil {
 		return fmt.Errorf("outbox event: %w", err)
 	}
@@ -349,7 +350,7 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 		if s.settling.Load() {
 			s.settleDrained.Add(int64(len(batch)))
 		} else {
-			now := time.Now()
+			now := wallclock.Now()
 			s.mu.Lock()
 			for _, e := range batch {
 				_ = s.lag.RecordValue(max(1, now.Sub(e.created).Microseconds()))

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	wallclock "github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
@@ -43,7 +44,7 @@ type reconciler struct {
 	pending map[string]observation
 	orphans map[string]time.Time // order id → first seen without a MySQL order
 
-	// now is the clock (time.Now unless a test sets it); beforeAdjust, when
+	// now is the clock (clock.Now unless a test sets it); beforeAdjust, when
 	// set by a test, runs between the observation and the guarded repair.
 	now          func() time.Time
 	beforeAdjust func()
@@ -103,7 +104,7 @@ func (s *Strategy) reconcile(ctx context.Context, force bool) (ReconcileReport, 
 		r.pending, r.orphans = map[string]observation{}, map[string]time.Time{}
 	}
 	var rep ReconcileReport
-	now := time.Now()
+	now := wallclock.Now()
 	if r.now != nil {
 		now = r.now()
 	}

@@ -360,7 +360,7 @@ func (s *Strategy) insertOnce(ctx context.Context, evs []event) error {
 		return fmt.Errorf("outbox-local: append: %w", err)
 	}
 	defer st.Close()
-	now := time.Now().UnixNano()
+	now := clock.Now().UnixNano()
 	for _, e := range evs {
 		if _, err := st.ExecContext(ctx, e.orderID, e.sku, e.qty, e.kind, e.deadline, now, e.buyer); err != nil {
 			return fmt.Errorf("outbox-local: append: %w", err)
@@ -826,7 +826,7 @@ func (s *Strategy) drain(ctx context.Context) error {
 // sweepers (processes) may race on one reservation: Finish moves it once,
 // and only the winner appends the event.
 func (s *Strategy) sweep(ctx context.Context) error {
-	now := time.Now()
+	now := clock.Now()
 	const batch = 1000
 	err := s.catalog(ctx, func(rows []redisstock.SKURow, gl []redisstock.Glance) error {
 		for i, row := range rows {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
@@ -90,7 +90,7 @@ func (s *Strategy) reconcile(ctx context.Context) error {
 // relayMu held, so no relay pass of this instance moves an event between
 // them. Safe for concurrent use.
 func (s *Strategy) repairDecisions(ctx context.Context, force bool) error {
-	before := time.Now().Add(-s.cfg.OpTimeout - 2*s.cfg.OutboxPeriod).UTC()
+	before := clock.Now().Add(-s.cfg.OpTimeout - 2*s.cfg.OutboxPeriod).UTC()
 	after := ""
 	for {
 		var q *sql.Rows

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
@@ -57,7 +58,7 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 			// MySQL has them: the next pass relays them again, harmlessly.
 			return total, fmt.Errorf("relay: delete relayed events: %w", err)
 		}
-		now := time.Now().UnixNano()
+		now := clock.Now().UnixNano()
 		s.mu.Lock()
 		for _, e := range evs {
 			_ = s.lag.RecordValue(max(1, (now-e.created)/1000))
@@ -219,7 +220,7 @@ func applyEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
 			byState[r.ord.State] = append(byState[r.ord.State], r.ord.ID)
 		}
 	}
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	for st, ids := range byState {
 		a := append([]any{string(st), now}, ids...)
 		if _, err := tx.ExecContext(ctx, "UPDATE orders SET state=?, updated_at=? WHERE order_id IN ("+sqlstore.Placeholders(len(ids))+")", a...); err != nil {

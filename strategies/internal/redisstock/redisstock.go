@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
@@ -683,7 +684,7 @@ func (s Store) ConfirmTarget(ctx context.Context, ref inventory.OrderRef) (res R
 	case inventory.StateCancelled, inventory.StateExpired, inventory.StateRefunded:
 		return res, "", fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
 	}
-	if !time.Now().Before(res.Deadline) {
+	if !clock.Now().Before(res.Deadline) {
 		return res, inventory.StateExpired, nil
 	}
 	return res, inventory.StateConfirmed, nil

@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 )
 
@@ -29,7 +29,7 @@ func InsertOrderRows(ctx context.Context, q Execer, os []Order) error {
 	if len(os) == 0 {
 		return nil
 	}
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	var b strings.Builder
 	b.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at, buyer) VALUES ")
 	args := make([]any, 0, 8*len(os))

@@ -208,7 +208,7 @@ func JournalRow(ctx context.Context, tx *sql.Tx, r inventory.Restock) (applied b
 		return false, fmt.Errorf("restock %s: needs an id and a positive quantity (id %q, qty %d)", r.SKU, r.ID, r.Qty)
 	}
 	_, err = tx.ExecContext(ctx, "INSERT INTO restocks (restock_id, sku, qty, created_at) VALUES (?,?,?,?)",
-		r.ID, r.SKU, r.Qty, time.Now().UTC())
+		r.ID, r.SKU, r.Qty, clock.Now().UTC())
 	if IsDuplicate(err) {
 		return false, nil
 	}
@@ -249,7 +249,7 @@ func LockOrder(ctx context.Context, tx *sql.Tx, id string) (o Order, found bool,
 // InsertOrder writes a new order row in state st. A duplicate order id comes
 // back as an error for which IsDuplicate is true.
 func InsertOrder(ctx context.Context, q Execer, r inventory.Reservation, st inventory.OrderState) error {
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	var exp any
 	if !r.Deadline.IsZero() {
 		exp = inventory.StoredDeadline(r.Deadline)
@@ -321,7 +321,7 @@ func ReleaseBuyer(ctx context.Context, tx *sql.Tx, sku, buyer string, qty int64)
 
 // SetState moves an order row to st.
 func SetState(ctx context.Context, q Execer, id string, st inventory.OrderState) error {
-	_, err := q.ExecContext(ctx, "UPDATE orders SET state=?, updated_at=? WHERE order_id=?", string(st), time.Now().UTC(), id)
+	_, err := q.ExecContext(ctx, "UPDATE orders SET state=?, updated_at=? WHERE order_id=?", string(st), clock.Now().UTC(), id)
 	if err != nil {
 		return fmt.Errorf("set order state: %w", err)
 	}
@@ -440,7 +440,7 @@ func (o Orders) Finish(ctx context.Context, ref inventory.OrderRef, to inventory
 		case ord.State != inventory.StateReserved:
 			return Keep(fmt.Errorf("%s %s: order is %s: %w", verb(to), ref.OrderID, ord.State, inventory.ErrAlreadyFinal))
 		}
-		if to == inventory.StateConfirmed && ord.ExpiresAt.Valid && !time.Now().Before(ord.ExpiresAt.Time) {
+		if to == inventory.StateConfirmed && ord.ExpiresAt.Valid && !clock.Now().Before(ord.ExpiresAt.Time) {
 			if err := o.transition(ctx, tx, ord, inventory.StateExpired); err != nil {
 				return err
 			}
@@ -593,7 +593,7 @@ func (o Orders) expire(ctx context.Context, g dueGroup) ([]Order, error) {
 			}
 		}
 		expired := make([]any, 0, len(done)+2)
-		expired = append(expired, string(inventory.StateExpired), time.Now().UTC())
+		expired = append(expired, string(inventory.StateExpired), clock.Now().UTC())
 		for _, ord := range done {
 			if err := o.Move(ctx, tx, ord, ToAvailable); err != nil {
 				return err
@@ -653,7 +653,7 @@ func DueOrders(ctx context.Context, db *sql.DB, limit int) ([]string, error) {
 func dueOrders(ctx context.Context, db *sql.DB, limit int) ([]dueOrder, error) {
 	rows, err := db.QueryContext(ctx,
 		"SELECT order_id, sku FROM orders WHERE state='reserved' AND expires_at <= ? ORDER BY expires_at LIMIT ?",
-		time.Now().UTC(), limit)
+		clock.Now().UTC(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("due orders: %w", err)
 	}
