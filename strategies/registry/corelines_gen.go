@@ -11,7 +11,7 @@ var coreLines = map[string]int{
 	"strategies/conditional":          41,
 	"strategies/ensure":               906,
 	"strategies/internal/groupcommit": 269,
-	"strategies/internal/redisstock":  1640,
+	"strategies/internal/redisstock":  1641,
 	"strategies/internal/sqlstore":    645,
 	"strategies/luatcc":               516,
 	"strategies/naive":                156,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 )
 
@@ -37,7 +38,7 @@ func refundingKey(sku string) string { return inventory.RedisPrefix + "refunding
 // write releases the units twice in Redis
 // (TestCorrectSoldLeavesRefundsInFlight).
 func (s Store) BeginRefund(ctx context.Context, ref inventory.OrderRef) error {
-	err := s.R.ZAdd(ctx, refundingKey(ref.SKU), redis.Z{Score: float64(time.Now().UnixMilli()), Member: ref.OrderID}).Err()
+	err := s.R.ZAdd(ctx, refundingKey(ref.SKU), redis.Z{Score: float64(clock.Now().UnixMilli()), Member: ref.OrderID}).Err()
 	if err != nil {
 		return fmt.Errorf("redis refund mark: %w", err)
 	}
@@ -54,7 +55,7 @@ func (s Store) EndRefund(ctx context.Context, ref inventory.OrderRef) {
 // refundsInFlight reports whether sku has a refund marked in flight within
 // refundWindow.
 func (s Store) refundsInFlight(ctx context.Context, sku string) (bool, error) {
-	since := strconv.FormatInt(time.Now().Add(-refundWindow).UnixMilli(), 10)
+	since := strconv.FormatInt(clock.Now().Add(-refundWindow).UnixMilli(), 10)
 	n, err := s.R.ZCount(ctx, refundingKey(sku), since, "+inf").Result()
 	if err != nil {
 		return false, fmt.Errorf("refunds in flight %s: %w", sku, err)
