@@ -16,7 +16,7 @@ import (
 var schemaSQL string
 
 // Tables lists the tables of the shared schema, in creation order.
-var Tables = []string{"inventory", "orders", "buyer_holds", "outbox", "restocks", "stock_buckets", "stock_units", "stock_log", "redis_fence"}
+var Tables = []string{"inventory", "orders", "buyer_holds", "outbox", "restocks", "stock_buckets", "stock_units", "stock_log", "redis_fence", "sku_authority"}
 
 // OwnerMark is the table comment that names a table as stockbench's own.
 // Every table stockbench creates carries it; stockbench drops no table

@@ -127,3 +127,16 @@ CREATE TABLE redis_fence (
   epoch    BIGINT      NOT NULL DEFAULT 0,
   beat     DATETIME(6) NOT NULL
 ) ENGINE=InnoDB COMMENT='stockbench';
+
+-- Which store has the authority to sell a SKU, for lua-tcc's degradation
+-- switch (--degrade mysql): 'mysql' while Redis is unreachable and the
+-- SKU sells from MySQL rows, 'redis' once Redis was rebuilt from MySQL.
+-- A MySQL-mode reserve reads its row under a shared lock, so the switch
+-- back (an update of the row) waits for every one in flight, and none
+-- commits after the rebuild read MySQL. No row: Redis.
+CREATE TABLE sku_authority (
+  sku        VARCHAR(64) NOT NULL PRIMARY KEY,
+  mode       VARCHAR(8)  NOT NULL,
+  epoch      BIGINT      NOT NULL DEFAULT 0,
+  changed_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB COMMENT='stockbench';

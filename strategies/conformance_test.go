@@ -57,6 +57,9 @@ func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Conf
 		// (make test runs it at READ COMMITTED), as --isolation does.
 		cfg.DB, cfg.Isolation = isolatedDB(t, level), level
 	}
+	if d := os.Getenv("STOCKBENCH_TEST_DEGRADE"); d != "" && e.Name == "lua-tcc" {
+		cfg.Degrade = d // TestConformanceDegrade
+	}
 	s, err := e.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -78,6 +78,17 @@ type Config struct {
 	// blocks until the switch is off or its operation's deadline passes,
 	// then fails). Safe for concurrent calls; nil: never failing.
 	LocalFailing func() bool
+	// Degrade is lua-tcc's degradation switch: "mysql" moves a SKU's
+	// authority to MySQL rows while Redis fails (DegradeErrors failures
+	// within a second, a call past DegradeTimeout counting as one) and
+	// back once Redis answers again and was rebuilt from MySQL; "" (the
+	// default) keeps every sale in Redis.
+	Degrade string
+	// DegradeTimeout bounds each Redis call of a strategy with Degrade on.
+	DegradeTimeout time.Duration
+	// DegradeErrors is how many Redis failures within a second trip the
+	// switch.
+	DegradeErrors int
 }
 
 // Defaults are the documented defaults of every knob: WithDefaults fills
@@ -95,6 +106,8 @@ var defaults = Config{
 	Retain:          time.Hour,
 	BatchMax:        64,
 	Buckets:         8,
+	DegradeTimeout:  300 * time.Millisecond,
+	DegradeErrors:   3,
 }
 
 // WithDefaults fills unset fields with Defaults.
@@ -126,6 +139,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Buckets <= 0 {
 		c.Buckets = d.Buckets
+	}
+	if c.DegradeTimeout <= 0 {
+		c.DegradeTimeout = d.DegradeTimeout
+	}
+	if c.DegradeErrors <= 0 {
+		c.DegradeErrors = d.DegradeErrors
 	}
 	if c.BatchWait < 0 {
 		c.BatchWait = 0

@@ -47,7 +47,7 @@ func finishBatch(ctx context.Context, _ string, its []*confirmItem, _ []error) {
 	for i, it := range its {
 		refs[i] = it.ref
 	}
-	s.deferred.Add(s.rs.FinishAfterCommit(ctx, s.cfg.OpTimeout, refs, inventory.StateConfirmed))
+	s.deferred.Add(s.rs.FinishAfterCommit(ctx, s.redisFinishTimeout(), refs, inventory.StateConfirmed))
 }
 
 // decideConfirm is decide for a confirm, with the MySQL transaction shared

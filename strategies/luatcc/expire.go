@@ -59,6 +59,10 @@ func (s *Strategy) expireUndecided(ctx context.Context, sku string, ids []string
 		byState := map[inventory.OrderState][]inventory.OrderRef{}
 		for _, d := range due {
 			st := stand[d.ref.OrderID]
+			if st == inventory.StateReserved {
+				// Held in MySQL (degrade.go): MySQL's expiry decides it.
+				continue
+			}
 			if st == inventory.StateExpired {
 				s.expired.Add(1)
 			} else {

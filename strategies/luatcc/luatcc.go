@@ -50,6 +50,8 @@ type Strategy struct {
 
 	bgErrors, deferred, recovered, expired, reloads, restocksCaught, soldCorrected, soldUnchecked atomic.Int64
 	confirms                                                                                      *groupcommit.Group[*confirmItem]
+	// dg is the degradation switch (degrade.go); nil when off.
+	dg *degrader
 }
 
 var _ strategies.Strategy = (*Strategy)(nil)
@@ -61,7 +63,15 @@ func New(cfg strategies.Config) (*Strategy, error) {
 		return nil, errors.New("lua-tcc needs redis")
 	}
 	fence := &redisstock.Fence{DB: cfg.DB}
-	return &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence}, cfg: cfg, confirms: confirmGroup(cfg)}, nil
+	s := &Strategy{db: cfg.DB, rs: redisstock.Store{R: cfg.Redis, Retain: cfg.Retain, Fence: fence}, cfg: cfg, confirms: confirmGroup(cfg)}
+	switch cfg.Degrade {
+	case "":
+	case "mysql":
+		s.dg = newDegrader(s)
+	default:
+		return nil, fmt.Errorf("lua-tcc: degrade %q: want mysql or nothing", cfg.Degrade)
+	}
+	return s, nil
 }
 
 // Name is "lua-tcc".
@@ -71,21 +81,40 @@ func (s *Strategy) Name() string { return "lua-tcc" }
 // redisstock.LoadFromMySQL); live stock is never overwritten, so starting
 // the strategy on running stores — a service restart — re-sells nothing.
 func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
-	return s.skus.Load(ctx, s.rs, s.db)
+	if err := s.skus.Load(ctx, s.rs, s.db); err != nil {
+		return err
+	}
+	if s.dg != nil {
+		// A restart while SKUs sell from MySQL: they stay there until
+		// Redis is rebuilt for them.
+		return s.dg.follow(ctx)
+	}
+	return nil
 }
 
 // Reserve is the Try: one Lua script, idempotent by order id.
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	if s.dg != nil {
+		return s.dg.reserve(ctx, r)
+	}
 	_, err := s.rs.Try(ctx, r)
 	return err
 }
 
 // Confirm records the sale in MySQL (the decision), then in Redis.
 func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
+	if s.dg != nil {
+		return s.dg.finish(ctx, ref, inventory.StateConfirmed)
+	}
 	res, want, err := s.rs.ConfirmTarget(ctx, ref)
 	if err != nil || want == "" {
 		return err
 	}
+	return s.confirmDecided(ctx, ref, res, want)
+}
+
+// confirmDecided is Confirm once the reservation was read.
+func (s *Strategy) confirmDecided(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) error {
 	got, err := s.decideConfirm(ctx, ref, res, want)
 	if err != nil {
 		return err
@@ -101,10 +130,18 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 // unknown order leaves a cancelled marker in Redis so that a late Try is
 // refused.
 func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
+	if s.dg != nil {
+		return s.dg.finish(ctx, ref, inventory.StateCancelled)
+	}
 	res, proceed, err := s.rs.CancelTarget(ctx, ref)
 	if err != nil || !proceed {
 		return err
 	}
+	return s.cancelDecided(ctx, ref, res)
+}
+
+// cancelDecided is Cancel once the reservation was read.
+func (s *Strategy) cancelDecided(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation) error {
 	got, err := s.decide(ctx, ref, res, inventory.StateCancelled)
 	if err != nil {
 		return err
@@ -225,6 +262,12 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 		if got, err = sqlstore.StateOf(ctx, s.db, ref.OrderID); err != nil {
 			return "", fmt.Errorf("read decision %s: %w", ref.OrderID, err)
 		}
+		if got == inventory.StateReserved {
+			// Held in MySQL (the degradation switch, degrade.go).
+			if got, err = s.finishHeld(ctx, ref, want); err != nil {
+				return "", err
+			}
+		}
 	case errors.Is(err, errNoMySQLStock):
 		// Redis promised a unit MySQL does not have: drift. Give the unit
 		// back in Redis and refuse the sale rather than oversell.
@@ -243,7 +286,7 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 // on a context of its own, so the caller's ending cannot cut this write off.
 // A failure is left to recovery (and counted).
 func (s *Strategy) finishRedis(ctx context.Context, ref inventory.OrderRef, got inventory.OrderState, release bool) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.redisFinishTimeout())
 	defer cancel()
 	if _, err := s.rs.Finish(rctx, ref, got, release); err != nil {
 		s.deferred.Add(1)
@@ -255,12 +298,29 @@ func (s *Strategy) finishRedis(ctx context.Context, ref inventory.OrderRef, got 
 // expires those past their deadline and corrects Redis's sold count from
 // MySQL's (see recover).
 func (s *Strategy) Run(ctx context.Context) error {
+	if s.dg != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.dg.run(ctx)
+		}()
+		defer func() { <-done }()
+	}
 	sqlstore.Every(ctx, s.cfg.SweepPeriod, s.recover, func(error) { s.bgErrors.Add(1) })
 	return nil
 }
 
 // Settle runs one recovery pass (see Run).
-func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
+// With the degradation switch on, SKUs selling from MySQL go back to
+// Redis first (Redis must answer).
+func (s *Strategy) Settle(ctx context.Context) error {
+	if s.dg != nil {
+		if err := s.dg.tick(ctx, true); err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+	}
+	return s.recover(ctx)
+}
 
 // recover visits every SKU of the catalog — MySQL's inventory table, not a
 // list kept in memory, so a restarted or second replica recovers the same
@@ -402,7 +462,7 @@ func (s *Strategy) Close() error { return nil }
 // Counters reports background errors, deferred Redis confirms, recovered
 // and expired reservations.
 func (s *Strategy) Counters() map[string]float64 {
-	return s.withBatchCounters(map[string]float64{
+	m := s.withBatchCounters(map[string]float64{
 		"background_errors":   float64(s.bgErrors.Load()),
 		"tcc_deferred_redis":  float64(s.deferred.Load()),
 		"tcc_recovered":       float64(s.recovered.Load()),
@@ -413,4 +473,8 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_sold_unchecked":  float64(s.soldUnchecked.Load()),
 		"redis_rebuilds":      float64(s.rs.Fence.Rebuilds()),
 	})
+	if s.dg != nil {
+		s.dg.counters(m)
+	}
+	return m
 }

@@ -1,0 +1,656 @@
+package luatcc
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
+)
+
+// The degradation switch (降级开关, --degrade mysql).
+//
+// Detection: every Redis call of a buyer's operation gets its own deadline
+// (Config.DegradeTimeout); a call that fails for any reason but a domain
+// refusal (out of stock, already final…) is a Redis failure, and
+// Config.DegradeErrors failures within a second trip the switch. Once
+// tripped, the next operation on each SKU moves that SKU's authority to
+// MySQL, and its reserves, confirms and cancels run as a row-locked MySQL
+// strategy does (conditional updates of the inventory row, the order row
+// as the state machine), until Redis answers again.
+//
+// The rule that keeps a unit from being sold twice across the switch:
+//   - Redis's holds move with the authority. Each instance remembers the
+//     Trys it sent and has not seen decided (acknowledged ones, and those
+//     whose reply it lost: they may have run, or run late on a server
+//     that resumes); the switch writes them into MySQL as reserved orders
+//     and takes their units from MySQL's available, in one transaction
+//     with the authority row, before any MySQL-mode reserve of the SKU
+//     runs. So MySQL never sells a unit an acknowledged Redis reservation
+//     of this instance holds, and that reservation's confirm finds its
+//     order in MySQL whatever happened to Redis (a restart that lost it
+//     included).
+//   - No rebuild of Redis can miss a MySQL-mode sale: every MySQL-mode
+//     reserve reads the SKU's sku_authority row under a shared lock and
+//     runs only while it says 'mysql'; the switch back first drops the
+//     stock hash (Trys fail on a missing hash), then sets the row to
+//     'redis' (that update waits for every MySQL-mode reserve in flight,
+//     of every instance), drops the hash again and rebuilds it from MySQL
+//     (redisstock.Reload: total and sold from MySQL, MySQL's reserved
+//     orders recorded in Redis, MySQL's decisions given to the live
+//     reservations). Only then does this instance Try in Redis again.
+//   - A rebuild that finds Redis holding more than MySQL has left (a Redis
+//     reservation MySQL never heard of, whose units MySQL sold) fails and
+//     leaves the SKU in MySQL mode; lapsed Redis reservations are expired
+//     first, so the next attempt, after their deadlines, succeeds.
+//
+// Every confirm of a reservation either store made is a conditional
+// update of MySQL's row (available or occupied ≥ qty), so MySQL's sold
+// never passes its total whatever the switch does. Known gap: an instance
+// that never saw Redis fail (a partition of another instance only) keeps
+// selling in Redis until its next pass reads the authority table, and its
+// holds were not moved; its confirms may then be refused for stock.
+// Refunds do not go through the switch.
+
+// degradeWindow is the window in which Config.DegradeErrors failures trip
+// the switch.
+const degradeWindow = time.Second
+
+// healthyProbes is how many successive passes must find Redis answering
+// before the SKUs switch back.
+const healthyProbes = 2
+
+// maxSwitchEvents bounds the per-SKU switch times kept for the report.
+const maxSwitchEvents = 20
+
+// degrader is the switch of one strategy instance. Safe for concurrent use.
+type degrader struct {
+	s       *Strategy
+	orders  sqlstore.Orders
+	timeout time.Duration
+	errs    int
+
+	mu      sync.Mutex // the failure window and the SKU table
+	n       int
+	first   time.Time
+	skus    map[string]*skuMode
+	tripped atomic.Bool
+	healthy atomic.Int64 // successive passes that found Redis answering
+
+	toMySQL, toRedis, imported, importShort, backFailed      atomic.Int64
+	mysqlReserves, mysqlConfirms, mysqlCancels, mysqlExpired atomic.Int64
+	redisFailures, firstSwitchMs, lastBackMs                 atomic.Int64
+
+	evMu   sync.Mutex
+	events []switchEvent
+}
+
+// skuMode is one SKU's authority in this instance and the Redis holds it
+// would move to MySQL.
+type skuMode struct {
+	mu    sync.Mutex
+	mysql bool
+	held  map[string]heldRes // order id → a Try sent and not seen decided
+}
+
+// heldRes is a Try this instance sent.
+type heldRes struct {
+	qty      int64
+	deadline time.Time
+	buyer    string
+}
+
+// switchEvent is one SKU's switch, for the report.
+type switchEvent struct {
+	sku string
+	to  string
+	at  time.Time
+}
+
+func newDegrader(s *Strategy) *degrader {
+	return &degrader{s: s, orders: sqlstore.Orders{DB: s.db, Move: moveHeld},
+		timeout: s.cfg.DegradeTimeout, errs: s.cfg.DegradeErrors, skus: map[string]*skuMode{}}
+}
+
+// moveHeld moves a MySQL-held order's units out of occupied, only if the
+// row has them.
+func moveHeld(ctx context.Context, tx *sql.Tx, ord sqlstore.Order, m sqlstore.Movement) error {
+	q := "UPDATE inventory SET occupied=occupied-?, sold=sold+? WHERE sku=? AND occupied>=?"
+	if m == sqlstore.ToAvailable {
+		q = "UPDATE inventory SET occupied=occupied-?, available=available+? WHERE sku=? AND occupied>=?"
+	}
+	out, err := tx.ExecContext(ctx, q, ord.Qty, ord.Qty, ord.SKU, ord.Qty)
+	if err != nil {
+		return fmt.Errorf("move %s: %w", ord.ID, err)
+	}
+	if n, _ := out.RowsAffected(); n == 0 {
+		return fmt.Errorf("move %s: inventory %s occupies fewer than %d units", ord.ID, ord.SKU, ord.Qty)
+	}
+	return nil
+}
+
+func (d *degrader) mode(sku string) *skuMode {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.skus[sku]
+	if m == nil {
+		m = &skuMode{held: map[string]heldRes{}}
+		d.skus[sku] = m
+	}
+	return m
+}
+
+// isDomain reports an error that is an answer, not a failure of Redis.
+func isDomain(err error) bool {
+	return errors.Is(err, inventory.ErrOutOfStock) || errors.Is(err, inventory.ErrAlreadyFinal) ||
+		errors.Is(err, inventory.ErrUnknownOrder) || errors.Is(err, inventory.ErrLimitExceeded) ||
+		errors.Is(err, inventory.ErrConflict)
+}
+
+// fail counts a Redis failure and reports whether the switch is tripped.
+func (d *degrader) fail() bool {
+	d.redisFailures.Add(1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	if d.n == 0 || now.Sub(d.first) > degradeWindow {
+		d.n, d.first = 0, now
+	}
+	d.n++
+	if d.n >= d.errs {
+		d.tripped.Store(true)
+	}
+	return d.tripped.Load()
+}
+
+// ok notes a Redis call that answered.
+func (d *degrader) ok() {
+	d.mu.Lock()
+	d.n = 0
+	d.mu.Unlock()
+}
+
+// redisCtx bounds one Redis call.
+func (d *degrader) redisCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.timeout)
+}
+
+// enter returns the SKU's mode, switching it to MySQL first when the
+// switch is tripped; mysql says which path the operation takes.
+func (d *degrader) enter(ctx context.Context, sku string) (m *skuMode, mysql bool, err error) {
+	m = d.mode(sku)
+	if d.tripped.Load() {
+		if err := d.switchToMySQL(ctx, sku, m); err != nil {
+			return m, false, err
+		}
+	}
+	m.mu.Lock()
+	mysql = m.mysql
+	m.mu.Unlock()
+	return m, mysql, nil
+}
+
+func (d *degrader) reserve(ctx context.Context, r inventory.Reservation) error {
+	m, mysql, err := d.enter(ctx, r.SKU)
+	if err != nil {
+		return err
+	}
+	if !mysql {
+		// Registered under the SKU's lock, so a switch either sees this Try
+		// (and moves its hold) or ran before it (and the Try goes to MySQL).
+		m.mu.Lock()
+		mysql = m.mysql
+		if !mysql {
+			m.held[r.OrderID] = heldRes{qty: r.Qty, deadline: r.Deadline, buyer: r.Buyer}
+		}
+		m.mu.Unlock()
+	}
+	if mysql {
+		return d.mysqlReserve(ctx, r)
+	}
+	rctx, cancel := d.redisCtx(ctx)
+	_, err = d.s.rs.Try(rctx, r)
+	cancel()
+	switch {
+	case err == nil:
+		d.ok()
+		return nil
+	case isDomain(err):
+		d.ok()
+		d.forget(m, r.OrderID)
+		return err
+	case ctx.Err() != nil:
+		return err
+	}
+	// The Try may have run (or may run late): its hold stays registered.
+	if d.fail() {
+		if serr := d.switchToMySQL(ctx, r.SKU, m); serr == nil {
+			return d.mysqlReserve(ctx, r)
+		}
+	}
+	return err
+}
+
+func (d *degrader) forget(m *skuMode, id string) {
+	m.mu.Lock()
+	delete(m.held, id)
+	m.mu.Unlock()
+}
+
+// finish is a confirm or cancel (to) through the switch.
+func (d *degrader) finish(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState) error {
+	m, mysql, err := d.enter(ctx, ref.SKU)
+	if err != nil {
+		return err
+	}
+	if !mysql {
+		err = d.finishRedis(ctx, ref, to)
+		if err == nil || isDomain(err) || !errors.Is(err, errRedisRead) || ctx.Err() != nil {
+			if err == nil || isDomain(err) {
+				d.forget(m, ref.OrderID)
+			}
+			return err
+		}
+		if !d.fail() {
+			return err
+		}
+		if serr := d.switchToMySQL(ctx, ref.SKU, m); serr != nil {
+			return err
+		}
+	}
+	if to == inventory.StateConfirmed {
+		d.mysqlConfirms.Add(1)
+	} else {
+		d.mysqlCancels.Add(1)
+	}
+	return d.orders.Finish(ctx, ref, to)
+}
+
+// errRedisRead marks a confirm or cancel whose Redis read failed (nothing
+// was decided): it may take the MySQL path.
+var errRedisRead = errors.New("redis read failed")
+
+// finishRedis is Confirm or Cancel on the Redis path, with its Redis read
+// bounded by the switch's timeout.
+func (d *degrader) finishRedis(ctx context.Context, ref inventory.OrderRef, to inventory.OrderState) error {
+	rctx, cancel := d.redisCtx(ctx)
+	defer cancel()
+	if to == inventory.StateConfirmed {
+		res, want, err := d.s.rs.ConfirmTarget(rctx, ref)
+		if err != nil && !isDomain(err) {
+			return fmt.Errorf("confirm %s: %w: %w", ref.OrderID, errRedisRead, err)
+		}
+		d.ok()
+		if err != nil || want == "" {
+			return err
+		}
+		return d.s.confirmDecided(ctx, ref, res, want)
+	}
+	res, proceed, err := d.s.rs.CancelTarget(rctx, ref)
+	if err != nil && !isDomain(err) {
+		return fmt.Errorf("cancel %s: %w: %w", ref.OrderID, errRedisRead, err)
+	}
+	d.ok()
+	if err != nil || !proceed {
+		return err
+	}
+	return d.s.cancelDecided(ctx, ref, res)
+}
+
+// mysqlReserve reserves in MySQL while it has the SKU's authority: the
+// order row, the buyer's hold, then the units, only while the authority
+// row (read under a shared lock) says mysql and MySQL has them.
+func (d *degrader) mysqlReserve(ctx context.Context, r inventory.Reservation) error {
+	var switched bool
+	err := sqlstore.InTx(ctx, d.s.db, func(tx *sql.Tx) error {
+		switched = false
+		var mode string
+		err := tx.QueryRowContext(ctx, "SELECT mode FROM sku_authority WHERE sku=? LOCK IN SHARE MODE", r.SKU).Scan(&mode)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("reserve: authority: %w", err)
+		}
+		if mode != "mysql" {
+			switched = true
+			return nil
+		}
+		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
+			return err
+		}
+		if err := sqlstore.HoldForBuyer(ctx, tx, r); err != nil {
+			return err
+		}
+		out, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?",
+			r.Qty, r.Qty, r.SKU, r.Qty)
+		if err != nil {
+			return fmt.Errorf("reserve: %w", err)
+		}
+		if n, _ := out.RowsAffected(); n == 0 {
+			return inventory.ErrOutOfStock
+		}
+		return nil
+	})
+	if sqlstore.IsDuplicate(err) {
+		// A repeat: of a MySQL-mode reserve, or of a Try whose hold the
+		// switch moved.
+		err = sqlstore.ReserveRepeat(ctx, d.s.db, r.OrderID)
+	}
+	if err != nil {
+		return err
+	}
+	if switched {
+		// Another instance gave the SKU back to Redis (and rebuilt it):
+		// follow, and Try there.
+		m := d.mode(r.SKU)
+		m.mu.Lock()
+		m.mysql = false
+		m.mu.Unlock()
+		return d.reserve(ctx, r)
+	}
+	d.mysqlReserves.Add(1)
+	return nil
+}
+
+// switchToMySQL gives the SKU's authority to MySQL, moving the holds of
+// this instance's Redis Trys into MySQL first (see the rule above).
+func (d *degrader) switchToMySQL(ctx context.Context, sku string, m *skuMode) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mysql {
+		return nil
+	}
+	now := time.Now()
+	ids := make([]string, 0, len(m.held))
+	for id, h := range m.held {
+		if h.deadline.IsZero() || h.deadline.After(now) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	var moved, short int64
+	err := sqlstore.InTx(ctx, d.s.db, func(tx *sql.Tx) error {
+		moved, short = 0, 0
+		if _, err := tx.ExecContext(ctx, "INSERT INTO sku_authority (sku, mode, epoch, changed_at) VALUES (?,'mysql',1,?) "+
+			"ON DUPLICATE KEY UPDATE mode='mysql', epoch=epoch+1, changed_at=VALUES(changed_at)", sku, now.UTC()); err != nil {
+			return fmt.Errorf("authority: %w", err)
+		}
+		for _, id := range ids {
+			h := m.held[id]
+			r := inventory.Reservation{OrderID: id, SKU: sku, Qty: h.qty, Deadline: h.deadline, Buyer: h.buyer}
+			err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved)
+			if sqlstore.IsDuplicate(err) {
+				continue // decided already (or moved by an earlier switch)
+			}
+			if err != nil {
+				return fmt.Errorf("move hold %s: %w", id, err)
+			}
+			out, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?",
+				h.qty, h.qty, sku, h.qty)
+			if err != nil {
+				return fmt.Errorf("move hold %s: %w", id, err)
+			}
+			if n, _ := out.RowsAffected(); n == 0 {
+				// MySQL has not the units (drift): the order is not moved,
+				// and its confirm will be refused rather than oversell.
+				if _, err := tx.ExecContext(ctx, "DELETE FROM orders WHERE order_id=?", id); err != nil {
+					return fmt.Errorf("move hold %s: %w", id, err)
+				}
+				short++
+				continue
+			}
+			moved++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("degrade %s to mysql: %w", sku, err)
+	}
+	m.mysql = true
+	m.held = map[string]heldRes{}
+	d.imported.Add(moved)
+	d.importShort.Add(short)
+	d.toMySQL.Add(1)
+	d.firstSwitchMs.CompareAndSwap(0, now.UnixMilli())
+	d.event(sku, "mysql", now)
+	return nil
+}
+
+func (d *degrader) event(sku, to string, at time.Time) {
+	d.evMu.Lock()
+	defer d.evMu.Unlock()
+	if len(d.events) < maxSwitchEvents {
+		d.events = append(d.events, switchEvent{sku: sku, to: to, at: at})
+	}
+}
+
+// switchBack gives the SKU back to Redis after rebuilding its stock hash
+// from MySQL (see the rule above). On failure the SKU stays in MySQL mode.
+func (d *degrader) switchBack(ctx context.Context, sku string, m *skuMode) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.mysql {
+		return nil
+	}
+	s := d.s
+	// Lapsed Redis reservations MySQL never heard of are expired first,
+	// so the rebuild does not count their units as held.
+	due, err := s.rs.Due(ctx, sku, time.Now(), 0)
+	if err != nil {
+		return err
+	}
+	if err := s.expireUndecided(ctx, sku, due, time.Now()); err != nil {
+		return err
+	}
+	drop := func() error {
+		return s.rs.R.Del(ctx, inventory.RedisStockKey(sku)).Err()
+	}
+	if err := drop(); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, "UPDATE sku_authority SET mode='redis', epoch=epoch+1, changed_at=? WHERE sku=?", time.Now().UTC(), sku); err != nil {
+		return fmt.Errorf("authority: %w", err)
+	}
+	back := func() error {
+		if err := drop(); err != nil {
+			return err
+		}
+		created, err := s.rs.Reload(ctx, s.db, sku)
+		if err == nil && !created {
+			err = errors.New("stock hash rebuilt by someone else meanwhile")
+		}
+		return err
+	}
+	if err := back(); err != nil {
+		// Redis not ready for it: MySQL keeps the authority.
+		d.backFailed.Add(1)
+		if _, uerr := s.db.ExecContext(ctx, "UPDATE sku_authority SET mode='mysql', epoch=epoch+1, changed_at=? WHERE sku=?", time.Now().UTC(), sku); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		return fmt.Errorf("degrade %s back to redis: %w", sku, err)
+	}
+	m.mysql = false
+	now := time.Now()
+	d.toRedis.Add(1)
+	d.lastBackMs.Store(now.UnixMilli())
+	d.event(sku, "redis", now)
+	return nil
+}
+
+// tick is one pass of the switch's loop: MySQL-held reservations past
+// their deadline are expired; SKUs another instance gave to MySQL follow;
+// and once Redis has answered healthyProbes passes in a row, every SKU in
+// MySQL mode goes back to Redis.
+func (d *degrader) tick(ctx context.Context, force bool) error {
+	n, err := d.orders.ExpireDue(ctx)
+	d.mysqlExpired.Add(int64(n))
+	if err != nil {
+		return fmt.Errorf("degrade: expire: %w", err)
+	}
+	if err := d.follow(ctx); err != nil {
+		return err
+	}
+	var inMySQL []string
+	d.mu.Lock()
+	for sku, m := range d.skus {
+		m.mu.Lock()
+		if m.mysql {
+			inMySQL = append(inMySQL, sku)
+		}
+		m.mu.Unlock()
+	}
+	d.mu.Unlock()
+	if len(inMySQL) == 0 && !d.tripped.Load() {
+		d.healthy.Store(0)
+		return nil
+	}
+	pctx, cancel := d.redisCtx(ctx)
+	err = d.s.rs.R.Ping(pctx).Err()
+	cancel()
+	if err != nil {
+		d.healthy.Store(0)
+		return nil
+	}
+	if d.healthy.Add(1) < healthyProbes && !force {
+		return nil
+	}
+	// A Redis that restarted is rebuilt by the fence before anything else.
+	if err := d.s.rs.Ready(ctx); err != nil {
+		return fmt.Errorf("degrade: %w", err)
+	}
+	d.tripped.Store(false)
+	d.ok()
+	sort.Strings(inMySQL)
+	var errs []error
+	for _, sku := range inMySQL {
+		if err := d.switchBack(ctx, sku, d.mode(sku)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// follow moves to MySQL the SKUs the authority table gives to MySQL that
+// this instance still sells in Redis (another instance switched them).
+func (d *degrader) follow(ctx context.Context) error {
+	rows, err := d.s.db.QueryContext(ctx, "SELECT sku FROM sku_authority WHERE mode='mysql'")
+	if err != nil {
+		return fmt.Errorf("degrade: authority: %w", err)
+	}
+	var skus []string
+	for rows.Next() {
+		var sku string
+		if err := rows.Scan(&sku); err != nil {
+			rows.Close()
+			return fmt.Errorf("degrade: authority: %w", err)
+		}
+		skus = append(skus, sku)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("degrade: authority: %w", err)
+	}
+	for _, sku := range skus {
+		m := d.mode(sku)
+		m.mu.Lock()
+		mysql := m.mysql
+		m.mu.Unlock()
+		if !mysql {
+			if err := d.switchToMySQL(ctx, sku, m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// run is the switch's loop, every SweepPeriod until ctx ends.
+func (d *degrader) run(ctx context.Context) {
+	sqlstore.Every(ctx, d.s.cfg.SweepPeriod, func(ctx context.Context) error { return d.tick(ctx, false) },
+		func(error) { d.s.bgErrors.Add(1) })
+}
+
+// counters are the switch's figures: how often SKUs switched each way,
+// the holds moved to MySQL, the operations MySQL served, and the first
+// switch times of up to maxSwitchEvents SKUs (Unix ms, in keys
+// degrade_at_<sku>_to_<store>_ms).
+func (d *degrader) counters(m map[string]float64) {
+	m["degrade_to_mysql"] = float64(d.toMySQL.Load())
+	m["degrade_to_redis"] = float64(d.toRedis.Load())
+	m["degrade_holds_moved"] = float64(d.imported.Load())
+	m["degrade_holds_short"] = float64(d.importShort.Load())
+	m["degrade_back_failed"] = float64(d.backFailed.Load())
+	m["degrade_redis_failures"] = float64(d.redisFailures.Load())
+	m["degrade_mysql_reserves"] = float64(d.mysqlReserves.Load())
+	m["degrade_mysql_confirms"] = float64(d.mysqlConfirms.Load())
+	m["degrade_mysql_cancels"] = float64(d.mysqlCancels.Load())
+	m["degrade_mysql_expired"] = float64(d.mysqlExpired.Load())
+	if v := d.firstSwitchMs.Load(); v > 0 {
+		m["degrade_first_switch_unix_ms"] = float64(v)
+	}
+	if v := d.lastBackMs.Load(); v > 0 {
+		m["degrade_last_back_unix_ms"] = float64(v)
+	}
+	d.evMu.Lock()
+	defer d.evMu.Unlock()
+	for _, e := range d.events {
+		k := "degrade_at_" + strings.ReplaceAll(e.sku, " ", "_") + "_to_" + e.to + "_ms"
+		if _, seen := m[k]; !seen {
+			m[k] = float64(e.at.UnixMilli())
+		}
+	}
+}
+
+// finishHeld decides an order MySQL holds as reserved (a hold the switch
+// moved, or a MySQL-mode reserve) that a Redis-path decision found there:
+// the order row moves under its lock and the units out of MySQL's occupied.
+// It returns the decision that stands.
+func (s *Strategy) finishHeld(ctx context.Context, ref inventory.OrderRef, want inventory.OrderState) (inventory.OrderState, error) {
+	got := want
+	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		ord, found, err := sqlstore.LockOrder(ctx, tx, ref.OrderID)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("decide %s: order row vanished", ref.OrderID)
+		}
+		got = want
+		if ord.State != inventory.StateReserved {
+			got = ord.State
+			return nil
+		}
+		if want == inventory.StateConfirmed && ord.ExpiresAt.Valid && !time.Now().Before(ord.ExpiresAt.Time) {
+			got = inventory.StateExpired
+		}
+		m := sqlstore.ToSold
+		if got != inventory.StateConfirmed {
+			m = sqlstore.ToAvailable
+			if err := sqlstore.ReleaseBuyer(ctx, tx, ord.SKU, ord.Buyer, ord.Qty); err != nil {
+				return err
+			}
+		}
+		if err := moveHeld(ctx, tx, ord, m); err != nil {
+			return err
+		}
+		return sqlstore.SetState(ctx, tx, ord.ID, got)
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
+	}
+	return got, nil
+}
+
+// redisFinishTimeout bounds the Redis write that follows a MySQL decision:
+// the switch's timeout when it is on (a failure is left to recovery).
+func (s *Strategy) redisFinishTimeout() time.Duration {
+	if s.dg != nil {
+		return s.dg.timeout
+	}
+	return s.cfg.OpTimeout
+}
