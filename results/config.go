@@ -35,6 +35,10 @@ type Config struct {
 	BatchWait         string   `json:"batch_wait"`
 	// Buckets is the buckets strategy's rows per SKU.
 	Buckets int `json:"buckets,omitempty"`
+	// Degrade is lua-tcc's degradation switch (--degrade: mysql), with
+	// its per-call Redis timeout; empty when off.
+	Degrade        string `json:"degrade,omitempty"`
+	DegradeTimeout string `json:"degrade_timeout,omitempty"`
 	// Inflight and Queue are the service model (--inflight, --queue):
 	// calls in each strategy instance at once (0: none) and new requests
 	// that may wait.

@@ -163,6 +163,9 @@ func (o Options) Resolved() results.Config {
 		Faults: o.Faults.Strings(), Weights: o.Weights, RTT: o.Network.String(), Inflight: o.inflight(), Queue: o.queue(),
 		ClientRetry: o.ClientRetry, RetryBackoff: o.RetryBackoff.String(), Isolation: c.Isolation,
 	}
+	if c.Degrade != "" {
+		out.Degrade, out.DegradeTimeout = c.Degrade, c.DegradeTimeout.String()
+	}
 	for _, name := range o.Scenarios {
 		if sc, err := scenarios.Lookup(name); err == nil {
 			sc.Config(o.Params, &out.Knobs)

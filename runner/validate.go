@@ -47,6 +47,8 @@ func (o Options) Validate() []error {
 	bad(s.BatchMax <= 0, "--batch-max %d: must be positive (1: no coalescing)", s.BatchMax)
 	bad(s.BatchWait < 0, "--batch-wait %s: must not be negative", s.BatchWait)
 	bad(s.Buckets <= 0, "--buckets %d: must be positive", s.Buckets)
+	bad(s.Degrade != "" && s.Degrade != "mysql", "--degrade %q: want mysql (or nothing: off)", s.Degrade)
+	bad(s.DegradeTimeout < 0, "--degrade-timeout %s: must not be negative", s.DegradeTimeout)
 	if len(o.Scenarios) == 0 {
 		errs = append(errs, errors.New("--scenario: name at least one scenario"))
 	}

@@ -34,6 +34,8 @@ type runFlags struct {
 	retryBackoff                                  string
 	skew, mix, file, weights, preset              string
 	rtt, isolation, cpus, cpuset                  string
+	degrade                                       string
+	degradeTimeout                                time.Duration
 	// service is --service: in-process, process or process:N.
 	service                                       string
 	stock                                         int64
@@ -115,6 +117,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.batchMax, "batch-max", strategies.Defaults().BatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm, outbox writes); 1 turns it off")
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "group commit: how long a batch waits to fill before it runs (0: no added wait)")
 	fs.IntVar(&f.buckets, "buckets", strategies.Defaults().Buckets, "buckets strategy: rows each SKU's stock is spread over")
+	fs.StringVar(&f.degrade, "degrade", "", "lua-tcc's degradation switch: mysql moves a SKU's sales to MySQL rows while Redis fails and back once Redis is rebuilt (docs/faults.md); empty: off")
+	fs.DurationVar(&f.degradeTimeout, "degrade-timeout", strategies.Defaults().DegradeTimeout, "with --degrade: a Redis call past it counts as a Redis failure")
 	fs.StringVar(&f.isolation, "isolation", "", "isolation level of the MySQL strategies' sessions: rc (READ COMMITTED) | rr (REPEATABLE READ); empty: the server's default. A strategy that chose a level for a transaction keeps it")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
@@ -191,7 +195,7 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Pool: f.pool, Inflight: f.inflight, Queue: f.queue, ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network, CPUBudget: budget,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
-			CASMaxWait: f.casMaxWait, Buckets: f.buckets, Isolation: isolation},
+			CASMaxWait: f.casMaxWait, Buckets: f.buckets, Isolation: isolation, Degrade: f.degrade, DegradeTimeout: f.degradeTimeout},
 	}
 	svc, err := parseService(f.service)
 	if parse("service", err) {

@@ -31,7 +31,8 @@ type serveFlags struct {
 	allowRemote                      bool
 	pool, inflight, queue, batchMax  int
 	buckets, casMaxAttempts          int
-	casRetry, isolation              string
+	casRetry, isolation, degrade     string
+	degradeTimeout                   time.Duration
 	opTimeout, sweepPeriod           time.Duration
 	outboxPeriod, reconcilePeriod    time.Duration
 	batchWait, casMaxWait, drain     time.Duration
@@ -60,6 +61,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.casMaxAttempts, "cas-max-attempts", d.CASMaxAttempts, "cas: optimistic attempts of one reserve")
 	fs.DurationVar(&f.casMaxWait, "cas-max-wait", 0, "cas backoff: total time budget of one reserve (0: --op-timeout)")
 	fs.IntVar(&f.buckets, "buckets", d.Buckets, "buckets strategy: rows each SKU's stock is spread over")
+	fs.StringVar(&f.degrade, "degrade", "", "lua-tcc's degradation switch: mysql moves a SKU's sales to MySQL rows while Redis fails; empty: off")
+	fs.DurationVar(&f.degradeTimeout, "degrade-timeout", d.DegradeTimeout, "with --degrade: a Redis call past it counts as a Redis failure")
 	fs.StringVar(&f.isolation, "isolation", "", "isolation level of the strategy's MySQL sessions: rc | rr; empty: the server's default (or what the DSN asks)")
 	fs.DurationVar(&f.clockOffset, "clock-offset", 0, "offset of this instance's wall clock, e.g. 2s (ahead) or -2s (behind), for every time the service reads: expiry deadlines, TTLs, timestamps, sweeper and reconciler cut-offs (the svc-clock fault); SIGUSR1 re-reads it from STATE-DIR/"+clockFile)
 }
@@ -122,6 +125,9 @@ func (f *serveFlags) check() (registry.Entry, []inventory.Stock, error) {
 	if _, err := servers.ParseIsolation(f.isolation); err != nil {
 		return e, nil, fmt.Errorf("--isolation: %w", err)
 	}
+	if f.degrade != "" && f.degrade != "mysql" || f.degradeTimeout < 0 {
+		return e, nil, fmt.Errorf("--degrade %q --degrade-timeout %s: want mysql (or nothing) and a timeout not negative", f.degrade, f.degradeTimeout)
+	}
 	if err := checkListen(f.listen, f.allowRemote); err != nil {
 		return e, nil, err
 	}
@@ -164,7 +170,8 @@ func (f *serveFlags) config(conns servers.Conns, stateDir string) strategies.Con
 	level, _ := servers.ParseIsolation(f.isolation)
 	return strategies.Config{DB: conns.DB, Redis: conns.Redis, SweepPeriod: f.sweepPeriod, CASRetry: f.casRetry, Isolation: level,
 		CASMaxAttempts: f.casMaxAttempts, CASMaxWait: f.casMaxWait, OutboxPeriod: f.outboxPeriod, ReconcilePeriod: f.reconcilePeriod,
-		OpTimeout: f.opTimeout, BatchMax: f.batchMax, BatchWait: f.batchWait, Buckets: f.buckets, LocalDir: stateDir}
+		OpTimeout: f.opTimeout, BatchMax: f.batchMax, BatchWait: f.batchWait, Buckets: f.buckets, LocalDir: stateDir,
+		Degrade: f.degrade, DegradeTimeout: f.degradeTimeout}
 }
 
 // cmdServe runs one service instance of one strategy until SIGTERM or

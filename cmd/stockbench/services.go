@@ -441,6 +441,8 @@ func startServeGroup(ctx context.Context, spec runner.ServiceSpec, image string)
 	add("cas-max-attempts", c.CASMaxAttempts > 0, strconv.Itoa(c.CASMaxAttempts))
 	add("cas-max-wait", c.CASMaxWait > 0, c.CASMaxWait.String())
 	add("buckets", c.Buckets > 0, strconv.Itoa(c.Buckets))
+	add("degrade", c.Degrade != "", c.Degrade)
+	add("degrade-timeout", c.Degrade != "" && c.DegradeTimeout > 0, c.DegradeTimeout.String())
 	own := []string{shardChildEnv + "=1", "STOCKBENCH_MYSQL_DSN=" + ep.MySQLDSN, "STOCKBENCH_MYSQL_DSNS=",
 		"STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL=" + redisURLOf(ep)}
 	p := &serveProcs{exe: exe, args: args, dirs: spec.StateDirs, clocks: make([]time.Duration, len(spec.StateDirs)),
