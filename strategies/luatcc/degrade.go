@@ -304,6 +304,31 @@ func (d *degrader) finishRedis(ctx context.Context, ref inventory.OrderRef, to i
 	return d.s.cancelDecided(ctx, ref, res)
 }
 
+// restock commits the restock in MySQL, the system of record, then gives
+// Redis its units within the switch's timeout — unless the SKU sells from
+// MySQL (the switch back rebuilds Redis from MySQL's total). A Redis write
+// that fails is a Redis failure, not the restock's: Redis stays short of
+// the units, never over, until the recovery pass catches it up.
+func (d *degrader) restock(ctx context.Context, r inventory.Restock) error {
+	version, applied, err := d.s.rs.RestockMySQL(ctx, d.s.db, r)
+	if err != nil || !applied {
+		return err
+	}
+	m := d.mode(r.SKU)
+	m.mu.Lock()
+	mysql := m.mysql
+	m.mu.Unlock()
+	if mysql || d.tripped.Load() {
+		return nil
+	}
+	if err := d.s.rs.ApplyRestock(ctx, r, version, d.timeout); err != nil && ctx.Err() == nil {
+		d.fail()
+	} else if err == nil {
+		d.ok()
+	}
+	return nil
+}
+
 // mysqlReserve reserves in MySQL while it has the SKU's authority: the
 // order row, the buyer's hold, then the units, only while the authority
 // row (read under a shared lock) says mysql and MySQL has them.

@@ -453,6 +453,9 @@ func decisions(ctx context.Context, db *sql.DB, ids []string) (map[string]invent
 // Restock adds stock in MySQL first (journalled), then in Redis; a
 // repeated restock id changes nothing (see redisstock.Store.Restock).
 func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
+	if s.dg != nil {
+		return s.dg.restock(ctx, r)
+	}
 	return s.rs.Restock(ctx, s.db, r)
 }
 
