@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stockbench/stockbench/analysis"
@@ -442,10 +443,23 @@ func outcomeOf(run results.Run) outcomeView {
 	for k, v := range run.Counters {
 		figs[k] = v
 	}
+	from, _ := time.Parse(time.RFC3339Nano, run.MeasuredFrom)
 	for _, k := range sortedKeys(figs) {
-		o.Counters = append(o.Counters, fmt.Sprintf("%s %.4g", k, figs[k]))
+		o.Counters = append(o.Counters, counterText(k, figs[k], from))
 	}
 	return o
+}
+
+// counterText is one counter as the outcomes line shows it. A key ending
+// in _unix_ms is an instant (lua-tcc's degradation switch: when a SKU
+// moved to MySQL and back), shown as seconds into the measured phase
+// when the run says when that began.
+func counterText(k string, v float64, from time.Time) string {
+	if strings.HasSuffix(k, "_unix_ms") && !from.IsZero() {
+		at := time.UnixMilli(int64(v)).Sub(from).Seconds()
+		return fmt.Sprintf("%s at %+.2f s", strings.TrimSuffix(k, "_unix_ms"), at)
+	}
+	return fmt.Sprintf("%s %.4g", k, v)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -603,7 +603,7 @@ func (d *degrader) run(ctx context.Context) {
 // counters are the switch's figures: how often SKUs switched each way,
 // the holds moved to MySQL, the operations MySQL served, and the first
 // switch times of up to maxSwitchEvents SKUs (Unix ms, in keys
-// degrade_at_<sku>_to_<store>_ms).
+// degrade_at_<sku>_to_<store>_unix_ms).
 func (d *degrader) counters(m map[string]float64) {
 	m["degrade_to_mysql"] = float64(d.toMySQL.Load())
 	m["degrade_to_redis"] = float64(d.toRedis.Load())
@@ -624,7 +624,7 @@ func (d *degrader) counters(m map[string]float64) {
 	d.evMu.Lock()
 	defer d.evMu.Unlock()
 	for _, e := range d.events {
-		k := "degrade_at_" + strings.ReplaceAll(e.sku, " ", "_") + "_to_" + e.to + "_ms"
+		k := "degrade_at_" + strings.ReplaceAll(e.sku, " ", "_") + "_to_" + e.to + "_unix_ms"
 		if _, seen := m[k]; !seen {
 			m[k] = float64(e.at.UnixMilli())
 		}
