@@ -130,13 +130,14 @@ CREATE TABLE redis_fence (
 
 -- Which store has the authority to sell a SKU, for lua-tcc's degradation
 -- switch (--degrade mysql): 'mysql' while Redis is unreachable and the
--- SKU sells from MySQL rows, 'redis' once Redis was rebuilt from MySQL.
--- A MySQL-mode reserve reads its row under a shared lock, so the switch
--- back (an update of the row) waits for every one in flight, and none
--- commits after the rebuild read MySQL. No row: Redis.
+-- SKU sells from MySQL rows, 'rebuilding' while a switch back rebuilds
+-- Redis from MySQL, 'redis' once it did. A MySQL-mode reserve reads its
+-- row under a shared lock, so the switch back (an update of the row)
+-- waits for every one in flight, and none commits after the rebuild read
+-- MySQL. No row: Redis.
 CREATE TABLE sku_authority (
   sku        VARCHAR(64) NOT NULL PRIMARY KEY,
-  mode       VARCHAR(8)  NOT NULL,
+  mode       VARCHAR(16) NOT NULL,
   epoch      BIGINT      NOT NULL DEFAULT 0,
   changed_at DATETIME(6) NOT NULL
 ) ENGINE=InnoDB COMMENT='stockbench';

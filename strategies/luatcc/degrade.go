@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
@@ -333,16 +334,54 @@ func (d *degrader) restock(ctx context.Context, r inventory.Restock) error {
 // order row, the buyer's hold, then the units, only while the authority
 // row (read under a shared lock) says mysql and MySQL has them.
 func (d *degrader) mysqlReserve(ctx context.Context, r inventory.Reservation) error {
-	var switched bool
-	err := sqlstore.InTx(ctx, d.s.db, func(tx *sql.Tx) error {
-		switched = false
-		var mode string
+	for {
+		mode, err := d.mysqlReserveOnce(ctx, r)
+		if err != nil || mode == modeMySQL {
+			return err
+		}
+		m := d.mode(r.SKU)
+		if mode == modeRebuilding {
+			// A switch back is rebuilding Redis: wait for it (this
+			// instance's holds the SKU's lock), then look again.
+			m.mu.Lock()
+			mysql := m.mysql
+			m.mu.Unlock()
+			if !mysql {
+				return d.reserve(ctx, r)
+			}
+			if !clock.Sleep(ctx, d.timeout/10) {
+				return ctx.Err()
+			}
+			continue
+		}
+		// Another instance gave the SKU back to Redis and rebuilt it:
+		// follow, and Try there.
+		m.mu.Lock()
+		m.mysql = false
+		m.mu.Unlock()
+		return d.reserve(ctx, r)
+	}
+}
+
+// The values of sku_authority.mode. While a switch back rebuilds Redis
+// the row says rebuilding: MySQL-mode reserves wait, and no instance takes
+// it for Redis yet. No row: redis.
+const (
+	modeMySQL      = "mysql"
+	modeRebuilding = "rebuilding"
+	modeRedis      = "redis"
+)
+
+// mysqlReserveOnce is one MySQL-mode reserve, run only while the
+// authority row says mysql; mode is what the row said.
+func (d *degrader) mysqlReserveOnce(ctx context.Context, r inventory.Reservation) (mode string, err error) {
+	err = sqlstore.InTx(ctx, d.s.db, func(tx *sql.Tx) error {
+		mode = modeRedis
 		err := tx.QueryRowContext(ctx, "SELECT mode FROM sku_authority WHERE sku=? LOCK IN SHARE MODE", r.SKU).Scan(&mode)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("reserve: authority: %w", err)
 		}
-		if mode != "mysql" {
-			switched = true
+		if mode != modeMySQL {
 			return nil
 		}
 		if err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved); err != nil {
@@ -366,20 +405,10 @@ func (d *degrader) mysqlReserve(ctx context.Context, r inventory.Reservation) er
 		// switch moved.
 		err = sqlstore.ReserveRepeat(ctx, d.s.db, r.OrderID)
 	}
-	if err != nil {
-		return err
+	if err == nil && mode == modeMySQL {
+		d.mysqlReserves.Add(1)
 	}
-	if switched {
-		// Another instance gave the SKU back to Redis (and rebuilt it):
-		// follow, and Try there.
-		m := d.mode(r.SKU)
-		m.mu.Lock()
-		m.mysql = false
-		m.mu.Unlock()
-		return d.reserve(ctx, r)
-	}
-	d.mysqlReserves.Add(1)
-	return nil
+	return mode, err
 }
 
 // switchToMySQL gives the SKU's authority to MySQL, moving the holds of
@@ -478,23 +507,41 @@ func (d *degrader) switchBack(ctx context.Context, sku string, m *skuMode) error
 	if err := drop(); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, "UPDATE sku_authority SET mode='redis', epoch=epoch+1, changed_at=? WHERE sku=?", time.Now().UTC(), sku); err != nil {
-		return fmt.Errorf("authority: %w", err)
+	setMode := func(mode string) error {
+		_, err := s.db.ExecContext(ctx, "UPDATE sku_authority SET mode=?, epoch=epoch+1, changed_at=? WHERE sku=?", mode, time.Now().UTC(), sku)
+		if err != nil {
+			return fmt.Errorf("authority: %w", err)
+		}
+		return nil
 	}
-	back := func() error {
-		if err := drop(); err != nil {
-			return err
-		}
-		created, err := s.rs.Reload(ctx, s.db, sku)
-		if err == nil && !created {
-			err = errors.New("stock hash rebuilt by someone else meanwhile")
-		}
+	// Waits out every MySQL-mode reserve in flight (their shared locks);
+	// none starts after it.
+	if err := setMode(modeRebuilding); err != nil {
 		return err
 	}
-	if err := back(); err != nil {
+	back := func() error {
+		// A reload that read MySQL before the row changed (a fence
+		// rebuild, another instance's pass) may have built the hash
+		// since the drop: drop and build again, from MySQL read now.
+		for range 3 {
+			if err := drop(); err != nil {
+				return err
+			}
+			created, err := s.rs.Reload(ctx, s.db, sku)
+			if err != nil || created {
+				return err
+			}
+		}
+		return errors.New("stock hash rebuilt by someone else each time")
+	}
+	err = back()
+	if err == nil {
+		err = setMode(modeRedis)
+	}
+	if err != nil {
 		// Redis not ready for it: MySQL keeps the authority.
 		d.backFailed.Add(1)
-		if _, uerr := s.db.ExecContext(ctx, "UPDATE sku_authority SET mode='mysql', epoch=epoch+1, changed_at=? WHERE sku=?", time.Now().UTC(), sku); uerr != nil {
+		if uerr := setMode(modeMySQL); uerr != nil {
 			return errors.Join(err, uerr)
 		}
 		return fmt.Errorf("degrade %s back to redis: %w", sku, err)
@@ -558,6 +605,20 @@ func (d *degrader) tick(ctx context.Context, force bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// inMySQL reports whether this instance sells sku from MySQL: the
+// recovery pass leaves such a SKU to the switch back.
+func (d *degrader) inMySQL(sku string) bool {
+	d.mu.Lock()
+	m := d.skus[sku]
+	d.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mysql
 }
 
 // follow moves to MySQL the SKUs the authority table gives to MySQL that

@@ -380,6 +380,9 @@ const recoverBatch = 500
 // a later pass; Settle's pass runs with no load.)
 func (s *Strategy) recoverSKU(ctx context.Context, row redisstock.SKURow, g redisstock.Glance, now time.Time) error {
 	sku := row.SKU
+	if s.dg != nil && s.dg.inMySQL(sku) {
+		return nil // sells from MySQL: the switch back rebuilds it
+	}
 	if !g.Missing && g.Total >= row.Total && g.Live == 0 && g.Sold == row.Sold {
 		return nil
 	}
