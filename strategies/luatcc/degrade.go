@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
@@ -87,7 +88,7 @@ type degrader struct {
 
 	toMySQL, toRedis, imported, importShort, backFailed      atomic.Int64
 	mysqlReserves, mysqlConfirms, mysqlCancels, mysqlExpired atomic.Int64
-	redisFailures, firstSwitchMs, lastBackMs                 atomic.Int64
+	redisFailures, firstSwitchMs, lastBackMs, drained        atomic.Int64
 
 	evMu   sync.Mutex
 	events []switchEvent
@@ -219,6 +220,15 @@ func (d *degrader) reserve(ctx context.Context, r inventory.Reservation) error {
 	rctx, cancel := d.redisCtx(ctx)
 	_, err = d.s.rs.Try(rctx, r)
 	cancel()
+	if errors.Is(err, redisstock.ErrFenced) {
+		// Redis restarted: its holds move to MySQL and it is rebuilt
+		// (drain, then the fence's rebuild); then the Try runs.
+		if err = d.s.rs.Ready(ctx); err == nil {
+			rctx, cancel := d.redisCtx(ctx)
+			_, err = d.s.rs.Try(rctx, r)
+			cancel()
+		}
+	}
 	switch {
 	case err == nil:
 		d.ok()
@@ -285,6 +295,14 @@ func (d *degrader) finishRedis(ctx context.Context, ref inventory.OrderRef, to i
 	defer cancel()
 	if to == inventory.StateConfirmed {
 		res, want, err := d.s.rs.ConfirmTarget(rctx, ref)
+		if errors.Is(err, inventory.ErrUnknownOrder) {
+			// Unknown to a Redis that restarted and lost it? The fence
+			// moves the holds to MySQL and rebuilds first; then read again.
+			if rerr := d.s.rs.Ready(rctx); rerr != nil {
+				return fmt.Errorf("confirm %s: %w: %w", ref.OrderID, errRedisRead, rerr)
+			}
+			res, want, err = d.s.rs.ConfirmTarget(rctx, ref)
+		}
 		if err != nil && !isDomain(err) {
 			return fmt.Errorf("confirm %s: %w: %w", ref.OrderID, errRedisRead, err)
 		}
@@ -420,47 +438,14 @@ func (d *degrader) switchToMySQL(ctx context.Context, sku string, m *skuMode) er
 		return nil
 	}
 	now := time.Now()
-	ids := make([]string, 0, len(m.held))
-	for id, h := range m.held {
-		if h.deadline.IsZero() || h.deadline.After(now) {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
 	var moved, short int64
-	err := sqlstore.InTx(ctx, d.s.db, func(tx *sql.Tx) error {
-		moved, short = 0, 0
+	err := sqlstore.InTx(ctx, d.s.db, func(tx *sql.Tx) (err error) {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO sku_authority (sku, mode, epoch, changed_at) VALUES (?,'mysql',1,?) "+
 			"ON DUPLICATE KEY UPDATE mode='mysql', epoch=epoch+1, changed_at=VALUES(changed_at)", sku, now.UTC()); err != nil {
 			return fmt.Errorf("authority: %w", err)
 		}
-		for _, id := range ids {
-			h := m.held[id]
-			r := inventory.Reservation{OrderID: id, SKU: sku, Qty: h.qty, Deadline: h.deadline, Buyer: h.buyer}
-			err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved)
-			if sqlstore.IsDuplicate(err) {
-				continue // decided already (or moved by an earlier switch)
-			}
-			if err != nil {
-				return fmt.Errorf("move hold %s: %w", id, err)
-			}
-			out, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?",
-				h.qty, h.qty, sku, h.qty)
-			if err != nil {
-				return fmt.Errorf("move hold %s: %w", id, err)
-			}
-			if n, _ := out.RowsAffected(); n == 0 {
-				// MySQL has not the units (drift): the order is not moved,
-				// and its confirm will be refused rather than oversell.
-				if _, err := tx.ExecContext(ctx, "DELETE FROM orders WHERE order_id=?", id); err != nil {
-					return fmt.Errorf("move hold %s: %w", id, err)
-				}
-				short++
-				continue
-			}
-			moved++
-		}
-		return nil
+		moved, short, err = moveHolds(ctx, tx, sku, m.held, now)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("degrade %s to mysql: %w", sku, err)
@@ -472,6 +457,84 @@ func (d *degrader) switchToMySQL(ctx context.Context, sku string, m *skuMode) er
 	d.toMySQL.Add(1)
 	d.firstSwitchMs.CompareAndSwap(0, now.UnixMilli())
 	d.event(sku, "mysql", now)
+	return nil
+}
+
+// moveHolds writes the holds still within their deadline into MySQL, in
+// tx, as reserved orders whose units leave MySQL's available; a hold whose
+// order MySQL has a row for already (decided, or moved before) is left.
+// short counts holds MySQL had no units for (drift): not moved, so their
+// confirms will be refused rather than oversell.
+func moveHolds(ctx context.Context, tx *sql.Tx, sku string, held map[string]heldRes, now time.Time) (moved, short int64, err error) {
+	ids := make([]string, 0, len(held))
+	for id, h := range held {
+		if h.deadline.IsZero() || h.deadline.After(now) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		h := held[id]
+		r := inventory.Reservation{OrderID: id, SKU: sku, Qty: h.qty, Deadline: h.deadline, Buyer: h.buyer}
+		err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved)
+		if sqlstore.IsDuplicate(err) {
+			continue
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("move hold %s: %w", id, err)
+		}
+		out, err := tx.ExecContext(ctx, "UPDATE inventory SET available=available-?, occupied=occupied+? WHERE sku=? AND available>=?",
+			h.qty, h.qty, sku, h.qty)
+		if err != nil {
+			return 0, 0, fmt.Errorf("move hold %s: %w", id, err)
+		}
+		if n, _ := out.RowsAffected(); n == 0 {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM orders WHERE order_id=?", id); err != nil {
+				return 0, 0, fmt.Errorf("move hold %s: %w", id, err)
+			}
+			short++
+			continue
+		}
+		moved++
+	}
+	return moved, short, nil
+}
+
+// drain is the fence's Drain (redisstock.Fence): before a Redis that
+// restarted — and lost the reservations it held, acknowledged or not — is
+// rebuilt from MySQL, the holds of this instance's Trys move into MySQL,
+// so the rebuild records them again instead of selling their units twice.
+// The SKUs stay on Redis; their moved orders are decided in MySQL
+// (finishHeld) or expire there.
+func (d *degrader) drain(ctx context.Context) error {
+	d.mu.Lock()
+	ms := make(map[string]*skuMode, len(d.skus))
+	for sku, m := range d.skus {
+		ms[sku] = m
+	}
+	d.mu.Unlock()
+	for sku, m := range ms {
+		m.mu.Lock()
+		if m.mysql || len(m.held) == 0 {
+			m.mu.Unlock()
+			continue
+		}
+		var moved, short int64
+		err := sqlstore.InTx(ctx, d.s.db, func(tx *sql.Tx) (err error) {
+			moved, short, err = moveHolds(ctx, tx, sku, m.held, time.Now())
+			return err
+		})
+		if err == nil {
+			m.held = map[string]heldRes{}
+			d.imported.Add(moved)
+			d.importShort.Add(short)
+			d.drained.Add(moved)
+		}
+		m.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("degrade: drain %s: %w", sku, err)
+		}
+	}
 	return nil
 }
 
@@ -568,11 +631,18 @@ func (d *degrader) tick(ctx context.Context, force bool) error {
 		return err
 	}
 	var inMySQL []string
+	now := time.Now()
 	d.mu.Lock()
 	for sku, m := range d.skus {
 		m.mu.Lock()
 		if m.mysql {
 			inMySQL = append(inMySQL, sku)
+		}
+		for id, h := range m.held {
+			// Lapsed: a switch would not move it; the recovery expires it.
+			if !h.deadline.IsZero() && h.deadline.Before(now) {
+				delete(m.held, id)
+			}
 		}
 		m.mu.Unlock()
 	}
@@ -670,6 +740,7 @@ func (d *degrader) counters(m map[string]float64) {
 	m["degrade_to_redis"] = float64(d.toRedis.Load())
 	m["degrade_holds_moved"] = float64(d.imported.Load())
 	m["degrade_holds_short"] = float64(d.importShort.Load())
+	m["degrade_holds_drained"] = float64(d.drained.Load())
 	m["degrade_back_failed"] = float64(d.backFailed.Load())
 	m["degrade_redis_failures"] = float64(d.redisFailures.Load())
 	m["degrade_mysql_reserves"] = float64(d.mysqlReserves.Load())

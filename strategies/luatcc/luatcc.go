@@ -68,6 +68,7 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	case "":
 	case "mysql":
 		s.dg = newDegrader(s)
+		fence.Drain = s.dg.drain
 	default:
 		return nil, fmt.Errorf("lua-tcc: degrade %q: want mysql or nothing", cfg.Degrade)
 	}
