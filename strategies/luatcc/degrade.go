@@ -89,6 +89,9 @@ type degrader struct {
 	toMySQL, toRedis, imported, importShort, backFailed      atomic.Int64
 	mysqlReserves, mysqlConfirms, mysqlCancels, mysqlExpired atomic.Int64
 	redisFailures, firstSwitchMs, lastBackMs, drained        atomic.Int64
+	// passedAt is when the last recovery pass that ran to its end began
+	// (Unix ms): every reservation lapsed before it has a MySQL decision.
+	passedAt atomic.Int64
 
 	evMu   sync.Mutex
 	events []switchEvent
@@ -467,17 +470,22 @@ func (d *degrader) switchToMySQL(ctx context.Context, sku string, m *skuMode) er
 // confirms will be refused rather than oversell.
 func moveHolds(ctx context.Context, tx *sql.Tx, sku string, held map[string]heldRes, now time.Time) (moved, short int64, err error) {
 	ids := make([]string, 0, len(held))
-	for id, h := range held {
-		if h.deadline.IsZero() || h.deadline.After(now) {
-			ids = append(ids, id)
-		}
+	for id := range held {
+		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
 		h := held[id]
 		r := inventory.Reservation{OrderID: id, SKU: sku, Qty: h.qty, Deadline: h.deadline, Buyer: h.buyer}
-		err := sqlstore.InsertOrder(ctx, tx, r, inventory.StateReserved)
-		if sqlstore.IsDuplicate(err) {
+		st := inventory.StateReserved
+		if !h.deadline.IsZero() && !h.deadline.After(now) {
+			// Lapsed before any pass expired it: its expiry, which Redis
+			// may have lost with the reservation, is written here (it
+			// never took units from MySQL's row).
+			st = inventory.StateExpired
+		}
+		err := sqlstore.InsertOrder(ctx, tx, r, st)
+		if sqlstore.IsDuplicate(err) || err == nil && st == inventory.StateExpired {
 			continue
 		}
 		if err != nil {
@@ -631,7 +639,7 @@ func (d *degrader) tick(ctx context.Context, force bool) error {
 		return err
 	}
 	var inMySQL []string
-	now := time.Now()
+	passed := d.passedAt.Load()
 	d.mu.Lock()
 	for sku, m := range d.skus {
 		m.mu.Lock()
@@ -639,8 +647,9 @@ func (d *degrader) tick(ctx context.Context, force bool) error {
 			inMySQL = append(inMySQL, sku)
 		}
 		for id, h := range m.held {
-			// Lapsed: a switch would not move it; the recovery expires it.
-			if !h.deadline.IsZero() && h.deadline.Before(now) {
+			// Lapsed before a recovery pass that ran to its end began:
+			// that pass decided it (expired, or what MySQL held).
+			if !h.deadline.IsZero() && h.deadline.UnixMilli() < passed {
 				delete(m.held, id)
 			}
 		}

@@ -353,6 +353,9 @@ func (s *Strategy) recover(ctx context.Context) error {
 			return fmt.Errorf("recover: %w", err)
 		}
 		if len(rows) == 0 {
+			if s.dg != nil {
+				s.dg.passedAt.Store(now.UnixMilli())
+			}
 			return nil
 		}
 		after = rows[len(rows)-1].SKU
