@@ -47,7 +47,11 @@ func finishBatch(ctx context.Context, _ string, its []*confirmItem, _ []error) {
 	for i, it := range its {
 		refs[i] = it.ref
 	}
-	s.deferred.Add(s.rs.FinishAfterCommit(ctx, s.redisFinishTimeout(), refs, inventory.StateConfirmed))
+	n := s.rs.FinishAfterCommit(ctx, s.redisFinishTimeout(), refs, inventory.StateConfirmed)
+	s.deferred.Add(n)
+	if n > 0 && s.dg != nil && ctx.Err() == nil {
+		s.dg.fail() // a Redis failure for the switch's detector too
+	}
 }
 
 // decideConfirm is decide for a confirm, with the MySQL transaction shared

@@ -291,6 +291,9 @@ func (s *Strategy) finishRedis(ctx context.Context, ref inventory.OrderRef, got 
 	defer cancel()
 	if _, err := s.rs.Finish(rctx, ref, got, release); err != nil {
 		s.deferred.Add(1)
+		if s.dg != nil && ctx.Err() == nil {
+			s.dg.fail() // a Redis failure for the switch's detector too
+		}
 	}
 }
 
