@@ -557,20 +557,21 @@ func (d *degrader) event(sku, to string, at time.Time) {
 // switchBack gives the SKU back to Redis after rebuilding its stock hash
 // from MySQL (see the rule above). On failure the SKU stays in MySQL mode.
 func (d *degrader) switchBack(ctx context.Context, sku string, m *skuMode) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.mysql {
-		return nil
-	}
 	s := d.s
 	// Lapsed Redis reservations MySQL never heard of are expired first,
-	// so the rebuild does not count their units as held.
+	// so the rebuild does not count their units as held — before the
+	// SKU's lock, which holds its buyers off: expiry is safe beside them.
 	due, err := s.rs.Due(ctx, sku, time.Now(), 0)
 	if err != nil {
 		return err
 	}
 	if err := s.expireUndecided(ctx, sku, due, time.Now()); err != nil {
 		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.mysql {
+		return nil
 	}
 	drop := func() error {
 		return s.rs.R.Del(ctx, inventory.RedisStockKey(sku)).Err()
