@@ -48,7 +48,7 @@ func figures(run results.Run, e registry.Entry, o Options, b built, sv served, l
 			run.Service.Shed, run.Service.PeakQueue = d.gate.stats()
 		}
 	}
-	run.CoreLines = e.CoreLines()
+	run.CoreLines = e.CoreLinesFor(o.Strategy)
 	run.Cost = costOf(ld.costFrom, ld.costTo, costInputs{flows: total.flows, window: ld.window, cores: runtime.NumCPU(),
 		cpu: ld.cpuPct, opTimeMS: opTimeMS(run.LatencyMS), probe: e.Probe})
 	run.Cost.Budget = o.CPUBudget.Results()

@@ -204,7 +204,7 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 		merged.Audit = settled
 	}
 	merged.AuditEndOfLoad, merged.SettleRepaired = nil, nil
-	merged.Seed, merged.CoreLines = o.Seed, e.CoreLines()
+	merged.Seed, merged.CoreLines = o.Seed, e.CoreLinesFor(o.Strategy)
 	return merged, nil
 }
 

@@ -4,7 +4,7 @@
 // runs against it.
 package registry
 
-//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/batched strategies/buckets strategies/skiplocked strategies/outboxlocal strategies/ensure strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
+//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/batched strategies/buckets strategies/skiplocked strategies/outboxlocal strategies/ensure strategies/luatcc/degrade.go strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
 
 import (
 	"fmt"
@@ -32,6 +32,10 @@ type Entry struct {
 	// module root: its own package first, then the shared internal packages
 	// it builds on (all are counted as its core lines).
 	Dirs []string
+	// Optional is code of the strategy that runs only when an option
+	// turns it on (lua-tcc's degradation switch): counted in its core
+	// lines only for a run with the option on.
+	Optional []Optional
 	// Safe is false for naive: it is exempt from the safety cases and must
 	// instead show the anomaly.
 	Safe bool
@@ -63,7 +67,7 @@ var All = []Entry{
 	{Name: "rowlock", Dirs: []string{"strategies/rowlock", sqlDir}, Safe: true, Ceiling: CeilingMySQLTxn, New: wrap(rowlock.New)},
 	{Name: "cas", Dirs: []string{"strategies/cas", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrapErr(cas.New)},
 	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(conditional.New)},
-	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
+	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", gcDir, sqlDir, redisDir}, Optional: []Optional{{File: "strategies/luatcc/degrade.go", On: func(c strategies.Config) bool { return c.Degrade != "" }}}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
 	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(outbox.New)},
 	{Name: "outbox-local", Dirs: []string{"strategies/outboxlocal", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(outboxlocal.New)},
 	{Name: ensure.Name, Dirs: []string{"strategies/ensure", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(ensure.New)},
@@ -93,12 +97,32 @@ const (
 	gcDir    = "strategies/internal/groupcommit"
 )
 
+// Optional is a file of a strategy's code that runs only when On says
+// the option is on in the strategy's configuration.
+type Optional struct {
+	File string // relative to the module root
+	On   func(strategies.Config) bool
+}
+
 // CoreLines is the size of the strategy's code: the non-blank, non-comment
-// lines of its directories, counted at build time (corelines_gen.go).
+// lines of its directories, counted at build time (corelines_gen.go),
+// without its optional files.
 func (e Entry) CoreLines() int {
 	n := 0
 	for _, d := range e.Dirs {
 		n += coreLines[d]
+	}
+	return n
+}
+
+// CoreLinesFor is the size of the code a run of the strategy with cfg
+// runs: CoreLines plus the optional files cfg turns on.
+func (e Entry) CoreLinesFor(cfg strategies.Config) int {
+	n := e.CoreLines()
+	for _, o := range e.Optional {
+		if o.On(cfg) {
+			n += coreLines[o.File]
+		}
 	}
 	return n
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stockbench/stockbench/internal/loc"
+	"github.com/stockbench/stockbench/strategies"
 )
 
 // TestCoreLinesCurrent fails when corelines_gen.go no longer matches the
@@ -15,6 +16,11 @@ func TestCoreLinesCurrent(t *testing.T) {
 		for _, d := range e.Dirs {
 			if !slices.Contains(dirs, d) {
 				dirs = append(dirs, d)
+			}
+		}
+		for _, o := range e.Optional {
+			if !slices.Contains(dirs, o.File) {
+				dirs = append(dirs, o.File)
 			}
 		}
 	}
@@ -66,5 +72,18 @@ func TestProbesApart(t *testing.T) {
 	}
 	if len(Probes) == 0 {
 		t.Error("no probes: the null strategy measures the generator's own cost")
+	}
+}
+
+// TestCoreLinesForOptions: an option's code counts only in runs that turn
+// it on (lua-tcc's degradation switch).
+func TestCoreLinesForOptions(t *testing.T) {
+	e, err := Lookup("lua-tcc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, on := e.CoreLinesFor(strategies.Config{}), e.CoreLinesFor(strategies.Config{Degrade: "mysql"})
+	if off != e.CoreLines() || on != off+coreLines["strategies/luatcc/degrade.go"] || on <= off {
+		t.Errorf("lua-tcc core lines: off %d (CoreLines %d), on %d", off, e.CoreLines(), on)
 	}
 }
