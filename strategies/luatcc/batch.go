@@ -79,25 +79,17 @@ func confirmBatch(ctx context.Context, sku string, its []*confirmItem) ([]error,
 	s := its[0].s
 	rs := make([]inventory.Reservation, len(its))
 	seen := make(map[string]bool, len(its))
-	var n int64
 	for i, it := range its {
 		if seen[it.ref.OrderID] {
 			return nil, fmt.Errorf("confirm batch: order %s twice", it.ref.OrderID)
 		}
 		seen[it.ref.OrderID] = true
 		rs[i] = inventory.Reservation{OrderID: it.ref.OrderID, SKU: sku, Qty: it.res.Qty, Deadline: it.res.Deadline, Buyer: it.res.Buyer}
-		n += it.res.Qty
 	}
 	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		if err := sqlstore.InsertOrders(ctx, tx, rs, inventory.StateConfirmed); err != nil {
+		if ok, err := sqlstore.ConfirmOrders(ctx, tx, sku, rs); err != nil {
 			return err
-		}
-		out, err := tx.ExecContext(ctx,
-			"UPDATE inventory SET available=available-?, sold=sold+? WHERE sku=? AND available>=?", n, n, sku, n)
-		if err != nil {
-			return fmt.Errorf("confirm batch: %w", err)
-		}
-		if k, _ := out.RowsAffected(); k == 0 {
+		} else if !ok {
 			return errNoMySQLStock
 		}
 		return nil

@@ -116,3 +116,25 @@ func OrderStates(ctx context.Context, q Rows, ids []string) (map[string]inventor
 	}
 	return out, nil
 }
+
+// ConfirmOrders writes rs, orders of one SKU, as confirmed and moves their
+// units from available to sold, both in tx; ok is false (and nothing is
+// moved) when MySQL's available stock is short of their sum — the batched
+// confirm of a strategy that reserved elsewhere (Redis) and decides in
+// MySQL.
+func ConfirmOrders(ctx context.Context, tx *sql.Tx, sku string, rs []inventory.Reservation) (ok bool, err error) {
+	if err := InsertOrders(ctx, tx, rs, inventory.StateConfirmed); err != nil {
+		return false, err
+	}
+	var n int64
+	for _, r := range rs {
+		n += r.Qty
+	}
+	out, err := tx.ExecContext(ctx,
+		"UPDATE inventory SET available=available-?, sold=sold+? WHERE sku=? AND available>=?", n, n, sku, n)
+	if err != nil {
+		return false, fmt.Errorf("confirm batch: %w", err)
+	}
+	k, _ := out.RowsAffected()
+	return k > 0, nil
+}
