@@ -348,19 +348,7 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
 	}
 	// No decision in MySQL: the reservation, if any, lives in Redis.
-	res, err := s.rs.Get(ctx, ref)
-	switch {
-	case errors.Is(err, redisstock.ErrNoReservation):
-		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
-	case err != nil:
-		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
-	case res.State == inventory.StateReserved:
-		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
-	}
-	// A final Redis record without a MySQL row: a cancel marker (cancel of
-	// an order never reserved here), or a release whose row another
-	// operation is writing now.
-	return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
+	return s.rs.RefundRefusal(ctx, ref)
 }
 
 // Restock adds stock in MySQL first (journalled), then in Redis; a

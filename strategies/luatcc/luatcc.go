@@ -220,16 +220,7 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 		s.deferred.Add(1)
 	}
 	if errors.Is(err, errNoDecision) {
-		res, gerr := s.rs.Get(ctx, ref)
-		switch {
-		case errors.Is(gerr, redisstock.ErrNoReservation):
-			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
-		case gerr != nil:
-			return fmt.Errorf("refund %s: %w", ref.OrderID, gerr)
-		case res.State == inventory.StateReserved:
-			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
-		}
-		return fmt.Errorf("refund %s: order is %s in redis: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
+		return s.rs.RefundRefusal(ctx, ref)
 	}
 	return err
 }

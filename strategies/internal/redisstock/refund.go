@@ -3,6 +3,7 @@ package redisstock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -87,4 +88,21 @@ func (s Store) Refund(ctx context.Context, ref inventory.OrderRef, decide bool) 
 		return "", fmt.Errorf("redis refund: %w", err)
 	}
 	return inventory.OrderState(prev), nil
+}
+
+// RefundRefusal is the answer to a refund of ref that MySQL holds no
+// decision for, read from the Redis record: none, the order is unknown;
+// reserved, it is not confirmed; any other state (a cancel marker, or a
+// release whose row another operation is writing now), it is final.
+func (s Store) RefundRefusal(ctx context.Context, ref inventory.OrderRef) error {
+	res, err := s.Get(ctx, ref)
+	switch {
+	case errors.Is(err, ErrNoReservation):
+		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+	case err != nil:
+		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
+	case res.State == inventory.StateReserved:
+		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+	}
+	return fmt.Errorf("refund %s: order is %s in redis: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
 }
