@@ -22,6 +22,10 @@ const (
 	// finish (or never ran, or the load was cut): nothing says the stores
 	// kept the rules, so the row is never ranked or gated as safe.
 	Unproven SafetyKind = "unproven"
+	// NotAudited: the harness-cost probe (the null strategy) touches no
+	// store, so there is nothing to audit: the auditor's counts of its
+	// run (every ack "lost") say nothing about safety. Never ranked.
+	NotAudited SafetyKind = "probe"
 )
 
 // Phases that can leave a run unproven, beside the runner's own phase
@@ -65,6 +69,9 @@ func SafetyOf(runs []results.Run) Safety {
 	if len(runs) == 0 {
 		return Safety{Kind: Unproven, Phase: PhaseNoAudit}
 	}
+	if allProbes(runs) {
+		return Safety{Kind: NotAudited}
+	}
 	var found []ClassCount
 	for _, c := range audit.Classes {
 		if c.Severity != audit.Unsafe {
@@ -87,6 +94,16 @@ func SafetyOf(runs []results.Run) Safety {
 		}
 	}
 	return Safety{Kind: Safe}
+}
+
+// allProbes says whether every run is the harness-cost probe's.
+func allProbes(runs []results.Run) bool {
+	for _, run := range runs {
+		if run.Cost == nil || !run.Cost.Probe {
+			return false
+		}
+	}
+	return true
 }
 
 // unfinished names what a run did not finish of what proves it, or "".
@@ -129,6 +146,8 @@ func (s Safety) Label() string {
 		return "ok"
 	case Unsafe:
 		return "UNSAFE"
+	case NotAudited:
+		return "probe: " + s.Why()
 	}
 	return "unproven: " + s.Why()
 }
@@ -137,6 +156,8 @@ func (s Safety) Label() string {
 // (Unsafe); empty for Safe.
 func (s Safety) Why() string {
 	switch s.Kind {
+	case NotAudited:
+		return "no store, nothing to audit"
 	case Unsafe:
 		out := ""
 		for i, c := range s.Classes {

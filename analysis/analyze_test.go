@@ -50,6 +50,15 @@ func TestSafetyOf(t *testing.T) {
 			Safety{Kind: Unproven, Phase: PhaseNoAudit}},
 		// No run at all.
 		{"no runs", nil, Safety{Kind: Unproven, Phase: PhaseNoAudit}},
+		// The null probe: its acks are all "lost" (it touches no store);
+		// that is no verdict on safety.
+		{"probe", []results.Run{run("null", 1, func(r *results.Run) { r.Cost = &results.Cost{Probe: true}; r.Audit.LostAcks = 9 })},
+			Safety{Kind: NotAudited}},
+		// A probe beside a real run is judged by the real run.
+		{"probe and real", []results.Run{
+			run("null", 1, func(r *results.Run) { r.Cost = &results.Cost{Probe: true} }),
+			run("a", 1, func(r *results.Run) { r.Audit.LostAcks = 1 })},
+			Safety{Kind: Unsafe, Classes: []ClassCount{{Key: "lost_acks", Title: "lost acks", Unit: "count", N: 1}}}},
 		// Proof of an anomaly stands even when another repeat is unproven.
 		{"unsafe and unproven", []results.Run{
 			run("a", 1, func(r *results.Run) { r.Incomplete = "audit" }),

@@ -74,10 +74,10 @@ func comparison(a *analysis.Analysis) table {
 }
 
 // flagVerdicts flags the last cell (the safety verdict) of each row of t
-// whose analysed row is not Safe.
+// whose analysed row is unsafe or unproven (a probe's is no verdict).
 func flagVerdicts(t *table, rows []analysis.Row) {
 	for i, row := range rows {
-		if row.Safety.Kind != analysis.Safe {
+		if k := row.Safety.Kind; k == analysis.Unsafe || k == analysis.Unproven {
 			t.flag(i, len(t.Head)-1)
 		}
 	}
