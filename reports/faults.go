@@ -32,6 +32,9 @@ func cellText(c *results.FaultCell) string {
 	if c == nil {
 		return "—"
 	}
+	if c.NotApplied == c.Runs {
+		return "not exercised: the fault never took effect"
+	}
 	s := "clean"
 	if c.Anomalies > 0 {
 		s = fmt.Sprintf("%d %s", c.WorstCount, c.Worst)
@@ -48,6 +51,9 @@ func cellText(c *results.FaultCell) string {
 	}
 	if len(c.FaultErrors) > 0 {
 		s += " · fault error"
+	}
+	if c.NotApplied > 0 {
+		s += fmt.Sprintf(" · %d of %d runs not exercised", c.NotApplied, c.Runs)
 	}
 	return s
 }

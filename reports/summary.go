@@ -193,6 +193,7 @@ func Table(w io.Writer, a *analysis.Analysis) {
 			fmt.Fprintf(w, "UNSAFE %s (%s): %s\n", row.Strategy, rowLabel(row), row.Safety.Why())
 		}
 	}
+	notExercised(w, r)
 	for _, run := range r.Runs {
 		if n := run.Harness.OpenDropped; n > 0 {
 			// An open loop that could not start its arrivals measured
@@ -601,4 +602,23 @@ func oneHostCaveat(r *results.Results) string {
 		s += " Load average when the run started: " + e.LoadAverage + "."
 	}
 	return s
+}
+
+// notExercised names each run whose planned fault never took effect (a
+// flash sale over before the fault's time, a fault that failed to apply):
+// its clean result says nothing about that fault.
+func notExercised(w io.Writer, r *results.Results) {
+	for _, run := range r.Runs {
+		for _, f := range run.Faults {
+			if f.Applied {
+				continue
+			}
+			why := f.Error
+			if why == "" {
+				why = "not applied"
+			}
+			fmt.Fprintln(w, wrap(fmt.Sprintf("NOT EXERCISED %s (%s): fault %s never took effect (%s): this run says nothing about it",
+				run.Strategy, label(run), f.Spec, why), terminalWidth, "  "))
+		}
+	}
 }

@@ -25,6 +25,16 @@ func FaultClass(run Run) string {
 	return strings.Join(parts, "+")
 }
 
+// AllApplied says whether every fault of the run's plan took effect.
+func AllApplied(run Run) bool {
+	for _, f := range run.Faults {
+		if !f.Applied {
+			return false
+		}
+	}
+	return true
+}
+
 // FaultCell is one strategy under one fault class, over its runs (seeds,
 // repeats): the worst of each figure.
 type FaultCell struct {
@@ -46,6 +56,10 @@ type FaultCell struct {
 	ErrorsIn, ErrorsOut int64
 	// FaultErrors are the timeline's errors (a fault that failed to apply).
 	FaultErrors []string
+	// NotApplied counts the runs in which a fault of the plan never took
+	// effect (the load ended first, or applying it failed): such a run
+	// says nothing about the fault.
+	NotApplied int
 }
 
 // FaultMatrix is strategies × fault classes over the runs that had faults.
@@ -89,6 +103,9 @@ func Faults(r *Results) FaultMatrix {
 			if n > c.WorstCount {
 				c.Worst, c.WorstCount = ac.Title, n
 			}
+		}
+		if !AllApplied(run) {
+			c.NotApplied++
 		}
 		for _, f := range run.Faults {
 			if f.Error != "" && !slices.Contains(c.FaultErrors, f.Error) {
