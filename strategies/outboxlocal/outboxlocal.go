@@ -142,6 +142,9 @@ type Strategy struct {
 
 	bgErrors, relayed, backlogMax, backlogAtStop, appendFailures atomic.Int64
 	expired, reconciled, relayConflicts                          atomic.Int64
+	// lateRefused counts the decisions of this instance's table that a
+	// catch-up (late member) found the rebuilt stores could not keep.
+	lateRefused atomic.Int64
 }
 
 var _ strategies.Strategy = (*Strategy)(nil)
@@ -174,6 +177,9 @@ func New(cfg strategies.Config) (*Strategy, error) {
 	// The truth a rebuild needs is MySQL plus this instance's local table:
 	// the fence drains the table into MySQL before it reads (see Ready).
 	fence.Drain = s.drainAll
+	// A member a round went on without replays its table on the rebuilt
+	// Redis before it relays it (catchUp).
+	fence.CatchUp = s.catchUp
 	if s.dir == "" {
 		d, err := os.MkdirTemp("", "stockbench-outbox-local-*")
 		if err != nil {
@@ -287,7 +293,9 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 	if err := s.rs.Fence.Join(ctx); err != nil {
 		return fmt.Errorf("outbox-local setup: %w", err)
 	}
-	if err := s.drain(ctx); err != nil {
+	// A late member (a round went on without it) relays nothing as it is:
+	// the load's round makes it catch up (catchUp) first.
+	if err := s.drain(ctx); err != nil && !errors.Is(err, redisstock.ErrLate) {
 		return fmt.Errorf("outbox-local setup: %w", err)
 	}
 	return s.skus.Load(ctx, s.rs, s.db)
@@ -758,7 +766,13 @@ func (s *Strategy) Run(ctx context.Context) error {
 		fn     func(context.Context) error
 	}{
 		{s.cfg.SweepPeriod, s.sweep},
-		{s.cfg.OutboxPeriod, func(ctx context.Context) error { _, err := s.relay(ctx); return err }},
+		{s.cfg.OutboxPeriod, func(ctx context.Context) error {
+			_, err := s.relay(ctx)
+			if errors.Is(err, redisstock.ErrLate) {
+				return nil // the heartbeat's round catches up first (catchUp)
+			}
+			return err
+		}},
 		{s.cfg.ReconcilePeriod, s.reconcile},
 		{redisstock.BeatPeriod, s.rs.Beat},
 	} {
@@ -961,6 +975,8 @@ func (s *Strategy) Counters() map[string]float64 {
 		"redis_rebuilds":               float64(s.rs.Fence.Rebuilds()),
 		"redis_fence_rounds":           float64(s.rs.Fence.Rounds()),
 		"redis_fence_presumed_dead":    float64(s.rs.Fence.PresumedDead()),
+		"redis_fence_catch_ups":        float64(s.rs.Fence.CatchUps()),
+		"outbox_local_late_refused":    float64(s.lateRefused.Load()),
 	}
 	for k, v := range s.appends.Stats().Counters("append") {
 		m[k] = v

@@ -21,7 +21,8 @@ var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // relay first appends the events failed appends kept (flushUnsent: a
 // pass fails while it cannot), then moves the local events into MySQL, a
-// batch per transaction, and
+// batch per transaction (refused with redisstock.ErrLate while this
+// instance is a late member of the fence: see catchUp), and
 // deletes each batch locally after its commit, until fewer than a batch
 // remain. It returns how many events it relayed. One pass at a time per
 // instance; passes of several processes may run together (their order
@@ -47,7 +48,14 @@ func (s *Strategy) relay(ctx context.Context) (int, error) {
 				noteMax(&s.backlogMax, n)
 			}
 		}
-		err = sqlstore.InTxWith(ctx, s.db, readCommitted, func(tx *sql.Tx) error { return applyEvents(ctx, tx, evs) })
+		err = sqlstore.InTxWith(ctx, s.db, readCommitted, func(tx *sql.Tx) error {
+			if err := applyEvents(ctx, tx, evs); err != nil {
+				return err
+			}
+			// Last, before the commit: a member a rebuild round went on
+			// without relays nothing as it is (catchUp replays it first).
+			return s.rs.Fence.CheckTx(ctx, tx)
+		})
 		if sqlstore.IsDuplicate(err) {
 			s.relayConflicts.Add(1)
 		}

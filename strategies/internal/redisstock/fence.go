@@ -43,9 +43,23 @@ import (
 // A member that notices nothing itself (no Try since the restart) joins
 // the round from its heartbeat (Beat), so a round lasts about one beat
 // period. A member silent for longer than Lease is presumed dead: the
-// round goes on without it, and counts it (PresumedDead) — its table, if
-// it left one, is relayed when it restarts on its directory, too late to
-// keep the rebuild from offering its units again.
+// round goes on without it, and counts it (PresumedDead).
+//
+// A member a round went on without is late: its epoch in redis_fence is
+// below the fence's. Its table may hold decisions made on the Redis that
+// was lost, which neither MySQL nor the rebuilt Redis counts; relaying
+// them as they are could sell a unit twice. So a late member never
+// relays them as they are: its relay's transaction checks the member's
+// epoch under a shared lock of the fence's row (CheckTx: a rebuild holds
+// that row's exclusive lock, so a relay lands wholly before a rebuild's
+// read or is refused after it), and it takes part in rounds without
+// draining. When it learns it is late (its heartbeat, Ready) it catches
+// up in a round of its own, gate closed, on the rebuilt Redis: CatchUp
+// replays its table's decisions there — Redis, which sells, decides again
+// whether each still fits; what no longer fits is refused and counted —
+// and only then is the member's epoch brought level, under the same
+// shared lock, so a rebuild that started meanwhile makes it catch up
+// again. A new member joins at the fence's epoch.
 type Fence struct {
 	DB *sql.DB
 	// OnRebuild, when set, runs after every rebuild (the outbox reconciler
@@ -69,6 +83,11 @@ type Fence struct {
 	// Lease is how long a member may stay silent before a round presumes
 	// it dead (0: DefaultLease).
 	Lease time.Duration
+	// CatchUp, when set, is a late member's replay (see Fence): it runs
+	// with the gate closed, on a Redis that holds the Try script, and must
+	// leave in the local table only decisions the current Redis holds.
+	// Without it a late member is brought level without a replay.
+	CatchUp func(ctx context.Context) error
 
 	mu       sync.Mutex // one rebuild at a time in this instance; guards round, life
 	gate     gate       // gated fence: operations share it, a round closes it
@@ -78,6 +97,7 @@ type Fence struct {
 	rebuilds atomic.Int64
 	dead     atomic.Int64 // members a round presumed dead
 	rounds   atomic.Int64 // rounds this member took part in
+	catchUps atomic.Int64 // catch-ups this member ran, late
 }
 
 // DefaultLease is a member's lease when Fence.Lease is 0: ten seconds of
@@ -131,8 +151,88 @@ func (f *Fence) Rounds() int64 { return f.rounds.Load() }
 
 // PresumedDead is how many members this fence's rounds went on without,
 // silent past their lease: their undrained decisions, if any, were not in
-// the rebuild.
+// the rebuild (each catches up when it comes back: CatchUps).
 func (f *Fence) PresumedDead() int64 { return f.dead.Load() }
+
+// CatchUps is how many times this member found itself late and caught up.
+func (f *Fence) CatchUps() int64 { return f.catchUps.Load() }
+
+// ErrLate: this member missed a round (presumed dead, or stopped, while
+// the others rebuilt Redis); its table's decisions may not be relayed as
+// they are until it has caught up (see Fence).
+var ErrLate = errors.New("redis fence: this member missed a rebuild round (presumed dead): catch up first")
+
+// member reports whether the fence is a gated one with a member name.
+func (f *Fence) member() bool { return f != nil && f.Drain != nil && f.Member != "" }
+
+// epochs reads the fence's epoch (the last round done) and this member's
+// (mine; valid false when the member has no row: it quit, or never
+// joined). lock takes both rows' shared locks (in a transaction).
+func (f *Fence) epochs(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, lock bool) (done int64, mine sql.NullInt64, err error) {
+	query := "SELECT f.epoch, m.epoch FROM redis_fence f LEFT JOIN redis_fence m ON m.instance=? WHERE f.instance=''"
+	if lock {
+		query += " LOCK IN SHARE MODE"
+	}
+	if err := q.QueryRowContext(ctx, query, f.Member).Scan(&done, &mine); err != nil {
+		return 0, mine, fmt.Errorf("redis fence: read the epochs: %w", err)
+	}
+	return done, mine, nil
+}
+
+// late reports whether this member missed a round, and the fence's epoch.
+func (f *Fence) late(ctx context.Context) (bool, int64, error) {
+	if !f.member() {
+		return false, 0, nil
+	}
+	done, mine, err := f.epochs(ctx, f.DB, false)
+	if err != nil {
+		return false, 0, err
+	}
+	return mine.Valid && mine.Int64 < done, done, nil
+}
+
+// CheckTx is the relay's guard: run in the transaction that moves this
+// member's events into MySQL, just before its commit, it takes the
+// shared lock of the fence's row and answers ErrLate when this member
+// missed a round. A rebuild holds that row's exclusive lock from before
+// its read of MySQL to its commit of the new epoch, so the relay commits
+// wholly before the read or finds itself late after it. Without a member
+// it does nothing.
+func (f *Fence) CheckTx(ctx context.Context, tx *sql.Tx) error {
+	if !f.member() {
+		return nil
+	}
+	done, mine, err := f.epochs(ctx, tx, true)
+	if err != nil {
+		return err
+	}
+	if mine.Valid && mine.Int64 < done {
+		return ErrLate
+	}
+	return nil
+}
+
+// Alone reports whether this member may arm the fence without a round
+// on a Redis whose stock hashes were all just built from MySQL: no other
+// member is registered (live or silent: a silent one may hold undrained
+// decisions and come back) and this member is not late. A fence without
+// a member is always alone.
+func (f *Fence) Alone(ctx context.Context) (bool, error) {
+	if !f.member() {
+		return true, nil
+	}
+	var n int
+	if err := f.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM redis_fence WHERE instance NOT IN ('', ?)", f.Member).Scan(&n); err != nil {
+		return false, fmt.Errorf("redis fence: members: %w", err)
+	}
+	if n > 0 {
+		return false, nil
+	}
+	late, _, err := f.late(ctx)
+	return !late && err == nil, err
+}
 
 func (f *Fence) lease() time.Duration {
 	if f.Lease > 0 {
@@ -142,16 +242,22 @@ func (f *Fence) lease() time.Duration {
 }
 
 // Join registers the member in MySQL's redis_fence table (and the fence's
-// own row), with a fresh heartbeat. A member already there (a restart on
-// the same directory) keeps its epoch. Without Member it does nothing.
+// own row), with a fresh heartbeat. A new member joins at the fence's
+// epoch (it holds no decision yet); one already there (a restart on the
+// same directory) keeps its epoch — late, if a round went on without it.
+// Without Member it does nothing.
 func (f *Fence) Join(ctx context.Context) error {
-	if f == nil || f.Drain == nil || f.Member == "" {
+	if !f.member() {
 		return nil
 	}
 	if _, err := f.DB.ExecContext(ctx, "INSERT IGNORE INTO redis_fence (instance, epoch, beat) VALUES ('', 0, NOW(6))"); err != nil {
 		return fmt.Errorf("redis fence: join: %w", err)
 	}
-	if _, err := f.DB.ExecContext(ctx, "INSERT INTO redis_fence (instance, epoch, beat) VALUES (?, 0, NOW(6)) ON DUPLICATE KEY UPDATE beat=NOW(6)", f.Member); err != nil {
+	var done int64
+	if err := f.DB.QueryRowContext(ctx, "SELECT epoch FROM redis_fence WHERE instance=''").Scan(&done); err != nil {
+		return fmt.Errorf("redis fence: join: %w", err)
+	}
+	if _, err := f.DB.ExecContext(ctx, "INSERT INTO redis_fence (instance, epoch, beat) VALUES (?, ?, NOW(6)) ON DUPLICATE KEY UPDATE beat=NOW(6)", f.Member, done); err != nil {
 		return fmt.Errorf("redis fence: join: %w", err)
 	}
 	return nil
@@ -238,6 +344,10 @@ func (s Store) try(ctx context.Context, r inventory.Reservation) (int, error) {
 	return s.R.EvalSha(ctx, tryScript.Hash(), keys(r.SKU, r.OrderID), args...).Int()
 }
 
+// Loaded reports whether Redis holds the Try script (no restart since the
+// last rebuild, or the first arming).
+func (s Store) Loaded(ctx context.Context) (bool, error) { return s.loaded(ctx) }
+
 // loaded reports whether Redis holds the Try script.
 func (s Store) loaded(ctx context.Context) (bool, error) {
 	ok, err := s.R.ScriptExists(ctx, tryScript.Hash()).Result()
@@ -294,8 +404,15 @@ func (s Store) readyGated(ctx context.Context) error {
 	f.mu.Unlock()
 	if r == nil {
 		ok, err := s.loaded(ctx)
-		if err != nil || ok {
+		if err != nil {
 			return err
+		}
+		if ok {
+			// Redis is rebuilt; this member may have missed the round.
+			late, _, err := f.late(ctx)
+			if err != nil || !late {
+				return err
+			}
 		}
 		f.mu.Lock()
 		if r = f.round; r == nil {
@@ -350,11 +467,29 @@ func (s Store) runRound(life context.Context, r *round) {
 
 // roundOnce drains this member and, once every live member has drained
 // for the round, rebuilds (the elected member) or waits for the Try
-// script to be back (the others).
+// script to be back (the others). A late member (see Fence) does not
+// drain — its table's decisions were made on a Redis that is gone — but
+// takes part (it may be the one that rebuilds), then catches up.
 func (s Store) roundOnce(ctx context.Context) error {
 	f := s.Fence
-	if ok, err := s.loaded(ctx); err != nil || ok {
+	late, _, err := f.late(ctx)
+	if err != nil {
 		return err
+	}
+	ok, err := s.loaded(ctx)
+	if err != nil {
+		return err
+	}
+	if late {
+		if !ok {
+			if err := s.await(ctx, false); err != nil {
+				return err
+			}
+		}
+		return s.catchUp(ctx)
+	}
+	if ok {
+		return nil
 	}
 	if err := f.Drain(ctx); err != nil {
 		return fmt.Errorf("redis fence: drain: %w", err)
@@ -362,23 +497,40 @@ func (s Store) roundOnce(ctx context.Context) error {
 	if f.Member == "" {
 		return s.rebuildAndLoad(ctx)
 	}
+	return s.await(ctx, true)
+}
+
+// errBecameLate: a round went on without this member while it drained.
+var errBecameLate = errors.New("redis fence: a round went on without this member")
+
+// await marks this member drained for the round (drained: it is not
+// late), then waits until every other live member that is not late has
+// marked it, and leads (lead), until the Try script is back.
+func (s Store) await(ctx context.Context, drained bool) error {
+	f := s.Fence
 	for {
 		var done int64
 		if err := f.DB.QueryRowContext(ctx, "SELECT epoch FROM redis_fence WHERE instance=''").Scan(&done); err != nil {
 			return fmt.Errorf("redis fence: read the epoch: %w", err)
 		}
 		epoch := done + 1
-		if _, err := f.DB.ExecContext(ctx, "INSERT INTO redis_fence (instance, epoch, beat) VALUES (?, ?, NOW(6)) ON DUPLICATE KEY UPDATE epoch=GREATEST(epoch, VALUES(epoch)), beat=NOW(6)",
-			f.Member, epoch); err != nil {
-			return fmt.Errorf("redis fence: mark drained: %w", err)
+		if drained {
+			// Marked only while not late: a member a round went on without
+			// stays late (its epoch below the fence's) until it catches up.
+			if _, err := f.DB.ExecContext(ctx, "INSERT INTO redis_fence (instance, epoch, beat) VALUES (?, ?, NOW(6)) ON DUPLICATE KEY UPDATE epoch=IF(epoch >= ?, GREATEST(epoch, VALUES(epoch)), epoch), beat=NOW(6)",
+				f.Member, epoch, done); err != nil {
+				return fmt.Errorf("redis fence: mark drained: %w", err)
+			}
+			if late, _, err := f.late(ctx); err != nil || late {
+				return errors.Join(err, errBecameLate)
+			}
 		}
 		if ok, err := s.loaded(ctx); err != nil || ok {
 			return err // another member rebuilt
 		}
-		var waiting int
-		if err := f.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM redis_fence WHERE instance NOT IN ('', ?) AND epoch < ? AND beat > NOW(6) - INTERVAL ? MICROSECOND",
-			f.Member, epoch, f.lease().Microseconds()).Scan(&waiting); err != nil {
-			return fmt.Errorf("redis fence: members: %w", err)
+		waiting, err := f.waiting(ctx, f.DB, done)
+		if err != nil {
+			return err
 		}
 		if waiting == 0 {
 			if err := s.lead(ctx, epoch); err != nil {
@@ -392,8 +544,24 @@ func (s Store) roundOnce(ctx context.Context) error {
 	}
 }
 
+// waiting counts the other live members not late (epoch at least done)
+// that have not marked the round after done as drained.
+func (f *Fence) waiting(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, done int64) (int, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM redis_fence WHERE instance NOT IN ('', ?) AND epoch = ? AND beat > NOW(6) - INTERVAL ? MICROSECOND",
+		f.Member, done, f.lease().Microseconds()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("redis fence: members: %w", err)
+	}
+	return n, nil
+}
+
 // lead rebuilds for epoch under the fence row's lock, unless a member did
-// it first (the epoch is done, or the Try script is back).
+// it first (the epoch is done, or the Try script is back) or a member
+// became due meanwhile (one that caught up: waiting). It counts as
+// presumed dead the members neither drained for the round nor late
+// before it.
 func (s Store) lead(ctx context.Context, epoch int64) error {
 	f := s.Fence
 	tx, err := f.DB.BeginTx(ctx, nil)
@@ -411,8 +579,11 @@ func (s Store) lead(ctx context.Context, epoch int64) error {
 	if ok, err := s.loaded(ctx); err != nil || ok {
 		return err
 	}
+	if n, err := f.waiting(ctx, tx, done); err != nil || n > 0 {
+		return err // a member caught up meanwhile: it drains first
+	}
 	var dead int64
-	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM redis_fence WHERE instance NOT IN ('', ?) AND epoch < ?", f.Member, epoch).Scan(&dead); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM redis_fence WHERE instance NOT IN ('', ?) AND epoch = ?", f.Member, done).Scan(&dead); err != nil {
 		return fmt.Errorf("redis fence: lead: %w", err)
 	}
 	if err := s.rebuildAndLoad(ctx); err != nil {
@@ -425,6 +596,48 @@ func (s Store) lead(ctx context.Context, epoch int64) error {
 		return fmt.Errorf("redis fence: lead: %w", err)
 	}
 	f.dead.Add(dead)
+	return nil
+}
+
+// errRebuiltAgain: Redis lost its data, or another round completed,
+// while a late member caught up; it catches up again.
+var errRebuiltAgain = errors.New("redis fence: rebuilt again during the catch-up")
+
+// catchUp is a late member's replay (CatchUp) on the rebuilt Redis, gate
+// closed; then its epoch is brought level with the fence's, under the
+// fence row's shared lock and only if no round completed and Redis still
+// holds the Try script — otherwise the round is tried again and the
+// member, still late, replays again (the replay is idempotent).
+func (s Store) catchUp(ctx context.Context) error {
+	f := s.Fence
+	_, done, err := f.late(ctx)
+	if err != nil {
+		return err
+	}
+	if f.CatchUp != nil {
+		if err := f.CatchUp(ctx); err != nil {
+			return fmt.Errorf("redis fence: catch up: %w", err)
+		}
+	}
+	tx, err := f.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("redis fence: catch up: %w", err)
+	}
+	defer tx.Rollback()
+	now, _, err := f.epochs(ctx, tx, true)
+	if err != nil {
+		return err
+	}
+	if ok, err := s.loaded(ctx); err != nil || !ok || now != done {
+		return errors.Join(err, errRebuiltAgain)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE redis_fence SET epoch=?, beat=NOW(6) WHERE instance=?", done, f.Member); err != nil {
+		return fmt.Errorf("redis fence: catch up: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("redis fence: catch up: %w", err)
+	}
+	f.catchUps.Add(1)
 	return nil
 }
 

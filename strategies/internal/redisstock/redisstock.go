@@ -89,16 +89,18 @@ func (c *Catalog) Load(ctx context.Context, s Store, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	peers, err := s.Fence.Peers(ctx)
+	alone, err := s.Fence.Alone(ctx)
 	if err != nil {
 		return err
 	}
-	if existed == 0 && peers == 0 {
+	if existed == 0 && alone {
 		// Every hash was just built from MySQL, the system of record, with
 		// the rebuild's rules: nothing a restarted Redis kept can be stale,
 		// so the fence is armed without rebuilding it all again. With
-		// other members on the stores (a gated fence) their tables may
-		// hold decisions MySQL lacks: the round (Ready) drains them first.
+		// other members registered on the stores (a gated fence), live or
+		// silent past their lease, their tables may hold decisions MySQL
+		// lacks: the round (Ready) drains the live ones first and makes
+		// the silent ones late (they catch up when they come back).
 		err = s.Arm(ctx)
 	} else {
 		err = s.Ready(ctx)

@@ -2,10 +2,12 @@ package redisstock
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stockbench/stockbench/internal/waitfor"
 	"github.com/stockbench/stockbench/inventory"
 )
 
@@ -74,4 +76,88 @@ func TestRoundMembers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLateMember: a member a round went on without (silent past its
+// lease) is late — its relay's check (CheckTx) refuses until it catches
+// up: its next Ready runs CatchUp once, on the rebuilt Redis, and brings
+// its epoch level. A member that joins after the round (new, nothing
+// decided) joins at the fence's epoch and is not late; one restarted on
+// its row keeps its epoch, late.
+func TestLateMember(t *testing.T) {
+	cases := []struct {
+		name     string
+		joinLate string // "": b was there before the round; "new": b joins after it as a new member
+		wantLate bool
+	}{
+		{"silent through the round", "", true},
+		{"restarted on its row after the round", "restart", true},
+		{"new after the round", "new", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.LoadStock(ctx, env.DB, []inventory.Stock{{SKU: "S", Total: 10, Available: 10}}); err != nil {
+				t.Fatal(err)
+			}
+			lease := 300 * time.Millisecond // the silent member's wait: short, asserted nowhere
+			nop := func(context.Context) error { return nil }
+			var caught atomic.Int64
+			catchUp := func(context.Context) error { caught.Add(1); return nil }
+			a := &Fence{DB: env.DB, Drain: nop, Member: "a", Lease: lease}
+			b := &Fence{DB: env.DB, Drain: nop, Member: "b", Lease: lease, CatchUp: catchUp}
+			defer a.Stop()
+			defer b.Stop()
+			if err := a.Join(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if c.joinLate != "new" {
+				if err := b.Join(ctx); err != nil {
+					t.Fatal(err)
+				}
+				waitfor.Until(t, "b's lease ran out", func() bool { n, err := a.Peers(ctx); return err == nil && n == 0 })
+			}
+			if err := env.Redis.ScriptFlush(ctx).Err(); err != nil { // a restart, as the fence sees it
+				t.Fatal(err)
+			}
+			if err := (Store{R: env.Redis, Fence: a}).Ready(ctx); err != nil {
+				t.Fatalf("a's round: %v", err)
+			}
+			if c.joinLate != "" {
+				if err := b.Join(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := checkTx(t, b); errors.Is(got, ErrLate) != c.wantLate {
+				t.Fatalf("b's relay check after the round: %v, late want %v", got, c.wantLate)
+			}
+			if err := (Store{R: env.Redis, Fence: b}).Ready(ctx); err != nil {
+				t.Fatalf("b's ready: %v", err)
+			}
+			want := map[bool]int64{true: 1, false: 0}[c.wantLate]
+			if caught.Load() != want || b.CatchUps() != want {
+				t.Fatalf("b caught up %d times (counted %d), want %d", caught.Load(), b.CatchUps(), want)
+			}
+			if err := checkTx(t, b); err != nil {
+				t.Fatalf("b's relay check after its catch-up: %v", err)
+			}
+		})
+	}
+}
+
+// checkTx runs f's relay check in a transaction of its own.
+func checkTx(t *testing.T, f *Fence) error {
+	t.Helper()
+	tx, err := env.DB.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	return f.CheckTx(context.Background(), tx)
 }
