@@ -87,6 +87,9 @@ type Health struct {
 	// Background is "running", or "stopped" once POST /v1/quiesce
 	// stopped the background loop.
 	Background string `json:"background"`
+	// Counters are the strategy's own figures (strategies.Counters),
+	// when it keeps any: relay lag, rebuilds, refusals of a late member…
+	Counters map[string]float64 `json:"counters,omitempty"`
 }
 
 // OutcomeBadRequest is the outcome of a call the service could not read

@@ -173,6 +173,40 @@ func (c *Client) Settle(ctx context.Context) error {
 	return nil
 }
 
+var _ strategies.Counters = (*Client)(nil)
+
+// Counters gathers the strategy's own figures from every instance's health
+// answer: counts are summed; a figure named as a latency, a maximum or a
+// time (…_ms, …_max…, …lag…) is the largest of the instances'. An
+// instance that does not answer is left out (its figures since its last
+// start are lost with it; a restarted instance counts from zero).
+func (c *Client) Counters() map[string]float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out := map[string]float64{}
+	for _, u := range c.urls {
+		h, err := ReadHealth(ctx, c.hc, u)
+		if err != nil {
+			continue
+		}
+		for k, v := range h.Counters {
+			out[k] = mergeCounter(k, out[k], v)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// mergeCounter folds one instance's figure v into the running a.
+func mergeCounter(name string, a, v float64) float64 {
+	if strings.HasSuffix(name, "_ms") || strings.Contains(name, "_max") || strings.Contains(name, "lag") {
+		return max(a, v)
+	}
+	return a + v
+}
+
 // Close closes the idle connections. The instances keep running.
 func (c *Client) Close() error {
 	c.hc.CloseIdleConnections()

@@ -180,6 +180,9 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	if h.quiesced.Load() {
 		hl.Background = "stopped"
 	}
+	if c, ok := h.s.(strategies.Counters); ok {
+		hl.Counters = c.Counters()
+	}
 	for i, o := range outcomes {
 		if n := h.served[i].Load(); n > 0 {
 			hl.Served[o] = n

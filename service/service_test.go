@@ -333,3 +333,52 @@ func TestQuiesce(t *testing.T) {
 		})
 	}
 }
+
+// TestCountersThroughHealth: a strategy served in its own process reports
+// its own figures (relay counts, rebuilds, late refusals…) through the
+// health answer, so a --service process:N run records them as an
+// in-process one does.
+func TestCountersThroughHealth(t *testing.T) {
+	cases := []struct {
+		strategy string
+		key      string // a counter the strategy keeps
+	}{
+		{"outbox-local", "outbox_local_append_failures"},
+		{"ensure", "ensure_alerts"},
+	}
+	for _, c := range cases {
+		t.Run(c.strategy, func(t *testing.T) {
+			s := serve(t, c.strategy, map[string]int64{"S": 5}, service.HandlerOptions{})
+			ctx := context.Background()
+			if err := s.c.Reserve(ctx, inventory.Reservation{OrderID: "o1", SKU: "S", Qty: 1, Deadline: time.Now().Add(time.Hour)}); err != nil {
+				t.Fatalf("reserve: %v", err)
+			}
+			s.ack(inventory.Ack{OrderID: "o1", SKU: "S", State: inventory.StateReserved})
+			if err := s.c.Confirm(ctx, inventory.OrderRef{OrderID: "o1", SKU: "S"}); err != nil {
+				t.Fatalf("confirm: %v", err)
+			}
+			s.ack(inventory.Ack{OrderID: "o1", SKU: "S", State: inventory.StateConfirmed})
+			s.audit()
+			// Stop the background loops, as the end of a run does, so no
+			// figure moves between the two reads.
+			runCtx, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := s.c.Run(runCtx); err != nil {
+				t.Fatalf("quiesce: %v", err)
+			}
+			want := s.strat.(strategies.Counters).Counters()
+			got := s.c.Counters()
+			if _, ok := want[c.key]; !ok {
+				t.Fatalf("the strategy keeps no %s: %v", c.key, want)
+			}
+			if len(got) != len(want) {
+				t.Errorf("through the API %d counters, in the process %d: %v vs %v", len(got), len(want), got, want)
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s: through the API %v, in the process %v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
