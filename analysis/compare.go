@@ -30,8 +30,13 @@ type Verdict struct {
 	// Problems are regressions: any one fails the gate.
 	Problems []string
 	// Notes are changes past a threshold that stayed inside the spread of
-	// the repeats, so they are not counted as regressions.
+	// the repeats or the runs' own noise, so they are not counted as
+	// regressions.
 	Notes []string
+	// TPSNoisePct and P99NoisePct are the noise margins of single runs
+	// (tpsNoisePct, p99NoisePct), in percent; 0 when not measured (repeats,
+	// a run too short, or no change past a threshold to judge).
+	TPSNoisePct, P99NoisePct float64
 	// Missing is true when the row is in OLD and not in NEW.
 	Missing bool
 	// OldSafety and NewSafety are the row's verdicts in each file.
@@ -59,11 +64,13 @@ type Comparison struct {
 //     from run to run): then the rise is a note; a Safe row turning Unsafe
 //     always fails;
 //   - a median TPS drop past th.MaxTPSDropPct, or a median P99 rise past
-//     th.MaxP99RisePct, that is also beyond the spread of the repeats: NEW's
-//     best repeat worse than OLD's worst. With one run per file the spread
-//     is the single value, so only the threshold decides. A P99 of a row
-//     with fewer than MinTailFlows flows in some run is too few samples
-//     for a tail: its rise is a note.
+//     th.MaxP99RisePct, that is also beyond what the runs' own variation
+//     explains (judgeSpeed): with repeats, NEW's best repeat worse than
+//     OLD's worst; with one run per file, a change larger than the noise
+//     margin of the two runs' per-second series. A change past the
+//     threshold inside the noise is a note, and so is one of a run too
+//     short to show its noise, or a P99 of a row with fewer than
+//     MinTailFlows flows in some run (too few samples for a tail).
 func Compare(old, new *Analysis, th Thresholds) Comparison {
 	type key struct{ strategy, scenario, value string }
 	newRows := map[key]Row{}
@@ -95,37 +102,7 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 		}
 		byDesign := o.Safety.Kind == Unsafe && n.Safety.Kind == Unsafe
 		v.NewTPS, v.NewP99 = results.SpreadOf(n.Runs, tps), results.SpreadOf(n.Runs, p99)
-		spread := len(o.Runs) > 1 || len(n.Runs) > 1
-		if v.OldTPS.Median > 0 {
-			v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
-			if -v.TPSChangePct > th.MaxTPSDropPct {
-				msg := fmt.Sprintf("TPS dropped %.1f %% (limit %.1f %%)", -v.TPSChangePct, th.MaxTPSDropPct)
-				switch {
-				case v.NewTPS.Max >= v.OldTPS.Min:
-					v.Notes = append(v.Notes, msg+" within the repeats' spread")
-				case spread:
-					v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
-				default:
-					v.Problems = append(v.Problems, msg)
-				}
-			}
-		}
-		if v.OldP99.Median > 0 {
-			v.P99ChangePct = 100 * (v.NewP99.Median - v.OldP99.Median) / v.OldP99.Median
-			if v.P99ChangePct > th.MaxP99RisePct {
-				msg := fmt.Sprintf("P99 rose %.1f %% (limit %.1f %%)", v.P99ChangePct, th.MaxP99RisePct)
-				switch {
-				case fewest(o.Runs, n.Runs) < MinTailFlows:
-					v.Notes = append(v.Notes, fmt.Sprintf("%s over %d flows, too few for a tail", msg, fewest(o.Runs, n.Runs)))
-				case v.NewP99.Min <= v.OldP99.Max:
-					v.Notes = append(v.Notes, msg+" within the repeats' spread")
-				case spread:
-					v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
-				default:
-					v.Problems = append(v.Problems, msg)
-				}
-			}
-		}
+		v.judgeSpeed(o.Runs, n.Runs, th)
 		for _, c := range audit.Classes {
 			was, now := worst(o.Runs, c), worst(n.Runs, c)
 			var msg string
@@ -159,6 +136,66 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 			Problems: []string{"unproven in NEW: " + n.Safety.Why()}})
 	}
 	return out
+}
+
+// judgeSpeed sets the TPS and P99 changes of v from the medians of old's
+// and new's runs, and turns a change past th into a problem or a note.
+// With repeats in either file the repeats' spread is the noise: a change
+// is a regression when NEW's best repeat is worse than OLD's worst. With
+// one run in each, the runs' per-second series are: a change is a
+// regression when it is larger than their noise margin (tpsNoisePct,
+// p99NoisePct); a run too short to measure it gates nothing.
+func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
+	spread := len(old) > 1 || len(new) > 1
+	if v.OldTPS.Median > 0 {
+		v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
+		if -v.TPSChangePct > th.MaxTPSDropPct {
+			msg := fmt.Sprintf("TPS dropped %.1f %% (limit %.1f %%)", -v.TPSChangePct, th.MaxTPSDropPct)
+			switch {
+			case v.NewTPS.Max >= v.OldTPS.Min:
+				v.Notes = append(v.Notes, msg+" within the repeats' spread")
+			case spread:
+				v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
+			default:
+				noise, ok := tpsNoisePct(old[0], new[0])
+				v.TPSNoisePct = noise
+				v.judgeNoise(msg, -v.TPSChangePct, noise, ok, old[0], new[0])
+			}
+		}
+	}
+	if v.OldP99.Median > 0 {
+		v.P99ChangePct = 100 * (v.NewP99.Median - v.OldP99.Median) / v.OldP99.Median
+		if v.P99ChangePct > th.MaxP99RisePct {
+			msg := fmt.Sprintf("P99 rose %.1f %% (limit %.1f %%)", v.P99ChangePct, th.MaxP99RisePct)
+			switch {
+			case fewest(old, new) < MinTailFlows:
+				v.Notes = append(v.Notes, fmt.Sprintf("%s over %d flows, too few for a tail", msg, fewest(old, new)))
+			case v.NewP99.Min <= v.OldP99.Max:
+				v.Notes = append(v.Notes, msg+" within the repeats' spread")
+			case spread:
+				v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
+			default:
+				noise, ok := p99NoisePct(old[0], new[0])
+				v.P99NoisePct = noise
+				v.judgeNoise(msg, v.P99ChangePct, noise, ok, old[0], new[0])
+			}
+		}
+	}
+}
+
+// judgeNoise files a change of change percent past its threshold (msg) as
+// a problem when it is larger than the runs' noise margin, else as a note
+// that gives the margin, or says the runs were too short to measure it.
+func (v *Verdict) judgeNoise(msg string, change, noise float64, ok bool, old, new results.Run) {
+	switch {
+	case !ok:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s, but a run of %d whole seconds is too short to show its own noise (%d needed): gate it with --repeat",
+			msg, min(len(wholeSeconds(old)), len(wholeSeconds(new))), MinNoiseSeconds))
+	case change <= noise:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s within the run's own noise (± %.1f %%)", msg, noise))
+	default:
+		v.Problems = append(v.Problems, fmt.Sprintf("%s beyond the run's own noise (± %.1f %%)", msg, noise))
+	}
 }
 
 // fewest is the smallest flow count of any run of either row.
