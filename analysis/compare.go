@@ -140,26 +140,25 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 
 // judgeSpeed sets the TPS and P99 changes of v from the medians of old's
 // and new's runs, and turns a change past th into a problem or a note.
-// With repeats in either file the repeats' spread is the noise: a change
-// is a regression when NEW's best repeat is worse than OLD's worst. With
-// one run in each, the runs' per-second series are: a change is a
-// regression when it is larger than their noise margin (tpsNoisePct,
-// p99NoisePct); a run too short to measure it gates nothing.
+// The noise is what the runs' own variation explains. With repeats in
+// either file, a change inside the repeats' spread (NEW's best repeat no
+// worse than OLD's worst) is a note. Then the per-second series of the
+// runs (all repeats' seconds pooled) decide: a change larger than their
+// noise margin (tpsNoisePct, p99NoisePct) is a regression, a smaller one a
+// note. Runs too short to measure that margin: with repeats the spread
+// alone decides; a single run's change is a note.
 func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 	spread := len(old) > 1 || len(new) > 1
 	if v.OldTPS.Median > 0 {
 		v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
 		if -v.TPSChangePct > th.MaxTPSDropPct {
 			msg := fmt.Sprintf("TPS dropped %.1f %% (limit %.1f %%)", -v.TPSChangePct, th.MaxTPSDropPct)
-			switch {
-			case v.NewTPS.Max >= v.OldTPS.Min:
+			if v.NewTPS.Max >= v.OldTPS.Min {
 				v.Notes = append(v.Notes, msg+" within the repeats' spread")
-			case spread:
-				v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
-			default:
-				noise, ok := tpsNoisePct(old[0], new[0])
+			} else {
+				noise, ok := tpsNoisePct(old, new)
 				v.TPSNoisePct = noise
-				v.judgeNoise(msg, -v.TPSChangePct, noise, ok, old[0], new[0])
+				v.judgeNoise(msg, -v.TPSChangePct, noise, ok, spread, old, new)
 			}
 		}
 	}
@@ -172,27 +171,37 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 				v.Notes = append(v.Notes, fmt.Sprintf("%s over %d flows, too few for a tail", msg, fewest(old, new)))
 			case v.NewP99.Min <= v.OldP99.Max:
 				v.Notes = append(v.Notes, msg+" within the repeats' spread")
-			case spread:
-				v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
 			default:
-				noise, ok := p99NoisePct(old[0], new[0])
+				noise, ok := p99NoisePct(old, new)
 				v.P99NoisePct = noise
-				v.judgeNoise(msg, v.P99ChangePct, noise, ok, old[0], new[0])
+				v.judgeNoise(msg, v.P99ChangePct, noise, ok, spread, old, new)
 			}
 		}
 	}
 }
 
-// judgeNoise files a change of change percent past its threshold (msg) as
-// a problem when it is larger than the runs' noise margin, else as a note
-// that gives the margin, or says the runs were too short to measure it.
-func (v *Verdict) judgeNoise(msg string, change, noise float64, ok bool, old, new results.Run) {
+// judgeNoise files a change of change percent past its threshold (msg),
+// and beyond the repeats' spread when spread, as a problem when it is
+// larger than the runs' noise margin, else as a note that gives the
+// margin. When the runs were too short to measure the margin, the
+// repeats' spread decides (spread), or a single run's change is a note
+// that says so.
+func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool, old, new []results.Run) {
+	if spread {
+		msg += " beyond the repeats' spread"
+	}
 	switch {
+	case !ok && spread:
+		v.Problems = append(v.Problems, msg)
 	case !ok:
 		v.Notes = append(v.Notes, fmt.Sprintf("%s, but a run of %d whole seconds is too short to show its own noise (%d needed): gate it with --repeat",
-			msg, min(len(wholeSeconds(old)), len(wholeSeconds(new))), MinNoiseSeconds))
+			msg, min(len(wholeSeconds(old[0])), len(wholeSeconds(new[0]))), MinNoiseSeconds))
+	case change <= noise && spread:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s but within the runs' own noise (± %.1f %%)", msg, noise))
 	case change <= noise:
 		v.Notes = append(v.Notes, fmt.Sprintf("%s within the run's own noise (± %.1f %%)", msg, noise))
+	case spread:
+		v.Problems = append(v.Problems, fmt.Sprintf("%s and the runs' own noise (± %.1f %%)", msg, noise))
 	default:
 		v.Problems = append(v.Problems, fmt.Sprintf("%s beyond the run's own noise (± %.1f %%)", msg, noise))
 	}

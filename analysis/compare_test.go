@@ -126,20 +126,85 @@ func TestCompareNoise(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Compare(Analyze(&results.Results{Runs: []results.Run{c.old}}), Analyze(&results.Results{Runs: []results.Run{c.new}}), th)
-			v := got.Verdicts[0]
-			want := 0
-			if c.problem != "" {
-				want = 1
-			}
-			if len(v.Problems) != want || got.Regressed != want || (want == 1 && !strings.Contains(v.Problems[0], c.problem)) {
-				t.Fatalf("problems %q, want %d containing %q (notes %q)", v.Problems, want, c.problem, v.Notes)
-			}
-			notes := strings.Join(v.Notes, "; ")
-			if (c.note == "") != (notes == "") || !strings.Contains(notes, c.note) {
-				t.Fatalf("notes %q, want one containing %q", notes, c.note)
-			}
+			checkNoise(t, th, []results.Run{c.old}, []results.Run{c.new}, c.problem, c.note)
 		})
+	}
+}
+
+// TestCompareNoiseRepeats: with repeats, a change inside the repeats'
+// spread is a note; beyond it, the pooled seconds of the repeats decide;
+// runs too short to pool (flash sales) leave the spread alone to decide.
+func TestCompareNoiseRepeats(t *testing.T) {
+	th := Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}
+	reps := func(seed uint64, secs int, tps []float64, cv float64) []results.Run {
+		var runs []results.Run
+		for i, m := range tps {
+			xs := noisy(seed+uint64(i), secs, m, cv)
+			mean, _ := meanVar(xs)
+			for j := range xs {
+				xs[j] += m - mean // the repeat's TPS is m exactly
+			}
+			r := seriesRun(xs, flat(secs, 100))
+			r.Repeat = i + 1
+			runs = append(runs, r)
+		}
+		return runs
+	}
+	cases := []struct {
+		name          string
+		old, new      []results.Run
+		problem, note string
+	}{
+		// Repeats that overlap: the spread explains the change.
+		{"inside the spread", reps(1, 10, []float64{900, 1000, 1100}, 0.02), reps(2, 10, []float64{800, 880, 950}, 0.02),
+			"", "within the repeats' spread"},
+		// Repeats apart (the second file's machine a little busier) but each
+		// second ±30 %: beyond the spread, inside the seconds' noise.
+		{"beyond the spread, inside the seconds' noise", reps(3, 10, []float64{990, 1000, 1010}, 0.3), reps(4, 10, []float64{870, 880, 890}, 0.3),
+			"", "beyond the repeats' spread but within the runs' own noise (± "},
+		// A true 30 % drop, steady seconds: fails.
+		{"30 % drop", reps(5, 10, []float64{990, 1000, 1010}, 0.03), reps(6, 10, []float64{690, 700, 710}, 0.03),
+			"beyond the repeats' spread and the runs' own noise (± ", ""},
+		// Flash sales (half a second: no whole second to pool): the
+		// spread decides alone.
+		{"flash sales apart", func() []results.Run {
+			rs := reps(7, 1, []float64{180, 190, 200}, 0)
+			for i := range rs {
+				rs[i].DurationSec = 0.5
+			}
+			return rs
+		}(), func() []results.Run {
+			rs := reps(8, 1, []float64{120, 125, 130}, 0)
+			for i := range rs {
+				rs[i].DurationSec = 0.5
+			}
+			return rs
+		}(), "TPS dropped 34.2 % (limit 10.0 %) beyond the repeats' spread", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkNoise(t, th, c.old, c.new, c.problem, c.note)
+		})
+	}
+}
+
+// checkNoise compares the one row of old with that of new: one problem
+// containing problem (none when ""), and notes containing note (none
+// when "").
+func checkNoise(t *testing.T, th Thresholds, old, new []results.Run, problem, note string) {
+	t.Helper()
+	got := Compare(Analyze(&results.Results{Runs: old}), Analyze(&results.Results{Runs: new}), th)
+	v := got.Verdicts[0]
+	want := 0
+	if problem != "" {
+		want = 1
+	}
+	if len(v.Problems) != want || got.Regressed != want || (want == 1 && !strings.Contains(v.Problems[0], problem)) {
+		t.Fatalf("problems %q, want %d containing %q (notes %q)", v.Problems, want, problem, v.Notes)
+	}
+	notes := strings.Join(v.Notes, "; ")
+	if (note == "") != (notes == "") || !strings.Contains(notes, note) {
+		t.Fatalf("notes %q, want one containing %q", notes, note)
 	}
 }
 

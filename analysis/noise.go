@@ -29,14 +29,17 @@ func wholeSeconds(r results.Run) []results.SeriesPoint {
 
 // tpsNoisePct is the noise margin of the change of mean flows per second
 // from old to new, in percent of old's mean: the half-width of the
-// NoiseConfidence interval of the difference of the two runs' per-second
-// flow counts (Welch's t, unequal variances). ok is false when either run
-// has fewer than MinNoiseSeconds whole seconds.
-func tpsNoisePct(old, new results.Run) (pct float64, ok bool) {
-	flows := func(r results.Run) []float64 {
+// NoiseConfidence interval of the difference of the two files' per-second
+// flow counts (Welch's t, unequal variances; the seconds of all repeats
+// pooled). ok is false when either file has fewer than MinNoiseSeconds
+// whole seconds.
+func tpsNoisePct(old, new []results.Run) (pct float64, ok bool) {
+	flows := func(runs []results.Run) []float64 {
 		var xs []float64
-		for _, p := range wholeSeconds(r) {
-			xs = append(xs, float64(p.Flows))
+		for _, r := range runs {
+			for _, p := range wholeSeconds(r) {
+				xs = append(xs, float64(p.Flows))
+			}
 		}
 		return xs
 	}
@@ -54,12 +57,14 @@ func tpsNoisePct(old, new results.Run) (pct float64, ok bool) {
 // is skewed; one slow second must not swamp the others), and the margin
 // is the upper end of the NoiseConfidence interval of their ratio. Seconds
 // without a completed flow have no P99 and are left out.
-func p99NoisePct(old, new results.Run) (pct float64, ok bool) {
-	logs := func(r results.Run) []float64 {
+func p99NoisePct(old, new []results.Run) (pct float64, ok bool) {
+	logs := func(runs []results.Run) []float64 {
 		var xs []float64
-		for _, p := range wholeSeconds(r) {
-			if p.Flows > 0 && p.FlowP99MS > 0 {
-				xs = append(xs, math.Log(p.FlowP99MS))
+		for _, r := range runs {
+			for _, p := range wholeSeconds(r) {
+				if p.Flows > 0 && p.FlowP99MS > 0 {
+					xs = append(xs, math.Log(p.FlowP99MS))
+				}
 			}
 		}
 		return xs
