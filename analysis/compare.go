@@ -79,6 +79,13 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 	}
 	tps := func(r results.Run) float64 { return r.TPS }
 	p99 := func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }
+	var pairs [][2][]results.Run
+	for _, o := range old.Rows {
+		if n, ok := newRows[key{o.Strategy, o.Scenario, o.Value}]; ok {
+			pairs = append(pairs, [2][]results.Run{o.Runs, n.Runs})
+		}
+	}
+	rn := noiseOfRows(pairs)
 	var out Comparison
 	add := func(v Verdict) {
 		out.Verdicts = append(out.Verdicts, v)
@@ -102,7 +109,7 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 		}
 		byDesign := o.Safety.Kind == Unsafe && n.Safety.Kind == Unsafe
 		v.NewTPS, v.NewP99 = results.SpreadOf(n.Runs, tps), results.SpreadOf(n.Runs, p99)
-		v.judgeSpeed(o.Runs, n.Runs, th)
+		v.judgeSpeed(o.Runs, n.Runs, th, rn)
 		for _, c := range audit.Classes {
 			was, now := worst(o.Runs, c), worst(n.Runs, c)
 			var msg string
@@ -147,7 +154,7 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 // noise margin (tpsNoisePct, p99NoisePct) is a regression, a smaller one a
 // note. Runs too short to measure that margin: with repeats the spread
 // alone decides; a single run's change is a note.
-func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
+func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds, rn rowNoise) {
 	spread := len(old) > 1 || len(new) > 1
 	if v.OldTPS.Median > 0 {
 		v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
@@ -157,8 +164,9 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 				v.Notes = append(v.Notes, msg+" within the repeats' spread")
 			} else {
 				noise, ok := tpsNoisePct(old, new)
-				v.TPSNoisePct = noise
-				v.judgeNoise(msg, -v.TPSChangePct, noise, ok, spread, old, new)
+				margin := noiseMargin{noise, rn.tpsDropPct(), rn.tpsRows}
+				v.TPSNoisePct = margin.pct()
+				v.judgeNoise(msg, -v.TPSChangePct, margin, ok, spread, old, new)
 			}
 		}
 	}
@@ -173,20 +181,41 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 				v.Notes = append(v.Notes, msg+" within the repeats' spread")
 			default:
 				noise, ok := p99NoisePct(old, new)
-				v.P99NoisePct = noise
-				v.judgeNoise(msg, v.P99ChangePct, noise, ok, spread, old, new)
+				margin := noiseMargin{noise, rn.p99RisePct(), rn.p99Rows}
+				v.P99NoisePct = margin.pct()
+				v.judgeNoise(msg, v.P99ChangePct, margin, ok, spread, old, new)
 			}
 		}
 	}
 }
 
+// noiseMargin is what a row's change is judged against: the noise margin
+// of its runs' seconds, and the two files' run-to-run noise (rowNoise,
+// over rows rows; 0 when not measured), in percent.
+type noiseMargin struct {
+	seconds, rowToRow float64
+	rows              int
+}
+
+// pct is the wider of the two margins.
+func (m noiseMargin) pct() float64 { return max(m.seconds, m.rowToRow) }
+
+// String gives the margin, and which noise it is when the run-to-run
+// noise is the wider.
+func (m noiseMargin) String() string {
+	if m.rowToRow > m.seconds {
+		return fmt.Sprintf("± %.1f %% run to run over %d rows, ± %.1f %% second to second", m.rowToRow, m.rows, m.seconds)
+	}
+	return fmt.Sprintf("± %.1f %%", m.seconds)
+}
+
 // judgeNoise files a change of change percent past its threshold (msg),
 // and beyond the repeats' spread when spread, as a problem when it is
-// larger than the runs' noise margin, else as a note that gives the
-// margin. When the runs were too short to measure the margin, the
+// larger than the noise margin, else as a note that gives the margin.
+// When the runs were too short to measure their seconds' noise, the
 // repeats' spread decides (spread), or a single run's change is a note
 // that says so.
-func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool, old, new []results.Run) {
+func (v *Verdict) judgeNoise(msg string, change float64, m noiseMargin, ok, spread bool, old, new []results.Run) {
 	if spread {
 		msg += " beyond the repeats' spread"
 	}
@@ -196,14 +225,14 @@ func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool,
 	case !ok:
 		v.Notes = append(v.Notes, fmt.Sprintf("%s, but a run of %d whole seconds is too short to show its own noise (%d needed): gate it with --repeat",
 			msg, min(len(wholeSeconds(old[0])), len(wholeSeconds(new[0]))), MinNoiseSeconds))
-	case change <= noise && spread:
-		v.Notes = append(v.Notes, fmt.Sprintf("%s but within the runs' own noise (± %.1f %%)", msg, noise))
-	case change <= noise:
-		v.Notes = append(v.Notes, fmt.Sprintf("%s within the run's own noise (± %.1f %%)", msg, noise))
+	case change <= m.pct() && spread:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s but within the runs' own noise (%s)", msg, m))
+	case change <= m.pct():
+		v.Notes = append(v.Notes, fmt.Sprintf("%s within the run's own noise (%s)", msg, m))
 	case spread:
-		v.Problems = append(v.Problems, fmt.Sprintf("%s and the runs' own noise (± %.1f %%)", msg, noise))
+		v.Problems = append(v.Problems, fmt.Sprintf("%s and the runs' own noise (%s)", msg, m))
 	default:
-		v.Problems = append(v.Problems, fmt.Sprintf("%s beyond the run's own noise (± %.1f %%)", msg, noise))
+		v.Problems = append(v.Problems, fmt.Sprintf("%s beyond the run's own noise (%s)", msg, m))
 	}
 }
 
