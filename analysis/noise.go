@@ -196,7 +196,7 @@ func betaCF(a, b, x float64) float64 {
 // RowNoiseK is how many robust standard deviations of the rows' changes a
 // row's own change must pass to be more than the machine's run-to-run
 // noise.
-const RowNoiseK = 3
+const RowNoiseK = 4
 
 // MinNoiseRows is the fewest rows measured in both files (MinNoiseSeconds
 // each) from which the run-to-run noise is estimated.
