@@ -79,13 +79,6 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 	}
 	tps := func(r results.Run) float64 { return r.TPS }
 	p99 := func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }
-	var pairs [][2][]results.Run
-	for _, o := range old.Rows {
-		if n, ok := newRows[key{o.Strategy, o.Scenario, o.Value}]; ok {
-			pairs = append(pairs, [2][]results.Run{o.Runs, n.Runs})
-		}
-	}
-	rn := noiseOfRows(pairs)
 	var out Comparison
 	add := func(v Verdict) {
 		out.Verdicts = append(out.Verdicts, v)
@@ -109,7 +102,7 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 		}
 		byDesign := o.Safety.Kind == Unsafe && n.Safety.Kind == Unsafe
 		v.NewTPS, v.NewP99 = results.SpreadOf(n.Runs, tps), results.SpreadOf(n.Runs, p99)
-		v.judgeSpeed(o.Runs, n.Runs, th, rn)
+		v.judgeSpeed(o.Runs, n.Runs, th)
 		for _, c := range audit.Classes {
 			was, now := worst(o.Runs, c), worst(n.Runs, c)
 			var msg string
@@ -150,12 +143,16 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 // The noise is what the runs' own variation explains. With repeats in
 // either file, a change inside the repeats' spread (NEW's best repeat no
 // worse than OLD's worst) is a note. Then the per-second series of the
-// runs (all repeats' seconds pooled) decide: a change larger than their
-// noise margin (tpsNoisePct, p99NoisePct) is a regression, a smaller one a
-// note. Runs too short to measure that margin: with repeats the spread
-// alone decides; a single run's change is a note.
-func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds, rn rowNoise) {
+// runs (all repeats' seconds pooled) decide: a change inside their noise
+// margin (tpsNoisePct, p99NoisePct) is a note. Beyond it, the change is
+// the machine's when the CPU the runs got explains it (machineShare: the
+// flows per CPU second did not drop past the TPS limit or the seconds'
+// noise); else it is a regression. Runs too short to measure a margin:
+// with repeats the spread alone decides; a single run's change is a note.
+func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 	spread := len(old) > 1 || len(new) > 1
+	tpsNoise, tpsOK := tpsNoisePct(old, new)
+	effLimit := max(th.MaxTPSDropPct, tpsNoise)
 	if v.OldTPS.Median > 0 {
 		v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
 		if -v.TPSChangePct > th.MaxTPSDropPct {
@@ -163,10 +160,8 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds, rn rowNoise)
 			if v.NewTPS.Max >= v.OldTPS.Min {
 				v.Notes = append(v.Notes, msg+" within the repeats' spread")
 			} else {
-				noise, ok := tpsNoisePct(old, new)
-				margin := noiseMargin{noise, rn.tpsDropPct(), rn.tpsRows}
-				v.TPSNoisePct = margin.pct()
-				v.judgeNoise(msg, -v.TPSChangePct, margin, ok, spread, old, new)
+				v.TPSNoisePct = tpsNoise
+				v.judgeNoise(msg, -v.TPSChangePct, tpsNoise, tpsOK, spread, old, new, effLimit)
 			}
 		}
 	}
@@ -181,59 +176,80 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds, rn rowNoise)
 				v.Notes = append(v.Notes, msg+" within the repeats' spread")
 			default:
 				noise, ok := p99NoisePct(old, new)
-				margin := noiseMargin{noise, rn.p99RisePct(), rn.p99Rows}
-				v.P99NoisePct = margin.pct()
-				v.judgeNoise(msg, v.P99ChangePct, margin, ok, spread, old, new)
+				v.P99NoisePct = noise
+				// A tail rises with the machine's load even where the run
+				// got as much CPU: a busier machine wakes the runs later.
+				// So the machine explains a rise only when the run got
+				// less CPU or its own seconds' P99s swing past the limit.
+				if cpu, _, _ := machineShare(old, new); cpu >= 0 && noise <= th.MaxP99RisePct {
+					effLimit = -1
+				}
+				v.judgeNoise(msg, v.P99ChangePct, noise, ok, spread, old, new, effLimit)
 			}
 		}
 	}
 }
 
-// noiseMargin is what a row's change is judged against: the noise margin
-// of its runs' seconds, and the two files' run-to-run noise (rowNoise,
-// over rows rows; 0 when not measured), in percent.
-type noiseMargin struct {
-	seconds, rowToRow float64
-	rows              int
-}
-
-// pct is the wider of the two margins.
-func (m noiseMargin) pct() float64 { return max(m.seconds, m.rowToRow) }
-
-// String gives the margin, and which noise it is when the run-to-run
-// noise is the wider.
-func (m noiseMargin) String() string {
-	if m.rowToRow > m.seconds {
-		return fmt.Sprintf("± %.1f %% run to run over %d rows, ± %.1f %% second to second", m.rowToRow, m.rows, m.seconds)
-	}
-	return fmt.Sprintf("± %.1f %%", m.seconds)
-}
-
 // judgeNoise files a change of change percent past its threshold (msg),
-// and beyond the repeats' spread when spread, as a problem when it is
-// larger than the noise margin, else as a note that gives the margin.
-// When the runs were too short to measure their seconds' noise, the
-// repeats' spread decides (spread), or a single run's change is a note
-// that says so.
-func (v *Verdict) judgeNoise(msg string, change float64, m noiseMargin, ok, spread bool, old, new []results.Run) {
+// and beyond the repeats' spread when spread, against the noise margin of
+// the runs' seconds (noise; ok false when the runs were too short to
+// measure it): inside it, a note that gives the margin; beyond it, a
+// note when the CPU the runs got explains the change (their flows per CPU
+// second dropped by no more than effLimit percent; effLimit < 0: the CPU
+// explains nothing), else a problem. When
+// there is no margin the repeats' spread decides (spread), or a single
+// run's change is a note that says so.
+func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool, old, new []results.Run, effLimit float64) {
+	within, beyond := " within the run's own noise", " beyond the run's own noise"
 	if spread {
 		msg += " beyond the repeats' spread"
+		within, beyond = " but within the runs' own noise", " and the runs' own noise"
 	}
+	cpu, eff, measured := machineShare(old, new)
+	measured = measured && effLimit >= 0
 	switch {
 	case !ok && spread:
 		v.Problems = append(v.Problems, msg)
 	case !ok:
 		v.Notes = append(v.Notes, fmt.Sprintf("%s, but a run of %d whole seconds is too short to show its own noise (%d needed): gate it with --repeat",
 			msg, min(len(wholeSeconds(old[0])), len(wholeSeconds(new[0]))), MinNoiseSeconds))
-	case change <= m.pct() && spread:
-		v.Notes = append(v.Notes, fmt.Sprintf("%s but within the runs' own noise (%s)", msg, m))
-	case change <= m.pct():
-		v.Notes = append(v.Notes, fmt.Sprintf("%s within the run's own noise (%s)", msg, m))
-	case spread:
-		v.Problems = append(v.Problems, fmt.Sprintf("%s and the runs' own noise (%s)", msg, m))
+	case change <= noise:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s%s (± %.1f %%)", msg, within, noise))
+	case measured && -eff <= effLimit:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s%s (± %.1f %%), but the CPU the run got explains it: CPU %+.1f %%, flows per CPU second %+.1f %% (limit %.1f %%)",
+			msg, beyond, noise, cpu, eff, effLimit))
+	case measured:
+		v.Problems = append(v.Problems, fmt.Sprintf("%s%s (± %.1f %%), and not the CPU it got: flows per CPU second %+.1f %% (limit %.1f %%)",
+			msg, beyond, noise, eff, effLimit))
 	default:
-		v.Problems = append(v.Problems, fmt.Sprintf("%s beyond the run's own noise (%s)", msg, m))
+		v.Problems = append(v.Problems, fmt.Sprintf("%s%s (± %.1f %%)", msg, beyond, noise))
 	}
+}
+
+// machineShare is how the CPU the row's runs got (MySQL + Redis +
+// harness, median over repeats) changed from old to new, and how their
+// flows per CPU second did, in percent; measured is false when either
+// file did not sample the CPU.
+func machineShare(old, new []results.Run) (cpuPct, effPct float64, measured bool) {
+	cpu := func(r results.Run) float64 {
+		h := r.Harness
+		if h.ServerCPUPct == nil || h.HarnessCPUPct == nil {
+			return 0
+		}
+		return *h.ServerCPUPct + *h.HarnessCPUPct
+	}
+	eff := func(r results.Run) float64 {
+		if c := cpu(r); c > 0 {
+			return r.TPS / c
+		}
+		return 0
+	}
+	co, cn := results.SpreadOf(old, cpu).Median, results.SpreadOf(new, cpu).Median
+	eo, en := results.SpreadOf(old, eff).Median, results.SpreadOf(new, eff).Median
+	if co <= 0 || cn <= 0 || eo <= 0 || en <= 0 {
+		return 0, 0, false
+	}
+	return 100 * (cn/co - 1), 100 * (en/eo - 1), true
 }
 
 // fewest is the smallest flow count of any run of either row.

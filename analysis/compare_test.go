@@ -262,75 +262,44 @@ func TestTQuantile(t *testing.T) {
 	}
 }
 
-// TestCompareRowNoise: with several rows, how far the rows moved between
-// the two files is noise too. The same binary on a busy machine moves each
-// row by tens of percent and passes; one strategy 30 % slower among steady
-// rows fails; every row moved alike reads as a busier machine.
-func TestCompareRowNoise(t *testing.T) {
+// TestCompareMachine: a change beyond the run's seconds' noise is the
+// machine's when the CPU the run got explains it (its flows per CPU second
+// held), and a regression when it does not (a starved pool: less done per
+// CPU second).
+func TestCompareMachine(t *testing.T) {
 	th := Thresholds{MaxTPSDropPct: 10, MaxP99RisePct: 20}
-	strategies := []string{"rowlock", "cas", "conditional", "lua-tcc", "outbox", "ensure", "batched", "buckets", "skiplocked", "naive", "outbox-local"}
-	// file builds one run per strategy, each second ±3 % around its mean:
-	// 1000 flows/s and a P99 of 100 ms times the strategy's factors.
-	file := func(seed uint64, tps, p99 func(i int) float64) *results.Results {
-		var r results.Results
-		for i, s := range strategies {
-			run := seriesRun(noisy(seed+uint64(3*i), 10, 1000*tps(i), 0.03), noisy(seed+uint64(3*i+1), 10, 100*p99(i), 0.03))
-			run.Strategy = s
-			r.Runs = append(r.Runs, run)
-		}
-		return &r
+	run := func(seed uint64, tps, p99, cpu float64) results.Run {
+		r := seriesRun(noisy(seed, 10, 1000*tps, 0.03), noisy(seed+1, 10, 100*p99, 0.03))
+		server, harness := 60*cpu, 20*cpu
+		r.Harness.ServerCPUPct, r.Harness.HarnessCPUPct = &server, &harness
+		return r
 	}
-	one := func(int) float64 { return 1 }
-	// busy is how a loaded machine moved each row between two files of the
-	// same binary (measured: TPS −47 % to +85 %, P99 −90 % to +155 %).
-	busy := []float64{1.82, 0.79, 0.53, 1.26, 1.85, 0.92, 1.38, 1.72, 0.85, 1.48, 1.15}
 	cases := []struct {
-		name      string
-		tps, p99  func(i int) float64
-		regressed []string
+		name          string
+		new           results.Run
+		problem, note string
 	}{
-		{"same binary, busy machine", func(i int) float64 { return busy[i] }, func(i int) float64 { return 1 / busy[i] }, nil},
-		{"one strategy 30 % slower among steady rows", func(i int) float64 {
-			if i == 1 {
-				return 0.7
-			}
-			return 1
-		}, one, []string{"cas"}},
-		{"one strategy's P99 doubled among steady rows", one, func(i int) float64 {
-			if i == 2 {
-				return 2
-			}
-			return 1
-		}, []string{"conditional"}},
-		// The price: on a machine that noisy a 30 % regression hides...
-		{"one strategy 30 % slower on a busy machine", func(i int) float64 {
-			if i == 6 {
-				return 0.7 * busy[i]
-			}
-			return busy[i]
-		}, one, nil},
-		// ...and only a large drop stands out: 95 %.
-		{"one strategy 95 % slower on a busy machine", func(i int) float64 {
-			if i == 6 {
-				return 0.05
-			}
-			return busy[i]
-		}, one, []string{"batched"}},
-		// The limit: every row 40 % slower is what a busier machine does.
-		{"every row 40 % slower", func(int) float64 { return 0.6 }, one, nil},
+		{"same run", run(3, 1, 1, 1), "", ""},
+		// The machine got busier: 40 % less CPU, 40 % fewer flows, slower.
+		{"busier machine", run(3, 0.6, 1.6, 0.6), "", "but the CPU the run got explains it: CPU -40.0 %"},
+		// A pool of 2: the run waits for connections, CPU falls a little,
+		// flows fall a lot.
+		{"starved pool", run(3, 0.2, 1, 0.7), "and not the CPU it got: flows per CPU second -72", ""},
+		// The P99 doubles, as many flows on as much CPU.
+		{"P99 doubles", run(3, 1, 2, 1), "P99 rose 10", ""},
+		// The P99 doubles on 40 % less CPU, flows per CPU second held: the
+		// machine's.
+		{"P99 doubles on less CPU", run(3, 0.6, 2, 0.6), "", "P99 rose 10"},
+		// A file without CPU figures: the seconds' noise alone decides.
+		{"no CPU sampled", func() results.Run {
+			r := run(3, 0.6, 1, 0.6)
+			r.Harness.ServerCPUPct = nil
+			return r
+		}(), "TPS dropped 4", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Compare(Analyze(file(1, one, one)), Analyze(file(100, c.tps, c.p99)), th)
-			var names []string
-			for _, v := range got.Verdicts {
-				if v.Regressed() {
-					names = append(names, v.Strategy)
-				}
-			}
-			if strings.Join(names, ",") != strings.Join(c.regressed, ",") {
-				t.Fatalf("regressed %v, want %v: %+v", names, c.regressed, got.Verdicts)
-			}
+			checkNoise(t, th, []results.Run{run(1, 1, 1, 1)}, []results.Run{c.new}, c.problem, c.note)
 		})
 	}
 }

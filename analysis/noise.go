@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"math"
-	"slices"
 
 	"github.com/stockbench/stockbench/results"
 )
@@ -191,93 +190,4 @@ func betaCF(a, b, x float64) float64 {
 		}
 	}
 	return h
-}
-
-// RowNoiseK is how many robust standard deviations of the rows' changes a
-// row's own change must pass to be more than the machine's run-to-run
-// noise.
-const RowNoiseK = 4
-
-// MinNoiseRows is the fewest rows measured in both files (MinNoiseSeconds
-// each) from which the run-to-run noise is estimated.
-const MinNoiseRows = 5
-
-// rowNoise is the two files' run-to-run noise, read off the files
-// themselves. Each strategy runs at its own time, and on a shared machine
-// the load it meets changes from one minute to the next: the same binary
-// twice moves a row by tens of percent, every row differently or all of
-// them one way (the second file met a busier machine), while each run's
-// seconds agree with each other. Every row measured in both files
-// (MinNoiseSeconds whole seconds in each) gives one log change of its
-// median TPS and one of its median P99 (rows of MinTailFlows flows); the
-// noise of one row's change is how far rows typically moved: 1.4826 times
-// the median of their absolute log changes (a standard deviation about
-// no change, which a few regressed rows do not move). A change that moves
-// most rows alike is, by this measure, the machine's.
-type rowNoise struct {
-	// tps and p99 are the robust standard deviations of the rows' log
-	// changes; tpsRows and p99Rows how many rows gave them (0: not
-	// measured, fewer than MinNoiseRows).
-	tps, p99         float64
-	tpsRows, p99Rows int
-}
-
-// noiseOfRows measures rowNoise over the row pairs (OLD's runs, NEW's).
-func noiseOfRows(pairs [][2][]results.Run) rowNoise {
-	tpsOf := func(r results.Run) float64 { return r.TPS }
-	p99Of := func(r results.Run) float64 { return r.LatencyMS["flow"].P99 }
-	var tps, p99 []float64
-	for _, p := range pairs {
-		o, n := p[0], p[1]
-		if len(wholeSeconds(o[0])) < MinNoiseSeconds || len(wholeSeconds(n[0])) < MinNoiseSeconds {
-			continue
-		}
-		if a, b := results.SpreadOf(o, tpsOf).Median, results.SpreadOf(n, tpsOf).Median; a > 0 && b > 0 {
-			tps = append(tps, math.Log(b/a))
-		}
-		if a, b := results.SpreadOf(o, p99Of).Median, results.SpreadOf(n, p99Of).Median; a > 0 && b > 0 && fewest(o, n) >= MinTailFlows {
-			p99 = append(p99, math.Log(b/a))
-		}
-	}
-	var rn rowNoise
-	if len(tps) >= MinNoiseRows {
-		rn.tps, rn.tpsRows = robustSD(tps), len(tps)
-	}
-	if len(p99) >= MinNoiseRows {
-		rn.p99, rn.p99Rows = robustSD(p99), len(p99)
-	}
-	return rn
-}
-
-// tpsDropPct is the largest TPS drop, in percent, that the run-to-run
-// noise explains (0 when not measured).
-func (rn rowNoise) tpsDropPct() float64 {
-	if rn.tpsRows == 0 {
-		return 0
-	}
-	return 100 * (1 - math.Exp(-RowNoiseK*rn.tps))
-}
-
-// p99RisePct is the largest P99 rise, in percent, that the run-to-run
-// noise explains (0 when not measured).
-func (rn rowNoise) p99RisePct() float64 {
-	if rn.p99Rows == 0 {
-		return 0
-	}
-	return 100 * (math.Exp(RowNoiseK*rn.p99) - 1)
-}
-
-// robustSD is 1.4826 times the median of the absolute values of xs: the
-// standard deviation of a normal sample about zero, which a few outliers
-// do not move.
-func robustSD(xs []float64) float64 {
-	abs := make([]float64, len(xs))
-	for i, x := range xs {
-		abs[i] = math.Abs(x)
-	}
-	slices.Sort(abs)
-	if len(abs)%2 == 1 {
-		return 1.4826 * abs[len(abs)/2]
-	}
-	return 1.4826 * (abs[len(abs)/2-1] + abs[len(abs)/2]) / 2
 }

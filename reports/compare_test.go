@@ -180,11 +180,12 @@ func TestCompareSpread(t *testing.T) {
 		{"re-run within its own spread", []float64{0.8, 1, 1.2}, []float64{0.75, 0.85, 1.15}, "", 0},
 		// One NEW run inside OLD's spread.
 		{"single new run within old spread", []float64{0.8, 1, 1.2}, []float64{0.85}, "", 0},
-		// Every NEW repeat below every OLD one, and the median 45 % down in
-		// every row: the 6 flash sales (no whole second to measure a noise)
-		// fail on the spread alone; the 6 sustained rows all moved alike,
-		// which is what a busier machine does: within the run-to-run noise.
-		{"drop beyond the spread", []float64{0.8, 1, 1.2}, []float64{0.5, 0.55, 0.6}, "beyond the repeats' spread", 6},
+		// Every NEW repeat below every OLD one, and the median 45 % down on
+		// as much CPU: TPS drops in each of the 12 rows, P99 rises in 5 of
+		// the 6 sustained ones (a flash sale's 100 flows are too few for a
+		// tail; cas's per-second P99s, 712 to 1893 ms, make +82 % its own
+		// noise).
+		{"drop beyond the spread", []float64{0.8, 1, 1.2}, []float64{0.5, 0.55, 0.6}, "beyond the repeats' spread", 17},
 		// Beyond the spread but inside the threshold: no regression.
 		{"tight spread, small drop", []float64{0.99, 1, 1.01}, []float64{0.95, 0.96, 0.97}, "", 0},
 	}
