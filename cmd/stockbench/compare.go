@@ -54,7 +54,7 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 	c := analysis.Compare(analysis.Analyze(old), analysis.Analyze(cur), analysis.Thresholds{MaxTPSDropPct: float64(tps), MaxP99RisePct: float64(p99)})
 	reports.CompareTable(stdout, c)
 	if !hasRepeats(old) || !hasRepeats(cur) {
-		fmt.Fprintf(stdout, "note: without repeats, a row's noise is its two runs' per-second series: a TPS or P99 change past its limit fails only beyond that noise; a run of fewer than %d whole seconds (a flash sale) shows none and is not gated on speed: run both with --repeat 3 or more to gate it\n", analysis.MinNoiseSeconds)
+		fmt.Fprintf(stdout, "note: without repeats, a row's noise is its two runs' per-second series: a TPS or P99 change past its limit fails only beyond that noise and when the CPU the run got does not explain it; a run of fewer than %d whole seconds (a flash sale) shows none and is not gated on speed: run both with --repeat 3 or more to gate it\n", analysis.MinNoiseSeconds)
 	}
 	if c.Regressed > 0 {
 		return fail(exitFailed, fmt.Errorf("%d of %d comparisons regressed: %s%s", c.Regressed, len(c.Verdicts), regressedNames(c), unprovenNames(c)))
