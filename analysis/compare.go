@@ -33,9 +33,10 @@ type Verdict struct {
 	// the repeats or the runs' own noise, so they are not counted as
 	// regressions.
 	Notes []string
-	// TPSNoisePct and P99NoisePct are the noise margins of single runs
-	// (tpsNoisePct, p99NoisePct), in percent; 0 when not measured (repeats,
-	// a run too short, or no change past a threshold to judge).
+	// TPSNoisePct and P99NoisePct are the noise margins of the runs'
+	// seconds (tpsNoisePct, p99NoisePct; repeats pooled), in percent; 0
+	// when not measured (runs too short, or no change past a threshold
+	// beyond the repeats' spread to judge).
 	TPSNoisePct, P99NoisePct float64
 	// Missing is true when the row is in OLD and not in NEW.
 	Missing bool
@@ -65,12 +66,12 @@ type Comparison struct {
 //     always fails;
 //   - a median TPS drop past th.MaxTPSDropPct, or a median P99 rise past
 //     th.MaxP99RisePct, that is also beyond what the runs' own variation
-//     explains (judgeSpeed): with repeats, NEW's best repeat worse than
-//     OLD's worst; with one run per file, a change larger than the noise
-//     margin of the two runs' per-second series. A change past the
-//     threshold inside the noise is a note, and so is one of a run too
-//     short to show its noise, or a P99 of a row with fewer than
-//     MinTailFlows flows in some run (too few samples for a tail).
+//     explains (judgeSpeed): the repeats' spread, the noise margin of the
+//     runs' per-second series, and the CPU the runs got (their flows per
+//     CPU second held). A change past the threshold inside the noise is a
+//     note, and so is one of a single run too short to show its noise, or
+//     a P99 of a row with fewer than MinTailFlows flows in some run (too
+//     few samples for a tail).
 func Compare(old, new *Analysis, th Thresholds) Comparison {
 	type key struct{ strategy, scenario, value string }
 	newRows := map[key]Row{}
