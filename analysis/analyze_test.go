@@ -13,6 +13,10 @@ func run(strategy string, tps float64, mod func(*results.Run)) results.Run {
 		LatencyMS: map[string]results.Percentiles{"flow": {P99: 10}},
 		Phases:    []results.Phase{{Name: "load"}, {Name: "audit_end_of_load"}, {Name: "settle"}, {Name: "audit"}}}
 	r.Audit.ConfirmedUnits = 100
+	r.DurationSec = 10
+	for i := range 10 {
+		r.Series = append(r.Series, results.SeriesPoint{Second: i + 1, Flows: int64(tps), FlowP99MS: 10})
+	}
 	if mod != nil {
 		mod(&r)
 	}
@@ -179,7 +183,12 @@ func TestCompareGate(t *testing.T) {
 		{"unproven", func(r *results.Results) { r.Runs[0].Incomplete = "audit" }, 1, "unproven in NEW: the audit did not finish"},
 		{"unsafe by design moves", func(r *results.Results) { r.Runs[1].Audit.OversoldUnits = 1700 }, 0, ""},
 		{"safe turns unsafe", func(r *results.Results) { r.Runs[0].Audit.LostAcks = 1 }, 1, "1 lost acks, none before"},
-		{"P99 rises", func(r *results.Results) { r.Runs[0].LatencyMS["flow"] = results.Percentiles{P99: 30} }, 1, "P99 rose 200.0 % (limit 20.0 %)"},
+		{"P99 rises", func(r *results.Results) {
+			r.Runs[0].LatencyMS["flow"] = results.Percentiles{P99: 30}
+			for i := range r.Runs[0].Series {
+				r.Runs[0].Series[i].FlowP99MS = 30
+			}
+		}, 1, "P99 rose 200.0 % (limit 20.0 %) beyond the run's own noise (± 0.0 %)"},
 		// A 100-flow sale's P99 is its slowest flow: a note.
 		{"P99 rises over too few flows", func(r *results.Results) {
 			r.Runs[0].Flows, r.Runs[0].LatencyMS["flow"] = 100, results.Percentiles{P99: 30}

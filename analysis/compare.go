@@ -30,8 +30,14 @@ type Verdict struct {
 	// Problems are regressions: any one fails the gate.
 	Problems []string
 	// Notes are changes past a threshold that stayed inside the spread of
-	// the repeats, so they are not counted as regressions.
+	// the repeats or the runs' own noise, so they are not counted as
+	// regressions.
 	Notes []string
+	// TPSNoisePct and P99NoisePct are the noise margins of the runs'
+	// seconds (tpsNoisePct, p99NoisePct; repeats pooled), in percent; 0
+	// when not measured (runs too short, or no change past a threshold
+	// beyond the repeats' spread to judge).
+	TPSNoisePct, P99NoisePct float64
 	// Missing is true when the row is in OLD and not in NEW.
 	Missing bool
 	// OldSafety and NewSafety are the row's verdicts in each file.
@@ -59,11 +65,13 @@ type Comparison struct {
 //     from run to run): then the rise is a note; a Safe row turning Unsafe
 //     always fails;
 //   - a median TPS drop past th.MaxTPSDropPct, or a median P99 rise past
-//     th.MaxP99RisePct, that is also beyond the spread of the repeats: NEW's
-//     best repeat worse than OLD's worst. With one run per file the spread
-//     is the single value, so only the threshold decides. A P99 of a row
-//     with fewer than MinTailFlows flows in some run is too few samples
-//     for a tail: its rise is a note.
+//     th.MaxP99RisePct, that is also beyond what the runs' own variation
+//     explains (judgeSpeed): the repeats' spread, the noise margin of the
+//     runs' per-second series, and the CPU the runs got (their flows per
+//     CPU second held). A change past the threshold inside the noise is a
+//     note, and so is one of a single run too short to show its noise, or
+//     a P99 of a row with fewer than MinTailFlows flows in some run (too
+//     few samples for a tail).
 func Compare(old, new *Analysis, th Thresholds) Comparison {
 	type key struct{ strategy, scenario, value string }
 	newRows := map[key]Row{}
@@ -95,37 +103,7 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 		}
 		byDesign := o.Safety.Kind == Unsafe && n.Safety.Kind == Unsafe
 		v.NewTPS, v.NewP99 = results.SpreadOf(n.Runs, tps), results.SpreadOf(n.Runs, p99)
-		spread := len(o.Runs) > 1 || len(n.Runs) > 1
-		if v.OldTPS.Median > 0 {
-			v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
-			if -v.TPSChangePct > th.MaxTPSDropPct {
-				msg := fmt.Sprintf("TPS dropped %.1f %% (limit %.1f %%)", -v.TPSChangePct, th.MaxTPSDropPct)
-				switch {
-				case v.NewTPS.Max >= v.OldTPS.Min:
-					v.Notes = append(v.Notes, msg+" within the repeats' spread")
-				case spread:
-					v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
-				default:
-					v.Problems = append(v.Problems, msg)
-				}
-			}
-		}
-		if v.OldP99.Median > 0 {
-			v.P99ChangePct = 100 * (v.NewP99.Median - v.OldP99.Median) / v.OldP99.Median
-			if v.P99ChangePct > th.MaxP99RisePct {
-				msg := fmt.Sprintf("P99 rose %.1f %% (limit %.1f %%)", v.P99ChangePct, th.MaxP99RisePct)
-				switch {
-				case fewest(o.Runs, n.Runs) < MinTailFlows:
-					v.Notes = append(v.Notes, fmt.Sprintf("%s over %d flows, too few for a tail", msg, fewest(o.Runs, n.Runs)))
-				case v.NewP99.Min <= v.OldP99.Max:
-					v.Notes = append(v.Notes, msg+" within the repeats' spread")
-				case spread:
-					v.Problems = append(v.Problems, msg+" beyond the repeats' spread")
-				default:
-					v.Problems = append(v.Problems, msg)
-				}
-			}
-		}
+		v.judgeSpeed(o.Runs, n.Runs, th)
 		for _, c := range audit.Classes {
 			was, now := worst(o.Runs, c), worst(n.Runs, c)
 			var msg string
@@ -159,6 +137,120 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 			Problems: []string{"unproven in NEW: " + n.Safety.Why()}})
 	}
 	return out
+}
+
+// judgeSpeed sets the TPS and P99 changes of v from the medians of old's
+// and new's runs, and turns a change past th into a problem or a note.
+// The noise is what the runs' own variation explains. With repeats in
+// either file, a change inside the repeats' spread (NEW's best repeat no
+// worse than OLD's worst) is a note. Then the per-second series of the
+// runs (all repeats' seconds pooled) decide: a change inside their noise
+// margin (tpsNoisePct, p99NoisePct) is a note. Beyond it, the change is
+// the machine's when the CPU the runs got explains it (machineShare: the
+// flows per CPU second did not drop past the TPS limit or the seconds'
+// noise); else it is a regression. Runs too short to measure a margin:
+// with repeats the spread alone decides; a single run's change is a note.
+func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
+	spread := len(old) > 1 || len(new) > 1
+	tpsNoise, tpsOK := tpsNoisePct(old, new)
+	effLimit := max(th.MaxTPSDropPct, tpsNoise)
+	if v.OldTPS.Median > 0 {
+		v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
+		if -v.TPSChangePct > th.MaxTPSDropPct {
+			msg := fmt.Sprintf("TPS dropped %.1f %% (limit %.1f %%)", -v.TPSChangePct, th.MaxTPSDropPct)
+			if v.NewTPS.Max >= v.OldTPS.Min {
+				v.Notes = append(v.Notes, msg+" within the repeats' spread")
+			} else {
+				v.TPSNoisePct = tpsNoise
+				v.judgeNoise(msg, -v.TPSChangePct, tpsNoise, tpsOK, spread, old, new, effLimit)
+			}
+		}
+	}
+	if v.OldP99.Median > 0 {
+		v.P99ChangePct = 100 * (v.NewP99.Median - v.OldP99.Median) / v.OldP99.Median
+		if v.P99ChangePct > th.MaxP99RisePct {
+			msg := fmt.Sprintf("P99 rose %.1f %% (limit %.1f %%)", v.P99ChangePct, th.MaxP99RisePct)
+			switch {
+			case fewest(old, new) < MinTailFlows:
+				v.Notes = append(v.Notes, fmt.Sprintf("%s over %d flows, too few for a tail", msg, fewest(old, new)))
+			case v.NewP99.Min <= v.OldP99.Max:
+				v.Notes = append(v.Notes, msg+" within the repeats' spread")
+			default:
+				noise, ok := p99NoisePct(old, new)
+				v.P99NoisePct = noise
+				// A tail rises with the machine's load even where the run
+				// got as much CPU: a busier machine wakes the runs later.
+				// So the machine explains a rise only when the run got
+				// less CPU or its own seconds' P99s swing past the limit.
+				if cpu, _, _ := machineShare(old, new); cpu >= 0 && noise <= th.MaxP99RisePct {
+					effLimit = -1
+				}
+				v.judgeNoise(msg, v.P99ChangePct, noise, ok, spread, old, new, effLimit)
+			}
+		}
+	}
+}
+
+// judgeNoise files a change of change percent past its threshold (msg),
+// and beyond the repeats' spread when spread, against the noise margin of
+// the runs' seconds (noise; ok false when the runs were too short to
+// measure it): inside it, a note that gives the margin; beyond it, a
+// note when the CPU the runs got explains the change (their flows per CPU
+// second dropped by no more than effLimit percent; effLimit < 0: the CPU
+// explains nothing), else a problem. When
+// there is no margin the repeats' spread decides (spread), or a single
+// run's change is a note that says so.
+func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool, old, new []results.Run, effLimit float64) {
+	within, beyond := " within the run's own noise", " beyond the run's own noise"
+	if spread {
+		msg += " beyond the repeats' spread"
+		within, beyond = " but within the runs' own noise", " and the runs' own noise"
+	}
+	cpu, eff, measured := machineShare(old, new)
+	measured = measured && effLimit >= 0
+	switch {
+	case !ok && spread:
+		v.Problems = append(v.Problems, msg)
+	case !ok:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s, but a run of %d whole seconds is too short to show its own noise (%d needed): gate it with --repeat",
+			msg, min(len(wholeSeconds(old[0])), len(wholeSeconds(new[0]))), MinNoiseSeconds))
+	case change <= noise:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s%s (± %.1f %%)", msg, within, noise))
+	case measured && -eff <= effLimit:
+		v.Notes = append(v.Notes, fmt.Sprintf("%s%s (± %.1f %%), but the CPU the run got explains it: CPU %+.1f %%, flows per CPU second %+.1f %% (limit %.1f %%)",
+			msg, beyond, noise, cpu, eff, effLimit))
+	case measured:
+		v.Problems = append(v.Problems, fmt.Sprintf("%s%s (± %.1f %%), and not the CPU it got: flows per CPU second %+.1f %% (limit %.1f %%)",
+			msg, beyond, noise, eff, effLimit))
+	default:
+		v.Problems = append(v.Problems, fmt.Sprintf("%s%s (± %.1f %%)", msg, beyond, noise))
+	}
+}
+
+// machineShare is how the CPU the row's runs got (MySQL + Redis +
+// harness, median over repeats) changed from old to new, and how their
+// flows per CPU second did, in percent; measured is false when either
+// file did not sample the CPU.
+func machineShare(old, new []results.Run) (cpuPct, effPct float64, measured bool) {
+	cpu := func(r results.Run) float64 {
+		h := r.Harness
+		if h.ServerCPUPct == nil || h.HarnessCPUPct == nil {
+			return 0
+		}
+		return *h.ServerCPUPct + *h.HarnessCPUPct
+	}
+	eff := func(r results.Run) float64 {
+		if c := cpu(r); c > 0 {
+			return r.TPS / c
+		}
+		return 0
+	}
+	co, cn := results.SpreadOf(old, cpu).Median, results.SpreadOf(new, cpu).Median
+	eo, en := results.SpreadOf(old, eff).Median, results.SpreadOf(new, eff).Median
+	if co <= 0 || cn <= 0 || eo <= 0 || en <= 0 {
+		return 0, 0, false
+	}
+	return 100 * (cn/co - 1), 100 * (en/eo - 1), true
 }
 
 // fewest is the smallest flow count of any run of either row.

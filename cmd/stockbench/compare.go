@@ -54,10 +54,10 @@ func cmdCompare(args []string, stdout io.Writer, fail func(int, error) int) int 
 	c := analysis.Compare(analysis.Analyze(old), analysis.Analyze(cur), analysis.Thresholds{MaxTPSDropPct: float64(tps), MaxP99RisePct: float64(p99)})
 	reports.CompareTable(stdout, c)
 	if !hasRepeats(old) || !hasRepeats(cur) {
-		fmt.Fprintln(stdout, "note: a file without repeats gives no spread, so one run decides the TPS and P99 verdicts; run both with --repeat 3 or more")
+		fmt.Fprintf(stdout, "note: without repeats, a row's noise is its two runs' per-second series: a TPS or P99 change past its limit fails only beyond that noise and when the CPU the run got does not explain it; a run of fewer than %d whole seconds (a flash sale) shows none and is not gated on speed: run both with --repeat 3 or more to gate it\n", analysis.MinNoiseSeconds)
 	}
 	if c.Regressed > 0 {
-		return fail(exitFailed, fmt.Errorf("%d of %d comparisons regressed%s", c.Regressed, len(c.Verdicts), unprovenNames(c)))
+		return fail(exitFailed, fmt.Errorf("%d of %d comparisons regressed: %s%s", c.Regressed, len(c.Verdicts), regressedNames(c), unprovenNames(c)))
 	}
 	return exitOK
 }
@@ -94,6 +94,23 @@ func hasRepeats(r *results.Results) bool {
 		}
 	}
 	return len(rows) > 0
+}
+
+// regressedNames names the rows that failed the gate, "strategy on
+// scenario" (with the sweep value), for its one-line error.
+func regressedNames(c analysis.Comparison) string {
+	var names []string
+	for _, v := range c.Verdicts {
+		if !v.Regressed() {
+			continue
+		}
+		name := v.Strategy + " on " + v.Scenario
+		if v.Param != "" || v.Value != "" {
+			name += " " + v.Param + "=" + v.Value
+		}
+		names = append(names, name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // unprovenNames names the rows the gate failed for being unproven, as a
