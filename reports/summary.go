@@ -403,7 +403,7 @@ func summaryOf(a *analysis.Analysis) summaryView {
 		if len(run.Audit.Violations) > 0 {
 			v.Violations = append(v.Violations, runNotes{refOf(run), run.Audit.Violations})
 		}
-		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
+		for _, op := range results.HistogramNames {
 			if p := run.LatencyMS[op]; p.Count > 0 {
 				v.Latency.Rows = append(v.Latency.Rows, []string{run.Strategy, label(run), op, fmt.Sprint(p.Count), f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max)})
 			}

@@ -143,12 +143,15 @@ func (w *watcher) loadEnded(stopped time.Time) []*results.StoreSecond {
 // snapshot is the run's figures for the metrics endpoint, read from the
 // load's recorders (each locked briefly) and the strategy's counters.
 func (w *watcher) snapshot() observe.Snapshot {
-	s := observe.Snapshot{Outcomes: map[string]map[string]int64{}, Violations: w.violations.Load()}
+	s := observe.Snapshot{Outcomes: map[string]map[string]int64{}, Units: map[string]int64{}, Violations: w.violations.Load()}
 	if recs := w.d.recs.Load(); recs != nil {
 		for _, r := range *recs {
 			r.mu.Lock()
 			s.Flows += r.flows
 			s.Attempts += r.attempts
+			for mv, n := range r.units {
+				s.Units[mv] += n
+			}
 			for op, m := range r.counts {
 				if s.Outcomes[op] == nil {
 					s.Outcomes[op] = map[string]int64{}
