@@ -82,6 +82,8 @@ type Exporter struct {
 
 	mu   sync.Mutex
 	runs []*runEntry
+	// follow are the generators re-exposed here (Follow).
+	follow []*followed
 }
 
 type runEntry struct {
@@ -112,7 +114,14 @@ func CheckAddr(addr string) error {
 
 // Listen binds addr (CheckAddr first) and returns the exporter, not yet
 // serving: a busy port is an error here, before any server starts.
-func Listen(addr string) (*Exporter, error) {
+func Listen(addr string) (*Exporter, error) { return ListenAs(addr, "") }
+
+// ListenAs is Listen for generator gen of several (--shard I/N, or a child
+// of --procs N; "" for none): every series of its endpoint, the process's
+// and the Go runtime's included, carries generator=gen, so that the
+// parent (Follow) or a Prometheus scraping several generators tells them
+// apart.
+func ListenAs(addr, gen string) (*Exporter, error) {
 	if err := CheckAddr(addr); err != nil {
 		return nil, err
 	}
@@ -131,11 +140,18 @@ func Listen(addr string) (*Exporter, error) {
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour,
 	}, append(append([]string{}, runLabels...), "op"))
-	e.reg.MustRegister(e.lat, (*runCollector)(e),
+	var reg prometheus.Registerer = e.reg
+	if gen != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{GeneratorLabel: gen}, e.reg)
+	}
+	reg.MustRegister(e.lat, (*runCollector)(e),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "stockbench_harness"}),
 		collectors.NewGoCollector())
+	// Its own series, then its generators' (one that does not answer
+	// leaves its last figures, not a failed scrape).
+	all := prometheus.Gatherers{e.reg, prometheus.GathererFunc(e.gatherFollowed)}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.Handle("/metrics", promhttp.HandlerFor(all, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorHandling: promhttp.ContinueOnError}))
 	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return e, nil
 }

@@ -53,7 +53,9 @@ func startWatch(ctx context.Context, d *driver, o Options, e registry.Entry, sc 
 	w := &watcher{o: o, name: e.Name, sc: sc, conns: conns, d: d, strat: strat, cpu: cpu, stopLoad: stop, watch: observe.NewWatch(o.AbortOn)}
 	later(stop)
 	partial := o.Segment.Partial()
-	if m := o.Metrics; m != nil && !partial {
+	// A generator of several publishes its share on its own endpoint,
+	// labelled with its index (observe.ListenAs).
+	if m := o.Metrics; m != nil {
 		w.metrics = m.Begin(observe.Labels{Strategy: e.Name, Scenario: sc.Name(), Repeat: o.rep}, w.snapshot)
 		d.obs = w.metrics
 	}
