@@ -440,6 +440,17 @@ func outcomeOf(run results.Run) outcomeView {
 		}
 		o.Ops = append(o.Ops, op+" ("+strings.Join(cs, ", ")+")")
 	}
+	// The units those operations moved (a run written before units were
+	// counted has none).
+	var us []string
+	for _, mv := range results.Movements {
+		if n, ok := run.Units[mv]; ok {
+			us = append(us, fmt.Sprintf("%s %d", mv, n))
+		}
+	}
+	if len(us) > 0 {
+		o.Ops = append(o.Ops, "units ("+strings.Join(us, ", ")+")")
+	}
 	figs := run.Harness.Figures()
 	for k, v := range run.Counters {
 		figs[k] = v
