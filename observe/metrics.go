@@ -28,6 +28,10 @@ func (l Labels) values() []string {
 	return []string{l.Strategy, l.Scenario, strconv.Itoa(max(1, l.Repeat))}
 }
 
+// GeneratorLabel is the label every series of a generator's endpoint
+// carries when it is one of several (ListenAs).
+const GeneratorLabel = "generator"
+
 var runLabels = []string{"strategy", "scenario", "repeat"}
 
 // Snapshot is what one run's figures are at a scrape: counts the runner
@@ -38,6 +42,9 @@ type Snapshot struct {
 	// Outcomes counts operations by name (reserve, confirm, cancel) and
 	// outcome class (ok, out_of_stock, timeout…).
 	Outcomes map[string]map[string]int64
+	// Units counts the units acknowledged operations moved so far, by
+	// movement (results.Movements).
+	Units map[string]int64
 	// Violations is the mid-run probe's violations so far.
 	Violations int64
 	// Counters are the strategy's own figures (relay backlog and lag,
@@ -75,6 +82,8 @@ type Exporter struct {
 
 	mu   sync.Mutex
 	runs []*runEntry
+	// follow are the generators re-exposed here (Follow).
+	follow []*followed
 }
 
 type runEntry struct {
@@ -105,7 +114,14 @@ func CheckAddr(addr string) error {
 
 // Listen binds addr (CheckAddr first) and returns the exporter, not yet
 // serving: a busy port is an error here, before any server starts.
-func Listen(addr string) (*Exporter, error) {
+func Listen(addr string) (*Exporter, error) { return ListenAs(addr, "") }
+
+// ListenAs is Listen for generator gen of several (--shard I/N, or a child
+// of --procs N; "" for none): every series of its endpoint, the process's
+// and the Go runtime's included, carries generator=gen, so that the
+// parent (Follow) or a Prometheus scraping several generators tells them
+// apart.
+func ListenAs(addr, gen string) (*Exporter, error) {
 	if err := CheckAddr(addr); err != nil {
 		return nil, err
 	}
@@ -116,7 +132,7 @@ func Listen(addr string) (*Exporter, error) {
 	e := &Exporter{reg: prometheus.NewRegistry(), ln: ln, served: make(chan struct{})}
 	e.lat = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "stockbench_latency_seconds",
-		Help: "Latency of each operation (reserve, confirm, cancel) and of each whole flow (reserve + confirm, think time excluded), measured phase only.",
+		Help: "Latency of each operation (reserve, confirm, cancel, refund) and of each whole flow (reserve + confirm, think time excluded), measured phase only.",
 		// Classic buckets for the text format, native ones (factor 1.1)
 		// for a scraper that negotiates protobuf.
 		Buckets:                         LatencyBuckets,
@@ -124,11 +140,18 @@ func Listen(addr string) (*Exporter, error) {
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour,
 	}, append(append([]string{}, runLabels...), "op"))
-	e.reg.MustRegister(e.lat, (*runCollector)(e),
+	var reg prometheus.Registerer = e.reg
+	if gen != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{GeneratorLabel: gen}, e.reg)
+	}
+	reg.MustRegister(e.lat, (*runCollector)(e),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "stockbench_harness"}),
 		collectors.NewGoCollector())
+	// Its own series, then its generators' (one that does not answer
+	// leaves its last figures, not a failed scrape).
+	all := prometheus.Gatherers{e.reg, prometheus.GathererFunc(e.gatherFollowed)}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.Handle("/metrics", promhttp.HandlerFor(all, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorHandling: promhttp.ContinueOnError}))
 	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return e, nil
 }
@@ -164,7 +187,7 @@ func (e *Exporter) Close() error {
 type Run struct {
 	e *Exporter
 	r *runEntry
-	// Latency observers by op name ("flow", "reserve", "confirm", "cancel").
+	// Latency observers by op name ("flow", "reserve", "confirm", "cancel", "refund").
 	obs map[string]prometheus.Observer
 }
 
@@ -211,6 +234,7 @@ var (
 	descFlows      = prometheus.NewDesc("stockbench_flows_total", "Completed reserve+confirm flows in the measured phase.", runLabels, nil)
 	descAttempts   = prometheus.NewDesc("stockbench_attempts_total", "Reserve attempts in the measured phase.", runLabels, nil)
 	descOutcomes   = prometheus.NewDesc("stockbench_operations_total", "Operations by name and outcome class (ok, out_of_stock = a refusal, timeout, deadlock… = errors).", append(append([]string{}, runLabels...), "op", "class"), nil)
+	descUnits      = prometheus.NewDesc("stockbench_units_total", "Units moved by acknowledged operations in the measured phase, by movement (reserved, sold, released by a cancel, refunded): units, where stockbench_operations_total counts operations.", append(append([]string{}, runLabels...), "movement"), nil)
 	descViolations = prometheus.NewDesc("stockbench_probe_violations_total", "Snapshots of the mid-run probe that broke a stock invariant.", runLabels, nil)
 	descCPU        = prometheus.NewDesc("stockbench_cpu_seconds_total", "CPU time of each tier's processes (mysql, redis, harness…) so far, from /proc or the container engine; rate() of it is the tier's cores in use.", append(append([]string{}, runLabels...), "tier"), nil)
 	descCounter    = prometheus.NewDesc("stockbench_strategy_counter", "The strategy's own figures (outbox relay backlog and lag, CAS retries…) where it reports them.", append(append([]string{}, runLabels...), "name"), nil)
@@ -243,7 +267,7 @@ func init() {
 }
 
 func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFlows, descAttempts, descOutcomes, descViolations, descCounter, descCPU} {
+	for _, d := range []*prometheus.Desc{descFlows, descAttempts, descOutcomes, descUnits, descViolations, descCounter, descCPU} {
 		ch <- d
 	}
 	for _, d := range descStore {
@@ -273,6 +297,11 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 		for op, m := range s.Outcomes {
 			for cls, n := range m {
 				ch <- prometheus.MustNewConstMetric(descOutcomes, prometheus.CounterValue, float64(n), append(lv, op, cls)...)
+			}
+		}
+		for _, mv := range results.Movements {
+			if n, ok := s.Units[mv]; ok {
+				ch <- prometheus.MustNewConstMetric(descUnits, prometheus.CounterValue, float64(n), append(lv, mv)...)
 			}
 		}
 		for tier, v := range s.CPUSeconds {

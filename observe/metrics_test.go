@@ -77,6 +77,7 @@ func TestExporter(t *testing.T) {
 	src := func() Snapshot {
 		return Snapshot{Flows: flows, Attempts: 2 * flows, Violations: 1,
 			Outcomes:   map[string]map[string]int64{"reserve": {"ok": flows, "out_of_stock": 3}},
+			Units:      map[string]int64{"reserved": 2 * flows, "refunded": 1},
 			Counters:   map[string]float64{"outbox_backlog": 7},
 			CPUSeconds: map[string]float64{"mysql": 2.5, "harness": 0.75},
 			Stores:     &results.StoreSecond{MySQLRowLockTimeMS: 1500, MySQLCommits: 9},
@@ -85,6 +86,7 @@ func TestExporter(t *testing.T) {
 	run := e.Begin(Labels{Strategy: "rowlock", Scenario: "sustained", Repeat: 2}, src)
 	run.Observe("flow", 3*time.Millisecond)
 	run.Observe("reserve", time.Millisecond)
+	run.Observe("refund", 2*time.Millisecond)
 	run.Observe("nonsense", time.Millisecond) // ignored
 	var nilRun *Run
 	nilRun.Observe("flow", time.Second) // a run without an endpoint
@@ -105,6 +107,9 @@ func TestExporter(t *testing.T) {
 		{"stockbench_mysql_threads_running{" + lv + "}", 4},
 		{`stockbench_latency_seconds_count{op="flow",` + lv + "}", 1},
 		{`stockbench_latency_seconds_count{op="reserve",` + lv + "}", 1},
+		{`stockbench_latency_seconds_count{op="refund",` + lv + "}", 1},
+		{`stockbench_units_total{movement="reserved",` + lv + "}", 20},
+		{`stockbench_units_total{movement="refunded",` + lv + "}", 1},
 	}
 	check := func(text string) {
 		t.Helper()

@@ -29,6 +29,8 @@ func fixture() *results.Results {
 // TestRendering: the table and summary carry each run's headline figures.
 func TestRendering(t *testing.T) {
 	r := fixture()
+	r.Runs[0].Units = map[string]int64{"reserved": 100, "sold": 100, "refunded": 3}
+	r.Runs[0].LatencyMS["refund"] = results.Percentiles{Count: 3, P50: 1.5, P90: 2, P99: 2.5, P999: 2.5, Max: 2.5}
 	var tb bytes.Buffer
 	Table(&tb, analysis.Analyze(r))
 	md := Summary(analysis.Analyze(r))
@@ -45,6 +47,8 @@ func TestRendering(t *testing.T) {
 		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | n/a | ok |"}, // classic row
 		{"summary", md, "sold 100 != confirmed orders 120"},                                                                       // violation text
 		{"summary", md, "reserve (ok 100, out_of_stock 20)"},                                                                      // outcome counts
+		{"summary", md, "units (reserved 100, sold 100, refunded 3)"},                                                             // units moved
+		{"summary", md, "| rowlock | flash | refund | 3 | 1.50 | 2.00 | 2.50 | 2.50 | 2.50 |"},                                    // refund latency
 	}
 	for _, c := range cases {
 		if !strings.Contains(c.text, c.want) {

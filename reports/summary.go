@@ -403,7 +403,7 @@ func summaryOf(a *analysis.Analysis) summaryView {
 		if len(run.Audit.Violations) > 0 {
 			v.Violations = append(v.Violations, runNotes{refOf(run), run.Audit.Violations})
 		}
-		for _, op := range []string{"reserve", "confirm", "cancel", "flow"} {
+		for _, op := range results.HistogramNames {
 			if p := run.LatencyMS[op]; p.Count > 0 {
 				v.Latency.Rows = append(v.Latency.Rows, []string{run.Strategy, label(run), op, fmt.Sprint(p.Count), f2(p.P50), f2(p.P90), f2(p.P99), f2(p.P999), f2(p.Max)})
 			}
@@ -439,6 +439,17 @@ func outcomeOf(run results.Run) outcomeView {
 			cs = append(cs, fmt.Sprintf("%s %d", cls, run.Counts[op][cls]))
 		}
 		o.Ops = append(o.Ops, op+" ("+strings.Join(cs, ", ")+")")
+	}
+	// The units those operations moved (a run written before units were
+	// counted has none).
+	var us []string
+	for _, mv := range results.Movements {
+		if n, ok := run.Units[mv]; ok {
+			us = append(us, fmt.Sprintf("%s %d", mv, n))
+		}
+	}
+	if len(us) > 0 {
+		o.Ops = append(o.Ops, "units ("+strings.Join(us, ", ")+")")
 	}
 	figs := run.Harness.Figures()
 	for k, v := range run.Counters {

@@ -11,7 +11,27 @@ import (
 )
 
 // HistogramNames are the latency histograms a run carries.
-var HistogramNames = []string{"reserve", "confirm", "cancel", "flow"}
+var HistogramNames = []string{"reserve", "confirm", "cancel", "refund", "flow"}
+
+// Movements name Run.Units: the units each kind of acknowledged operation
+// moved (a reserve reserves, a confirm sells, a cancel releases, a refund
+// gives back).
+var Movements = []string{"reserved", "sold", "released", "refunded"}
+
+// MovementOf is the movement of operation op ("" for none).
+func MovementOf(op string) string {
+	switch op {
+	case "reserve":
+		return "reserved"
+	case "confirm":
+		return "sold"
+	case "cancel":
+		return "released"
+	case "refund":
+		return "refunded"
+	}
+	return ""
+}
 
 // EncodeHistogram gives h in HdrHistogram's V2 compressed encoding (base64).
 func EncodeHistogram(h *hdrhistogram.Histogram) (string, error) {
@@ -146,7 +166,7 @@ func MergeRuns(runs []Run) (Run, error) {
 	}
 	m := runs[0]
 	m.Shard, m.ShardAcks, m.Faults, m.FaultImpact, m.Drift = nil, nil, nil, nil, nil
-	m.Counts, m.Journeys = map[string]map[string]int64{}, map[string]int64{}
+	m.Counts, m.Journeys, m.Units = map[string]map[string]int64{}, map[string]int64{}, nil
 	m.Errors, m.Series, m.Shards = nil, nil, nil
 	m.Flows = 0
 	hists := map[string]*hdrhistogram.Histogram{}
@@ -188,6 +208,12 @@ func MergeRuns(runs []Run) (Run, error) {
 		}
 		for kind, n := range r.Journeys {
 			m.Journeys[kind] += n
+		}
+		for mv, n := range r.Units {
+			if m.Units == nil {
+				m.Units = map[string]int64{}
+			}
+			m.Units[mv] += n
 		}
 		for _, e := range r.Errors {
 			if len(m.Errors) < 10 && !slices.Contains(m.Errors, e) {

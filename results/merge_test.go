@@ -37,6 +37,7 @@ func shardRun(t *testing.T, i int, from time.Time, dur time.Duration, flows []in
 		LatencyMS:  map[string]Percentiles{"flow": PercentilesOf(h)},
 		Counts:     map[string]map[string]int64{"reserve": {"ok": int64(len(flows)), "out_of_stock": int64(i)}},
 		Journeys:   map[string]int64{"confirm": int64(len(flows))},
+		Units:      map[string]int64{"sold": 2 * int64(len(flows))},
 		Histograms: map[string]string{"flow": enc}, MeasuredFrom: from.Format(time.RFC3339Nano),
 		Shard:   &ShardInfo{Index: i, Host: "h", HarnessCPUPct: 50, Cores: 2},
 		Harness: Harness{Restocks: 1, HarnessCPUPct: Float(50), ServerCPUPct: Float(float64(10 * i)), PoolWaitMSPerOp: 2},
@@ -107,6 +108,9 @@ func TestMerge(t *testing.T) {
 			n := int64(len(all))
 			if r.Flows != n || r.LatencyMS["flow"].Count != n || r.Journeys["confirm"] != n || r.Counts["reserve"]["ok"] != n {
 				t.Errorf("flows %d, flow count %d, journeys %d, reserve ok %d; want %d each", r.Flows, r.LatencyMS["flow"].Count, r.Journeys["confirm"], r.Counts["reserve"]["ok"], n)
+			}
+			if r.Units["sold"] != 2*n || len(r.Units) != 1 {
+				t.Errorf("units %v, want sold %d (summed)", r.Units, 2*n)
 			}
 			var seriesFlows int64
 			for _, p := range r.Series {

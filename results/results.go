@@ -126,7 +126,7 @@ type Run struct {
 	Flows int64 `json:"flows"`
 	// AttemptsPerSec is reserve attempts per second.
 	AttemptsPerSec float64 `json:"attempts_per_sec"`
-	// LatencyMS per operation (reserve, confirm, cancel) and per flow
+	// LatencyMS per operation (reserve, confirm, cancel, refund) and per flow
 	// (reserve + confirm, think time excluded).
 	LatencyMS map[string]Percentiles `json:"latency_ms"`
 	// Counts per operation per outcome class (ok, out_of_stock, conflict,
@@ -135,6 +135,12 @@ type Run struct {
 	Counts map[string]map[string]int64 `json:"counts"`
 	// Journeys counts buyers per journey kind.
 	Journeys map[string]int64 `json:"journeys"`
+	// Units counts the units moved by acknowledged operations of the
+	// measured phase, by movement (Movements: reserved, sold, released by a
+	// cancel, refunded): units, where Counts counts operations. Expiries
+	// the strategy's sweeper releases are not among them (the harness does
+	// not see them).
+	Units map[string]int64 `json:"units,omitempty"`
 	// Spectrum is the flow latency at the quantiles of SpectrumQuantiles.
 	Spectrum []QuantileMS `json:"spectrum,omitempty"`
 	// Param and Value name the swept parameter of a sweep run.

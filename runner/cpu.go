@@ -78,7 +78,7 @@ func (c *cpuSampler) costMeter() *costMeter {
 const samplePeriod = time.Second
 
 func newCPUSampler(ep servers.Endpoints, f servers.Faulter) *cpuSampler {
-	src := map[string]cpuSource{"harness": procSource(staticPID(os.Getpid()))}
+	src := map[string]cpuSource{"harness": procSource(staticPID(os.Getpid())), refCPUSource: refCPUReading}
 	for kind, pid := range map[string]int{servers.TargetMySQL: ep.MySQLPID, servers.TargetRedis: ep.RedisPID} {
 		if pid <= 0 {
 			continue
@@ -198,7 +198,19 @@ func (c *cpuSampler) seconds() map[string]float64 {
 	for k, r := range c.readAll() {
 		out[k] = r.cpu.Seconds()
 	}
+	withoutRefWork(out)
 	return out
+}
+
+// withoutRefWork takes the drift sampler's reference work (refCPUSource)
+// out of the harness's figure and out of the figures: it is the sampler's
+// yardstick, not the load's cost.
+func withoutRefWork(f map[string]float64) {
+	ref, ok := f[refCPUSource]
+	delete(f, refCPUSource)
+	if h, okH := f["harness"]; ok && okH {
+		f["harness"] = max(0, h-ref)
+	}
 }
 
 // sample reads every source into the accumulators.
@@ -323,7 +335,7 @@ func (c *cpuSampler) compute() cpuFigures {
 		}
 		pct := a.acc.Seconds() / secs * 100
 		out[k] = pct
-		if k != "harness" && k != serviceCPU {
+		if k != "harness" && k != serviceCPU && k != refCPUSource {
 			server += pct
 			seen = true
 		}
@@ -331,6 +343,7 @@ func (c *cpuSampler) compute() cpuFigures {
 	if seen {
 		out["server"] = server
 	}
+	withoutRefWork(out)
 	return out
 }
 

@@ -223,7 +223,7 @@ func (d *driver) record(ctx context.Context, j scenarios.Journey, rec *recorder,
 	if r.op == scenarios.Reserve && errors.Is(r.err, inventory.ErrOutOfStock) && d.restock != nil {
 		d.restock.trigger(ctx, j.SKU)
 	}
-	if rec.op(r.op.String(), r.op == scenarios.Reserve, r.start, r.lat, r.err) {
+	if rec.op(r.op.String(), r.op == scenarios.Reserve, int64(j.Qty), r.start, r.lat, r.err) {
 		d.live.errorSeen()
 	}
 	if d.obs != nil && rec.in(r.start) {

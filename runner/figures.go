@@ -86,6 +86,9 @@ func loadFigures(run *results.Run, total *recorder, ld loaded) error {
 		run.MeasuredFrom = ld.d.from.UTC().Format(time.RFC3339Nano)
 	}
 	run.Counts, run.Journeys, run.Errors = total.counts, total.journeys, total.errs
+	if len(total.units) > 0 {
+		run.Units = total.units
+	}
 	run.Series = total.seriesPoints()
 	return nil
 }

@@ -32,6 +32,9 @@ type recorder struct {
 	hist     map[string]*hdrhistogram.Histogram
 	counts   map[string]map[string]int64
 	journeys map[string]int64
+	// units counts the units each acknowledged operation moved, by
+	// movement (results.Movements: reserved, sold, released, refunded).
+	units    map[string]int64
 	errs     []string
 	flows    int64
 	attempts int64
@@ -62,7 +65,7 @@ type bucket struct {
 
 func newRecorder(from, to time.Time) *recorder {
 	return &recorder{from: from, to: to, hist: map[string]*hdrhistogram.Histogram{},
-		counts: map[string]map[string]int64{}, journeys: map[string]int64{}, lat: &latStore{}}
+		counts: map[string]map[string]int64{}, journeys: map[string]int64{}, units: map[string]int64{}, lat: &latStore{}}
 }
 
 // in reports whether an operation started at t is measured.
@@ -129,12 +132,12 @@ func (r *recorder) latency(name string, d time.Duration) {
 	_ = h.RecordValue(min(max(d.Microseconds(), histMin), histMax))
 }
 
-// op accounts one operation (reserve marks a reserve attempt) started at
-// start that took lat and ended with err, when it started inside the
-// window. It reports whether it counted an error there: an outcome that is
+// op accounts one operation (reserve marks a reserve attempt) of qty units
+// started at start that took lat and ended with err, when it started
+// inside the window; an acknowledged one counts its units moved. It reports whether it counted an error there: an outcome that is
 // not an answer of a healthy store (inventory.Outcome.Failed). The texts of
 // a few distinct unclassified errors are kept for diagnosis.
-func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Duration, err error) (failed bool) {
+func (r *recorder) op(name string, reserve bool, qty int64, start time.Time, lat time.Duration, err error) (failed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.in(start) {
@@ -151,6 +154,9 @@ func (r *recorder) op(name string, reserve bool, start time.Time, lat time.Durat
 		r.counts[name] = m
 	}
 	m[string(cls)]++
+	if mv := results.MovementOf(name); mv != "" && cls == inventory.OK {
+		r.units[mv] += qty
+	}
 	b := r.bucketAt(start)
 	if reserve {
 		r.attempts++
@@ -221,6 +227,9 @@ func (r *recorder) merge(o *recorder) {
 	}
 	for k, n := range o.journeys {
 		r.journeys[k] += n
+	}
+	for k, n := range o.units {
+		r.units[k] += n
 	}
 	for _, e := range o.errs {
 		if len(r.errs) < maxErrorTexts && !slices.Contains(r.errs, e) {

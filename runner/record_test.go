@@ -34,7 +34,7 @@ func TestRecorderOp(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRecorder(from, to)
-			failed := r.op(c.op, c.reserve, from.Add(c.at), time.Millisecond, c.err)
+			failed := r.op(c.op, c.reserve, 1, from.Add(c.at), time.Millisecond, c.err)
 			if failed != c.wantFail {
 				t.Fatalf("failed = %v, want %v", failed, c.wantFail)
 			}
@@ -65,12 +65,12 @@ func TestRecorderOp(t *testing.T) {
 func TestRecorderMerge(t *testing.T) {
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a, b := newRecorder(from, time.Time{}), newRecorder(from, time.Time{})
-	a.op("reserve", true, from, time.Millisecond, nil)
+	a.op("reserve", true, 1, from, time.Millisecond, nil)
 	a.flow(from.Add(time.Second), 2*time.Millisecond)
-	a.op("confirm", false, from, time.Millisecond, errors.New("boom"))
+	a.op("confirm", false, 1, from, time.Millisecond, errors.New("boom"))
 	a.journey("buy")
-	b.op("reserve", true, from.Add(3*time.Second), time.Millisecond, inventory.ErrOutOfStock)
-	b.op("confirm", false, from, time.Millisecond, errors.New("boom"))
+	b.op("reserve", true, 1, from.Add(3*time.Second), time.Millisecond, inventory.ErrOutOfStock)
+	b.op("confirm", false, 1, from, time.Millisecond, errors.New("boom"))
 	b.flow(from.Add(3*time.Second), 4*time.Millisecond)
 	b.journey("buy")
 	b.journey("abandon")
@@ -94,5 +94,57 @@ func TestRecorderMerge(t *testing.T) {
 	pts := total.seriesPoints()
 	if !nearMS(pts[1].FlowP99MS, 2) || !nearMS(pts[3].FlowP99MS, 4) {
 		t.Fatalf("series points %+v", pts)
+	}
+}
+
+// TestRecorderUnits: an acknowledged operation counts the units it moved
+// under its movement (reserve → reserved, confirm → sold, cancel →
+// released, refund → refunded); a refusal, an error or an operation
+// outside the window moves none; merging sums them.
+func TestRecorderUnits(t *testing.T) {
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	to := from.Add(10 * time.Second)
+	cases := []struct {
+		name string
+		op   string
+		qty  int64
+		at   time.Duration
+		err  error
+		want map[string]int64
+	}{
+		{"a reserve of 3 reserves 3", "reserve", 3, time.Second, nil, map[string]int64{"reserved": 3}},
+		{"a confirm of 2 sells 2", "confirm", 2, time.Second, nil, map[string]int64{"sold": 2}},
+		{"a cancel releases", "cancel", 4, time.Second, nil, map[string]int64{"released": 4}},
+		{"a refund refunds", "refund", 5, time.Second, nil, map[string]int64{"refunded": 5}},
+		{"a refusal moves nothing", "reserve", 3, time.Second, inventory.ErrOutOfStock, map[string]int64{}},
+		{"an error moves nothing", "confirm", 2, time.Second, errors.New("boom"), map[string]int64{}},
+		{"an already-final cancel moves nothing", "cancel", 2, time.Second, inventory.ErrAlreadyFinal, map[string]int64{}},
+		{"warm-up is not measured", "reserve", 3, -time.Second, nil, map[string]int64{}},
+	}
+	total := newRecorder(time.Time{}, time.Time{})
+	sum := map[string]int64{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRecorder(from, to)
+			r.op(c.op, c.op == "reserve", c.qty, from.Add(c.at), time.Millisecond, c.err)
+			if len(r.units) != len(c.want) {
+				t.Fatalf("units %v, want %v", r.units, c.want)
+			}
+			for mv, n := range c.want {
+				if r.units[mv] != n {
+					t.Fatalf("units %v, want %v", r.units, c.want)
+				}
+				sum[mv] += n
+			}
+			total.merge(r)
+		})
+	}
+	if len(total.units) != len(sum) {
+		t.Fatalf("merged units %v, want %v", total.units, sum)
+	}
+	for mv, n := range sum {
+		if total.units[mv] != n {
+			t.Fatalf("merged units %v, want %v", total.units, sum)
+		}
 	}
 }

@@ -3,7 +3,9 @@ package runner
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,7 +35,23 @@ func refWork() (time.Duration, bool) {
 	}
 	after, ok := threadCPU()
 	refSink = sum[0]
+	if ok && after >= before {
+		refCPU.Add(int64(after - before))
+	}
 	return after - before, ok && after >= before
+}
+
+// refCPU is the CPU time (ns) this process spent in refWork so far: the
+// drift sampler's yardstick, not load, so the CPU sampler takes it out of
+// the harness's CPU (refCPUSource).
+var refCPU atomic.Int64
+
+// refCPUSource is the CPU sampler's source of refCPU.
+const refCPUSource = "refwork"
+
+// refCPUReading reads refCPU as a CPU source.
+func refCPUReading() (cpuReading, bool) {
+	return cpuReading{cpu: time.Duration(refCPU.Load()), at: time.Now(), id: os.Getpid()}, true
 }
 
 // refSink keeps the compiler from dropping the hashes.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/observe"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/servers"
@@ -29,6 +30,9 @@ type Generator struct {
 	Shard, Of int
 	// Barrier is the Redis key the generators meet at (Segment.StartBarrier).
 	Barrier string
+	// Metrics, when set, is the parent's endpoint (--metrics-addr), which
+	// re-exposes the generator's own (observe.Exporter.Follow).
+	Metrics *observe.Exporter
 }
 
 // Spawn runs one generator (a process of its own, usually) to its end and
@@ -223,7 +227,7 @@ func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario stri
 		go func() {
 			defer wg.Done()
 			shards[i], errs[i] = o.Spawn(gctx, Generator{Endpoints: st.Endpoints, Strategy: e.Name, Scenario: scenario,
-				Repeat: rep, Shard: i, Of: o.Procs, Barrier: key})
+				Repeat: rep, Shard: i, Of: o.Procs, Barrier: key, Metrics: o.Metrics})
 			if errs[i] != nil && ctx.Err() == nil {
 				errs[i] = fmt.Errorf("generator %d/%d: %w", i, o.Procs, errs[i])
 				stop(errs[i])

@@ -87,6 +87,18 @@ func TestSustained(t *testing.T) {
 			if c.mix.Refund > 0 && (run.Journeys["refund"] == 0 || run.Counts["refund"]["ok"] == 0) {
 				t.Fatalf("refund share %g: journeys %v, refund outcomes %v", c.mix.Refund, run.Journeys, run.Counts["refund"])
 			}
+			// Refunds are timed like every operation, and the units
+			// counted: one a journey here (Qty 1), as many as acknowledged.
+			var refunds int64
+			for _, n := range run.Counts["refund"] {
+				refunds += n
+			}
+			if got := run.LatencyMS["refund"].Count; got != refunds {
+				t.Fatalf("refund latency count %d, refund operations %d", got, refunds)
+			}
+			if run.Units["refunded"] != run.Counts["refund"]["ok"] || run.Units["sold"] != run.Counts["confirm"]["ok"] {
+				t.Fatalf("units %v: refunds ok %d, confirms ok %d (one unit each)", run.Units, run.Counts["refund"]["ok"], run.Counts["confirm"]["ok"])
+			}
 			if c.strategy != "rowlock" && run.Harness.Restocks == 0 {
 				t.Fatalf("5 units per SKU never ran out: harness %+v", run.Harness)
 			}

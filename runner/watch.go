@@ -53,7 +53,9 @@ func startWatch(ctx context.Context, d *driver, o Options, e registry.Entry, sc 
 	w := &watcher{o: o, name: e.Name, sc: sc, conns: conns, d: d, strat: strat, cpu: cpu, stopLoad: stop, watch: observe.NewWatch(o.AbortOn)}
 	later(stop)
 	partial := o.Segment.Partial()
-	if m := o.Metrics; m != nil && !partial {
+	// A generator of several publishes its share on its own endpoint,
+	// labelled with its index (observe.ListenAs).
+	if m := o.Metrics; m != nil {
 		w.metrics = m.Begin(observe.Labels{Strategy: e.Name, Scenario: sc.Name(), Repeat: o.rep}, w.snapshot)
 		d.obs = w.metrics
 	}
@@ -143,12 +145,15 @@ func (w *watcher) loadEnded(stopped time.Time) []*results.StoreSecond {
 // snapshot is the run's figures for the metrics endpoint, read from the
 // load's recorders (each locked briefly) and the strategy's counters.
 func (w *watcher) snapshot() observe.Snapshot {
-	s := observe.Snapshot{Outcomes: map[string]map[string]int64{}, Violations: w.violations.Load()}
+	s := observe.Snapshot{Outcomes: map[string]map[string]int64{}, Units: map[string]int64{}, Violations: w.violations.Load()}
 	if recs := w.d.recs.Load(); recs != nil {
 		for _, r := range *recs {
 			r.mu.Lock()
 			s.Flows += r.flows
 			s.Attempts += r.attempts
+			for mv, n := range r.units {
+				s.Units[mv] += n
+			}
 			for op, m := range r.counts {
 				if s.Outcomes[op] == nil {
 					s.Outcomes[op] = map[string]int64{}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/stockbench/stockbench/observe"
@@ -32,20 +33,22 @@ func (f *observeFlags) register(fs *flag.FlagSet) {
 	}
 	fs.Func("abort-on", "stop a run's load at once when this threshold is breached, then settle, audit, write everything and exit 1; repeatable: anomaly (the mid-run probe's first violation), p99>500ms for 30s, flows<100/s for 10s, errors>5/s", list(&f.abortOn))
 	fs.Func("threshold", "check the finished run against this threshold (same syntax as --abort-on) without stopping it; exit 1 when breached; repeatable", list(&f.thresholds))
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve OpenMetrics for Prometheus at http://ADDR/metrics during the run (loopback only, e.g. 127.0.0.1:9464)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve OpenMetrics for Prometheus at http://ADDR/metrics during the run (loopback only, e.g. 127.0.0.1:9464); with --procs N it re-exposes each generator's own endpoint, every series labelled generator=I")
 	fs.StringVar(&f.dashboard, "dashboard", "", "serve a live page at http://ADDR/ during the run: flows/s, P99, anomalies so far, relay lag per run, then its final figures (loopback only, e.g. 127.0.0.1:8080)")
 }
 
 // apply parses the thresholds into o and checks the endpoints' addresses,
 // returning every problem. sharded says the run is split over generator
-// processes (--procs, --shard), which none of these watch yet.
+// processes (--procs, --shard): its metrics come from each generator's
+// endpoint (a --procs parent re-exposes its children's), but no
+// threshold nor live page watches several yet.
 func (f *observeFlags) apply(o *runner.Options, sharded bool) []error {
 	var errs []error
 	if sharded {
 		for _, c := range []struct {
 			flag string
 			set  bool
-		}{{"abort-on", len(f.abortOn) > 0}, {"metrics-addr", f.metricsAddr != ""}, {"dashboard", f.dashboard != ""}} {
+		}{{"abort-on", len(f.abortOn) > 0}, {"dashboard", f.dashboard != ""}} {
 			if c.set {
 				errs = append(errs, fmt.Errorf("--%s: not with several generators (--procs, --shard) yet", c.flag))
 			}
@@ -79,8 +82,11 @@ func (f *observeFlags) apply(o *runner.Options, sharded bool) []error {
 
 // listen binds the metrics endpoint and the live page (each only when
 // asked for) before any server starts, so a busy port is a usage error,
-// and sets them in every plan; the returned func stops serving.
-func (f *observeFlags) listen(plans []runner.Plan) (func(), error) {
+// and sets them in every plan; the returned func stops serving. A
+// generator of several (gen ≠ "") labels its series with its index and
+// writes the endpoint's address into out (observe.AddrFile), where a
+// --procs parent finds it.
+func (f *observeFlags) listen(plans []runner.Plan, gen, out string) (func(), error) {
 	var m *observe.Exporter
 	var d *observe.Dashboard
 	closeAll := func() {
@@ -93,10 +99,20 @@ func (f *observeFlags) listen(plans []runner.Plan) (func(), error) {
 	}
 	var err error
 	if f.metricsAddr != "" {
-		if m, err = observe.Listen(f.metricsAddr); err != nil {
+		if m, err = observe.ListenAs(f.metricsAddr, gen); err != nil {
 			return nil, fmt.Errorf("--metrics-addr %w", err)
 		}
 		m.Serve()
+		if gen != "" {
+			err = os.MkdirAll(out, 0o755)
+			if err == nil {
+				err = m.WriteAddr(observe.AddrFile(out))
+			}
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("--metrics-addr: %w", err)
+			}
+		}
 	}
 	if f.dashboard != "" {
 		if d, err = observe.ListenDashboard(f.dashboard); err != nil {

@@ -23,7 +23,8 @@ func TestObserveFlags(t *testing.T) {
 		{"bad thresholds", []string{"--abort-on", "p98>1ms", "--threshold", "flows<x/s"}, []string{"--abort-on", "--threshold"}, 0, 0},
 		{"loopback endpoints", []string{"--metrics-addr", "127.0.0.1:9464", "--dashboard", "[::1]:8080"}, nil, 0, 0},
 		{"public endpoints", []string{"--metrics-addr", "0.0.0.0:9464", "--dashboard", "10.0.0.1:8080"}, []string{"--metrics-addr", "--dashboard"}, 0, 0},
-		{"with generators", []string{"--procs", "2", "--abort-on", "anomaly", "--metrics-addr", "127.0.0.1:9464"}, []string{"--abort-on: not with several", "--metrics-addr: not with several"}, 1, 0},
+		{"with generators", []string{"--procs", "2", "--abort-on", "anomaly", "--dashboard", "127.0.0.1:8080"}, []string{"--abort-on: not with several", "--dashboard: not with several"}, 1, 0},
+		{"metrics with generators", []string{"--procs", "2", "--metrics-addr", "127.0.0.1:9464"}, nil, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -316,7 +316,11 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 			}
 		}
 	}
-	closeObs, err := f.obs.listen(plans)
+	gen := ""
+	if f.sh.of > 1 {
+		gen = strconv.Itoa(f.sh.index)
+	}
+	closeObs, err := f.obs.listen(plans, gen, f.out)
 	if err != nil {
 		return fail(exitUsage, err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stockbench/stockbench/analysis"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/observe"
 	"github.com/stockbench/stockbench/reports"
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/runner"
@@ -189,6 +190,13 @@ func spawner(args []string, out, image string) runner.Spawn {
 		}
 		redisURL := redisURLOf(ep)
 		cargs := append([]string{"run"}, withoutServerFlags(args)...)
+		if g.Metrics != nil {
+			// Its own endpoint on a free port, re-exposed by the parent's.
+			addrFile := observe.AddrFile(dir)
+			_ = os.Remove(addrFile) // a past run's
+			defer g.Metrics.Follow(strconv.Itoa(g.Shard), addrFile)()
+			cargs = append(cargs, "--metrics-addr", "127.0.0.1:0")
+		}
 		cargs = append(cargs, "--procs", "1", "--generators", generatorsProcess, "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
 			"--start-barrier", g.Barrier, "--backend", "external", "--strategies", g.Strategy, "--scenario", g.Scenario,
 			"--repeat", "1", "--calibrate", "0", "--quiet", "--out", dir)
