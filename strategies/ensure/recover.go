@@ -2,9 +2,7 @@ package ensure
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/stockbench/stockbench/internal/clock"
@@ -135,7 +133,7 @@ func (s *Strategy) expire(ctx context.Context, refs []inventory.OrderRef, now ti
 		if len(due) == 0 {
 			continue
 		}
-		stand, err := s.decideExpired(ctx, due, dueRes)
+		stand, err := redisstock.DecideExpired(ctx, s.db, s.cfg.OpTimeout, due, dueRes)
 		if err != nil {
 			return err
 		}
@@ -155,50 +153,4 @@ func (s *Strategy) expire(ctx context.Context, refs []inventory.OrderRef, now ti
 		}
 	}
 	return nil
-}
-
-// decideExpired writes an expired decision for each of due that has none,
-// in one transaction, and returns the decision that stands for each. Once
-// begun it runs to its end on a context of its own (bounded by OpTimeout):
-// a stop between the commit and the read-back would leave decisions Redis
-// never hears of until the next pass.
-func (s *Strategy) decideExpired(ctx context.Context, due []inventory.OrderRef, res []redisstock.Reservation) (map[string]inventory.OrderState, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
-	defer cancel()
-	now := clock.Now().UTC()
-	var q strings.Builder
-	q.WriteString("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at, buyer) VALUES ")
-	args := make([]any, 0, 8*len(due))
-	ids := make([]string, len(due))
-	for i, ref := range due {
-		if i > 0 {
-			q.WriteString(",")
-		}
-		q.WriteString("(?,?,?,?,?,?,?,?)")
-		var exp any
-		if !res[i].Deadline.IsZero() {
-			exp = inventory.StoredDeadline(res[i].Deadline)
-		}
-		args = append(args, ref.OrderID, ref.SKU, res[i].Qty, string(inventory.StateExpired), now, exp, now, sqlstore.BuyerArg(res[i].Buyer))
-		ids[i] = ref.OrderID
-	}
-	// A row that exists is a decision already taken: leave it as it is.
-	q.WriteString(" ON DUPLICATE KEY UPDATE order_id=order_id")
-	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, q.String(), args...)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("expire %d reservations: %w", len(due), err)
-	}
-	out, err := sqlstore.OrderStates(ctx, s.db, ids)
-	if err != nil {
-		return nil, fmt.Errorf("expire: %w", err)
-	}
-	for _, id := range ids {
-		if _, ok := out[id]; !ok {
-			return nil, fmt.Errorf("expire %s: no decision after the insert", id)
-		}
-	}
-	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stockbench/stockbench/audit"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
 // TestExpireBacklog: a backlog of lapsed reservations larger than one
@@ -21,9 +22,11 @@ func TestExpireBacklog(t *testing.T) {
 	for _, c := range []struct {
 		name                     string
 		lapsed, confirmed, alive int
+		buyer                    string // of the lapsed reservations
 	}{
-		{"under one batch", 7, 1, 3},
-		{"several batches", 3*expireBatch + 11, 5, 10},
+		{"under one batch", 7, 1, 3, ""},
+		{"several batches", 3*expireBatch + 11, 5, 10, ""},
+		{"a buyer's lapsed reservations", 4, 1, 2, "b1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
@@ -39,19 +42,19 @@ func TestExpireBacklog(t *testing.T) {
 			s := newStrategy(t)
 			var ids []string
 			var acks []inventory.Ack
-			reserve := func(id string, deadline time.Time) {
-				r := inventory.Reservation{OrderID: id, SKU: sku, Qty: 1, Deadline: deadline}
+			reserve := func(id string, deadline time.Time, buyer string) {
+				r := inventory.Reservation{OrderID: id, SKU: sku, Qty: 1, Deadline: deadline, Buyer: buyer}
 				want(t, "reserve "+id, s.Reserve(ctx, r), nil)
 				ids = append(ids, id)
 				acks = append(acks, inventory.Ack{OrderID: id, SKU: sku, State: inventory.StateReserved})
 			}
 			past := time.Now().Add(-time.Second)
 			for i := range c.lapsed {
-				reserve(fmt.Sprintf("e%d", i), past)
+				reserve(fmt.Sprintf("e%d", i), past, c.buyer)
 			}
 			for i := range c.confirmed {
 				id := fmt.Sprintf("c%d", i)
-				reserve(id, past)
+				reserve(id, past, "")
 				// The confirm's MySQL half landed first (its Redis half not yet).
 				if _, err := env.DB.Exec("INSERT INTO orders (order_id, sku, qty, state, created_at, expires_at, updated_at) VALUES (?,?,1,'confirmed',NOW(6),NULL,NOW(6))", id, sku); err != nil {
 					t.Fatal(err)
@@ -62,7 +65,7 @@ func TestExpireBacklog(t *testing.T) {
 				acks = append(acks, inventory.Ack{OrderID: id, SKU: sku, State: inventory.StateConfirmed})
 			}
 			for i := range c.alive {
-				reserve(fmt.Sprintf("a%d", i), time.Now().Add(time.Hour))
+				reserve(fmt.Sprintf("a%d", i), time.Now().Add(time.Hour), "")
 			}
 			if err := s.expireUndecided(ctx, sku, ids, time.Now()); err != nil {
 				t.Fatal(err)
@@ -79,6 +82,17 @@ func TestExpireBacklog(t *testing.T) {
 			}
 			if expired != c.lapsed {
 				t.Fatalf("%d expired order rows, want %d", expired, c.lapsed)
+			}
+			// Each expired row is the order as every other decision writes
+			// it (sqlstore.InsertOrder): its buyer, and its deadline as
+			// stored (inventory.StoredDeadline).
+			var asStored int
+			if err := env.DB.QueryRow("SELECT COUNT(*) FROM orders WHERE state='expired' AND buyer <=> ? AND expires_at = ?",
+				sqlstore.BuyerArg(c.buyer), inventory.StoredDeadline(past)).Scan(&asStored); err != nil {
+				t.Fatal(err)
+			}
+			if asStored != c.lapsed {
+				t.Fatalf("%d of %d expired rows carry buyer %q and deadline %v", asStored, c.lapsed, c.buyer, inventory.StoredDeadline(past))
 			}
 			if n, err := s.Pending(ctx); err != nil || n != int64(c.alive) {
 				t.Fatalf("pending %d (%v), want the %d live reservations", n, err, c.alive)
