@@ -39,6 +39,9 @@ type Config struct {
 	// its per-call Redis timeout; empty when off.
 	Degrade        string `json:"degrade,omitempty"`
 	DegradeTimeout string `json:"degrade_timeout,omitempty"`
+	// SoldOutFlag is lua-tcc's in-process sold-out flag's longest life
+	// (--soldout-flag); empty when off.
+	SoldOutFlag string `json:"soldout_flag,omitempty"`
 	// Inflight and Queue are the service model (--inflight, --queue):
 	// calls in each strategy instance at once (0: none) and new requests
 	// that may wait.

@@ -166,6 +166,9 @@ func (o Options) Resolved() results.Config {
 	if c.Degrade != "" {
 		out.Degrade, out.DegradeTimeout = c.Degrade, c.DegradeTimeout.String()
 	}
+	if c.SoldOutFlag > 0 {
+		out.SoldOutFlag = c.SoldOutFlag.String()
+	}
 	for _, name := range o.Scenarios {
 		if sc, err := scenarios.Lookup(name); err == nil {
 			sc.Config(o.Params, &out.Knobs)

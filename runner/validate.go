@@ -49,6 +49,7 @@ func (o Options) Validate() []error {
 	bad(s.Buckets <= 0, "--buckets %d: must be positive", s.Buckets)
 	bad(s.Degrade != "" && s.Degrade != "mysql", "--degrade %q: want mysql (or nothing: off)", s.Degrade)
 	bad(s.DegradeTimeout < 0, "--degrade-timeout %s: must not be negative", s.DegradeTimeout)
+	bad(s.SoldOutFlag < 0, "--soldout-flag %s: must not be negative (0: off)", s.SoldOutFlag)
 	if len(o.Scenarios) == 0 {
 		errs = append(errs, errors.New("--scenario: name at least one scenario"))
 	}

@@ -63,6 +63,15 @@ func newFixture(t *testing.T, e registry.Entry, stock int64, cfg strategies.Conf
 		// TestDegradeSwitch's to test, so no call here counts as failed.
 		cfg.Degrade, cfg.DegradeTimeout = d, time.Minute
 	}
+	if d := os.Getenv("STOCKBENCH_TEST_SOLDOUT"); d != "" && e.Name == "lua-tcc" {
+		// TestConformanceSoldOut: the rules with the sold-out flag up for
+		// as long as the case lasts unless a release lowers it.
+		ttl, err := time.ParseDuration(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.SoldOutFlag = ttl
+	}
 	s, err := e.New(cfg)
 	if err != nil {
 		t.Fatal(err)

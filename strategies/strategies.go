@@ -89,6 +89,12 @@ type Config struct {
 	// DegradeErrors is how many Redis failures within a second trip the
 	// switch.
 	DegradeErrors int
+	// SoldOutFlag, when positive, is lua-tcc's in-process sold-out flag
+	// (--soldout-flag): a SKU whose reserve answered out of stock is
+	// refused without a Redis round trip until stock comes back (this
+	// process's release, or its next recovery pass seeing units
+	// available), for at most this long. 0: off.
+	SoldOutFlag time.Duration
 }
 
 // Defaults are the documented defaults of every knob: WithDefaults fills

@@ -35,7 +35,7 @@ type runFlags struct {
 	skew, mix, file, weights, preset              string
 	rtt, isolation, cpus, cpuset                  string
 	degrade                                       string
-	degradeTimeout                                time.Duration
+	degradeTimeout, soldOutFlag                   time.Duration
 	// service is --service: in-process, process or process:N.
 	service                                       string
 	stock                                         int64
@@ -119,6 +119,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.buckets, "buckets", strategies.Defaults().Buckets, "buckets strategy: rows each SKU's stock is spread over")
 	fs.StringVar(&f.degrade, "degrade", "", "lua-tcc's degradation switch: mysql moves a SKU's sales to MySQL rows while Redis fails and back once Redis is rebuilt (docs/faults.md); empty: off")
 	fs.DurationVar(&f.degradeTimeout, "degrade-timeout", strategies.Defaults().DegradeTimeout, "with --degrade: a Redis call past it counts as a Redis failure")
+	fs.DurationVar(&f.soldOutFlag, "soldout-flag", 0, "lua-tcc's in-process sold-out flag: a SKU that answered out of stock is refused without a Redis round trip until stock returns, for at most this long (docs/lua-tcc-soldout.md); 0: off")
 	fs.StringVar(&f.isolation, "isolation", "", "isolation level of the MySQL strategies' sessions: rc (READ COMMITTED) | rr (REPEATABLE READ); empty: the server's default. A strategy that chose a level for a transaction keeps it")
 	fs.DurationVar(&f.sweepPeriod, "sweep-period", strategies.Defaults().SweepPeriod, "expiry sweeper period")
 	fs.DurationVar(&f.opTimeout, "op-timeout", strategies.Defaults().OpTimeout, "timeout of each operation")
@@ -195,7 +196,8 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 		Pool: f.pool, Inflight: f.inflight, Queue: f.queue, ClientRetry: f.clientRetry, RetryBackoff: backoff, OpTimeout: f.opTimeout, SettleTimeout: f.settleTimeout, AuditTimeout: f.auditTimeout, Weights: weights.String(), Faults: plan, Network: network, CPUBudget: budget,
 		Strategy: strategies.Config{CASRetry: f.casRetry, OutboxPeriod: f.outboxPeriod,
 			ReconcilePeriod: f.reconcilePeriod, SweepPeriod: f.sweepPeriod, BatchMax: f.batchMax, BatchWait: f.batchWait,
-			CASMaxWait: f.casMaxWait, Buckets: f.buckets, Isolation: isolation, Degrade: f.degrade, DegradeTimeout: f.degradeTimeout},
+			CASMaxWait: f.casMaxWait, Buckets: f.buckets, Isolation: isolation, Degrade: f.degrade, DegradeTimeout: f.degradeTimeout,
+			SoldOutFlag: f.soldOutFlag},
 	}
 	svc, err := parseService(f.service)
 	if parse("service", err) {

@@ -32,7 +32,7 @@ type serveFlags struct {
 	pool, inflight, queue, batchMax  int
 	buckets, casMaxAttempts          int
 	casRetry, isolation, degrade     string
-	degradeTimeout                   time.Duration
+	degradeTimeout, soldOutFlag      time.Duration
 	opTimeout, sweepPeriod           time.Duration
 	outboxPeriod, reconcilePeriod    time.Duration
 	batchWait, casMaxWait, drain     time.Duration
@@ -63,6 +63,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.buckets, "buckets", d.Buckets, "buckets strategy: rows each SKU's stock is spread over")
 	fs.StringVar(&f.degrade, "degrade", "", "lua-tcc's degradation switch: mysql moves a SKU's sales to MySQL rows while Redis fails; empty: off")
 	fs.DurationVar(&f.degradeTimeout, "degrade-timeout", d.DegradeTimeout, "with --degrade: a Redis call past it counts as a Redis failure")
+	fs.DurationVar(&f.soldOutFlag, "soldout-flag", 0, "lua-tcc's in-process sold-out flag: refuse a SKU that answered out of stock without a Redis round trip until stock returns, for at most this long; 0: off")
 	fs.StringVar(&f.isolation, "isolation", "", "isolation level of the strategy's MySQL sessions: rc | rr; empty: the server's default (or what the DSN asks)")
 	fs.DurationVar(&f.clockOffset, "clock-offset", 0, "offset of this instance's wall clock, e.g. 2s (ahead) or -2s (behind), for every time the service reads: expiry deadlines, TTLs, timestamps, sweeper and reconciler cut-offs (the svc-clock fault); SIGUSR1 re-reads it from STATE-DIR/"+clockFile)
 }
@@ -128,6 +129,9 @@ func (f *serveFlags) check() (registry.Entry, []inventory.Stock, error) {
 	if f.degrade != "" && f.degrade != "mysql" || f.degradeTimeout < 0 {
 		return e, nil, fmt.Errorf("--degrade %q --degrade-timeout %s: want mysql (or nothing) and a timeout not negative", f.degrade, f.degradeTimeout)
 	}
+	if f.soldOutFlag < 0 {
+		return e, nil, fmt.Errorf("--soldout-flag %s: must not be negative (0: off)", f.soldOutFlag)
+	}
 	if err := checkListen(f.listen, f.allowRemote); err != nil {
 		return e, nil, err
 	}
@@ -171,7 +175,7 @@ func (f *serveFlags) config(conns servers.Conns, stateDir string) strategies.Con
 	return strategies.Config{DB: conns.DB, Redis: conns.Redis, SweepPeriod: f.sweepPeriod, CASRetry: f.casRetry, Isolation: level,
 		CASMaxAttempts: f.casMaxAttempts, CASMaxWait: f.casMaxWait, OutboxPeriod: f.outboxPeriod, ReconcilePeriod: f.reconcilePeriod,
 		OpTimeout: f.opTimeout, BatchMax: f.batchMax, BatchWait: f.batchWait, Buckets: f.buckets, LocalDir: stateDir,
-		Degrade: f.degrade, DegradeTimeout: f.degradeTimeout}
+		Degrade: f.degrade, DegradeTimeout: f.degradeTimeout, SoldOutFlag: f.soldOutFlag}
 }
 
 // cmdServe runs one service instance of one strategy until SIGTERM or

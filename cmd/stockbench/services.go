@@ -443,6 +443,7 @@ func startServeGroup(ctx context.Context, spec runner.ServiceSpec, image string)
 	add("buckets", c.Buckets > 0, strconv.Itoa(c.Buckets))
 	add("degrade", c.Degrade != "", c.Degrade)
 	add("degrade-timeout", c.Degrade != "" && c.DegradeTimeout > 0, c.DegradeTimeout.String())
+	add("soldout-flag", c.SoldOutFlag > 0, c.SoldOutFlag.String())
 	own := []string{shardChildEnv + "=1", "STOCKBENCH_MYSQL_DSN=" + ep.MySQLDSN, "STOCKBENCH_MYSQL_DSNS=",
 		"STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL=" + redisURLOf(ep)}
 	p := &serveProcs{exe: exe, args: args, dirs: spec.StateDirs, clocks: make([]time.Duration, len(spec.StateDirs)),

@@ -69,6 +69,7 @@ func (s *Strategy) expireUndecided(ctx context.Context, sku string, ids []string
 		for st, refs := range byState {
 			s.deferred.Add(s.rs.FinishAfterCommit(ctx, s.cfg.OpTimeout, refs, st))
 		}
+		s.returned(sku, nil)
 	}
 	return nil
 }

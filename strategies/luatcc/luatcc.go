@@ -52,6 +52,8 @@ type Strategy struct {
 	confirms                                                                                      *groupcommit.Group[*confirmItem]
 	// dg is the degradation switch (degrade.go); nil when off.
 	dg *degrader
+	// so is the sold-out flag (soldout.go); nil when off.
+	so *soldOut
 }
 
 var _ strategies.Strategy = (*Strategy)(nil)
@@ -71,6 +73,9 @@ func New(cfg strategies.Config) (*Strategy, error) {
 		fence.Drain = s.dg.drain
 	default:
 		return nil, fmt.Errorf("lua-tcc: degrade %q: want mysql or nothing", cfg.Degrade)
+	}
+	if cfg.SoldOutFlag > 0 {
+		s.so = newSoldOut(cfg.SoldOutFlag)
 	}
 	return s, nil
 }
@@ -93,8 +98,23 @@ func (s *Strategy) Setup(ctx context.Context, stock []inventory.Stock) error {
 	return nil
 }
 
-// Reserve is the Try: one Lua script, idempotent by order id.
+// Reserve is the Try: one Lua script, idempotent by order id. With the
+// sold-out flag on, a SKU flagged sold out is refused here (soldout.go).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	if s.so == nil {
+		return s.reserve(ctx, r)
+	}
+	refuse, gen := s.so.before(r)
+	if refuse {
+		return refusal(r)
+	}
+	err := s.reserve(ctx, r)
+	s.so.after(r, gen, err)
+	return err
+}
+
+// reserve is Reserve past the sold-out flag.
+func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
 	if s.dg != nil {
 		return s.dg.reserve(ctx, r)
 	}
@@ -131,6 +151,21 @@ func (s *Strategy) confirmDecided(ctx context.Context, ref inventory.OrderRef, r
 // unknown order leaves a cancelled marker in Redis so that a late Try is
 // refused.
 func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
+	err := s.cancel(ctx, ref)
+	s.returned(ref.SKU, err)
+	return err
+}
+
+// returned lowers sku's sold-out flag (when on) after an operation that
+// may have given units back ended with err nil.
+func (s *Strategy) returned(sku string, err error) {
+	if s.so != nil && err == nil {
+		s.so.clear(sku)
+	}
+}
+
+// cancel is Cancel, the flag aside.
+func (s *Strategy) cancel(ctx context.Context, ref inventory.OrderRef) error {
 	if s.dg != nil {
 		return s.dg.finish(ctx, ref, inventory.StateCancelled)
 	}
@@ -175,6 +210,13 @@ var errNoDecision = errors.New("no decision in mysql")
 // Redis: a live reservation is ErrNotConfirmed, no record ErrUnknownOrder,
 // a cancelled marker ErrAlreadyFinal.
 func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
+	err := s.refund(ctx, ref)
+	s.returned(ref.SKU, err)
+	return err
+}
+
+// refund is Refund, the flag aside.
+func (s *Strategy) refund(ctx context.Context, ref inventory.OrderRef) error {
 	if err := s.rs.BeginRefund(ctx, ref); err != nil {
 		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
 	}
@@ -340,6 +382,9 @@ func (s *Strategy) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	now := clock.Now()
+	if s.so != nil {
+		s.so.prune(now)
+	}
 	after := ""
 	for {
 		rows, err := redisstock.RowsPage(ctx, s.db, after, recoverBatch)
@@ -378,6 +423,9 @@ const recoverBatch = 500
 // a later pass; Settle's pass runs with no load.)
 func (s *Strategy) recoverSKU(ctx context.Context, row redisstock.SKURow, g redisstock.Glance, now time.Time) error {
 	sku := row.SKU
+	if s.so != nil && !g.Missing && g.Available > 0 {
+		s.so.clearSeen(sku) // stock came back, whoever returned it
+	}
 	if s.dg != nil && s.dg.inMySQL(sku) {
 		return nil // sells from MySQL: the switch back rebuilds it
 	}
@@ -454,10 +502,14 @@ func decisions(ctx context.Context, db *sql.DB, ids []string) (map[string]invent
 // Restock adds stock in MySQL first (journalled), then in Redis; a
 // repeated restock id changes nothing (see redisstock.Store.Restock).
 func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
+	var err error
 	if s.dg != nil {
-		return s.dg.restock(ctx, r)
+		err = s.dg.restock(ctx, r)
+	} else {
+		err = s.rs.Restock(ctx, s.db, r)
 	}
-	return s.rs.Restock(ctx, s.db, r)
+	s.returned(r.SKU, err)
+	return err
 }
 
 // Close has nothing to release.
@@ -479,6 +531,9 @@ func (s *Strategy) Counters() map[string]float64 {
 	})
 	if s.dg != nil {
 		s.dg.counters(m)
+	}
+	if s.so != nil {
+		s.so.counters(m)
 	}
 	return m
 }

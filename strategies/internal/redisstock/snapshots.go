@@ -115,13 +115,13 @@ func RowsPage(ctx context.Context, db *sql.DB, after string, n int) ([]SKURow, e
 }
 
 // Glance is what one pipelined read says of a SKU's Redis side: whether
-// its hash exists, its total and sold, and how many live reservations it
+// its hash exists, its total, sold and available, and how many live reservations it
 // holds. A pass over the catalog uses it to skip the SKUs with nothing to
 // recover.
 type Glance struct {
-	Missing     bool
-	Total, Sold int64
-	Live        int64
+	Missing                bool
+	Total, Sold, Available int64
+	Live                   int64
 }
 
 // Glances reads the Glance of every row's SKU in one pipeline.
@@ -130,7 +130,7 @@ func (s Store) Glances(ctx context.Context, rows []SKURow) ([]Glance, error) {
 	zc := make([]*redis.IntCmd, len(rows))
 	_, err := s.R.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range rows {
-			hm[i] = p.HMGet(ctx, inventory.RedisStockKey(r.SKU), "total", "sold")
+			hm[i] = p.HMGet(ctx, inventory.RedisStockKey(r.SKU), "total", "sold", "available")
 			zc[i] = p.ZCard(ctx, inventory.RedisLiveKey(r.SKU))
 		}
 		return nil
@@ -148,6 +148,8 @@ func (s Store) Glances(ctx context.Context, rows []SKURow) ([]Glance, error) {
 			so, _ := v[1].(string)
 			out[i].Total, _ = strconv.ParseInt(t, 10, 64)
 			out[i].Sold, _ = strconv.ParseInt(so, 10, 64)
+			av, _ := v[2].(string)
+			out[i].Available, _ = strconv.ParseInt(av, 10, 64)
 		}
 		out[i].Live = zc[i].Val()
 	}
