@@ -633,6 +633,9 @@ func (d *degrader) switchBack(ctx context.Context, sku string, m *skuMode) error
 func (d *degrader) tick(ctx context.Context, force bool) error {
 	n, err := d.orders.ExpireDue(ctx)
 	d.mysqlExpired.Add(int64(n))
+	if n > 0 && d.s.so != nil {
+		d.s.so.clearAll() // units came back in MySQL; which SKUs, the count does not say
+	}
 	if err != nil {
 		return fmt.Errorf("degrade: expire: %w", err)
 	}

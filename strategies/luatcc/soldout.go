@@ -22,6 +22,8 @@ import (
 //     the pass's glance at the SKU's stock hash, read anyway, shows units
 //     available — so a unit another instance released is resold here
 //     within one pass;
+//   - with --degrade, when the switch's pass expires reservations held in
+//     MySQL (every flag: the pass does not say which SKUs);
 //   - at the latest TTL after it was set.
 //
 // The undersell it risks: a buyer turned away while the flag is up and a
@@ -104,6 +106,18 @@ func (f *soldOut) clear(sku string) {
 		f.cleared.Add(1)
 	}
 	f.flags[sku] = flagState{gen: st.gen + 1}
+	f.mu.Unlock()
+}
+
+// clearAll lowers every flag (stock came back to SKUs not named).
+func (f *soldOut) clearAll() {
+	f.mu.Lock()
+	for sku, st := range f.flags {
+		if !st.until.IsZero() {
+			f.cleared.Add(1)
+		}
+		f.flags[sku] = flagState{gen: st.gen + 1}
+	}
 	f.mu.Unlock()
 }
 

@@ -108,3 +108,79 @@ func TestSoldOutFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestSoldOutFlagState: the flag's own rules, no store involved — a
+// refusal raises it only if no clear happened since its reserve began;
+// each kind of clear lowers it; a repeat of an order this process reserved
+// is let through; orders past their deadline are forgotten.
+func TestSoldOutFlagState(t *testing.T) {
+	r := func(id, sku string) inventory.Reservation {
+		return inventory.Reservation{OrderID: id, SKU: sku, Qty: 1, Deadline: time.Now().Add(time.Hour)}
+	}
+	cases := []struct {
+		name string
+		run  func(f *soldOut)
+		// refusedA, refusedB: whether a new order of SKU A, B is refused after run.
+		refusedA, refusedB bool
+	}{
+		{"out of stock raises", func(f *soldOut) {
+			_, gen := f.before(r("x", "A"))
+			f.after(r("x", "A"), gen, inventory.ErrOutOfStock)
+		}, true, false},
+		{"a clear during the reserve keeps it down", func(f *soldOut) {
+			_, gen := f.before(r("x", "A"))
+			f.clear("A")
+			f.after(r("x", "A"), gen, inventory.ErrOutOfStock)
+		}, false, false},
+		{"clear lowers", func(f *soldOut) {
+			_, gen := f.before(r("x", "A"))
+			f.after(r("x", "A"), gen, inventory.ErrOutOfStock)
+			f.clear("A")
+		}, false, false},
+		{"clearSeen lowers", func(f *soldOut) {
+			_, gen := f.before(r("x", "A"))
+			f.after(r("x", "A"), gen, inventory.ErrOutOfStock)
+			f.clearSeen("A")
+		}, false, false},
+		{"clearAll lowers every SKU", func(f *soldOut) {
+			for _, sku := range []string{"A", "B"} {
+				_, gen := f.before(r("x"+sku, sku))
+				f.after(r("x"+sku, sku), gen, inventory.ErrOutOfStock)
+			}
+			f.clearAll()
+		}, false, false},
+		{"one SKU's clear leaves the other up", func(f *soldOut) {
+			for _, sku := range []string{"A", "B"} {
+				_, gen := f.before(r("x"+sku, sku))
+				f.after(r("x"+sku, sku), gen, inventory.ErrOutOfStock)
+			}
+			f.clear("A")
+		}, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newSoldOut(time.Hour)
+			c.run(f)
+			for sku, want := range map[string]bool{"A": c.refusedA, "B": c.refusedB} {
+				if got, _ := f.before(r("new", sku)); got != want {
+					t.Fatalf("SKU %s: refused %v, want %v", sku, got, want)
+				}
+			}
+		})
+	}
+	// A repeat of an order reserved here passes a raised flag, until the
+	// order is forgotten past its deadline.
+	f := newSoldOut(time.Hour)
+	mine := r("m", "A")
+	_, gen := f.before(mine)
+	f.after(mine, gen, nil)
+	_, gen = f.before(r("x", "A"))
+	f.after(r("x", "A"), gen, inventory.ErrOutOfStock)
+	if refused, _ := f.before(mine); refused {
+		t.Fatal("a repeat of an order reserved here was refused by the flag")
+	}
+	f.prune(mine.Deadline)
+	if refused, _ := f.before(mine); !refused {
+		t.Fatal("an order past its deadline was still remembered")
+	}
+}
