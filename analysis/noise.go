@@ -165,24 +165,10 @@ func betaCF(a, b, x float64) float64 {
 	for m := 1; m <= 300; m++ {
 		fm := float64(m)
 		aa := fm * (b - fm) * x / ((a + 2*fm - 1) * (a + 2*fm))
-		d, c = 1+aa*d, 1+aa/c
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
+		d, c = lentz(aa, d, c)
 		h *= d * c
 		aa = -(a + fm) * (a + b + fm) * x / ((a + 2*fm) * (a + 2*fm + 1))
-		d, c = 1+aa*d, 1+aa/c
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
+		d, c = lentz(aa, d, c)
 		del := d * c
 		h *= del
 		if math.Abs(del-1) < 1e-14 {
@@ -190,4 +176,18 @@ func betaCF(a, b, x float64) float64 {
 		}
 	}
 	return h
+}
+
+// lentz is one step of Lentz's method for a continued fraction with
+// partial numerator aa: the next D (inverted) and C, kept off zero.
+func lentz(aa, d, c float64) (float64, float64) {
+	const tiny = 1e-300
+	d, c = 1+aa*d, 1+aa/c
+	if math.Abs(d) < tiny {
+		d = tiny
+	}
+	if math.Abs(c) < tiny {
+		c = tiny
+	}
+	return 1 / d, c
 }

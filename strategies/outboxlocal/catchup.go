@@ -96,15 +96,7 @@ func (s *Strategy) readAll(ctx context.Context) ([]event, error) {
 // returns the events that stand and how many acknowledged ones were
 // refused.
 func (s *Strategy) replay(ctx context.Context, evs []event) (keep []event, refused int64, err error) {
-	seen := map[string]bool{}
-	var ids []string
-	for _, e := range evs {
-		if !seen[e.orderID] {
-			seen[e.orderID] = true
-			ids = append(ids, e.orderID)
-		}
-	}
-	inMySQL, err := sqlstore.OrderStates(ctx, s.db, ids)
+	inMySQL, err := sqlstore.OrderStates(ctx, s.db, orderIDs(evs))
 	if err != nil {
 		return nil, 0, fmt.Errorf("catch up: %w", err)
 	}

@@ -140,14 +140,7 @@ type orderRow struct {
 // final state, with the stock it moved), then writes the new rows, the
 // changed states and one inventory update per SKU.
 func applyEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
-	seen := map[string]bool{}
-	var ids []string
-	for _, e := range evs {
-		if !seen[e.orderID] {
-			seen[e.orderID] = true
-			ids = append(ids, e.orderID)
-		}
-	}
+	ids := orderIDs(evs)
 	sort.Strings(ids)
 	args := make([]any, len(ids))
 	for i, id := range ids {
@@ -264,4 +257,17 @@ func insertRows(ctx context.Context, tx *sql.Tx, rs []*orderRow) error {
 		return fmt.Errorf("relay: insert orders: %w", err)
 	}
 	return nil
+}
+
+// orderIDs are the distinct order ids of evs, in their first order.
+func orderIDs(evs []event) []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, e := range evs {
+		if !seen[e.orderID] {
+			seen[e.orderID] = true
+			ids = append(ids, e.orderID)
+		}
+	}
+	return ids
 }

@@ -18,7 +18,7 @@ var coreLines = map[string]int{
 	"strategies/luatcc/soldout.go":    92,
 	"strategies/naive":                156,
 	"strategies/outbox":               847,
-	"strategies/outboxlocal":          1252,
+	"strategies/outboxlocal":          1248,
 	"strategies/rowlock":              65,
 	"strategies/skiplocked":           166,
 }
