@@ -217,11 +217,12 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 
 // refund is Refund, the flag aside.
 func (s *Strategy) refund(ctx context.Context, ref inventory.OrderRef) error {
-	if err := s.rs.BeginRefund(ctx, ref); err != nil {
+	mark, err := s.rs.BeginRefund(ctx, ref)
+	if err != nil {
 		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
 	}
 	fresh := false
-	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
+	err = sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		fresh = false
 		ord, found, err := sqlstore.LockOrder(ctx, tx, ref.OrderID)
 		switch {
@@ -256,9 +257,9 @@ func (s *Strategy) refund(ctx context.Context, ref inventory.OrderRef) error {
 		// Nothing decided now (or the commit's outcome is unknown: then
 		// the mark ages out, and recovery corrects what it sees).
 		if !errors.Is(err, inventory.ErrOutcomeUnknown) {
-			s.rs.EndRefund(rctx, ref)
+			s.rs.EndRefund(rctx, ref, mark)
 		}
-	} else if _, rerr := s.rs.Refund(rctx, ref, false); rerr != nil {
+	} else if _, rerr := s.rs.RefundMarked(rctx, ref, false, mark); rerr != nil {
 		s.deferred.Add(1)
 	}
 	if errors.Is(err, errNoDecision) {

@@ -165,15 +165,22 @@ func TestCorrectSoldLeavesRefundsInFlight(t *testing.T) {
 	s := Store{R: env.Redis, Retain: time.Minute}
 	ref := inventory.OrderRef{OrderID: "p", SKU: "S"}
 	for _, c := range []struct {
-		name      string
-		marked    bool
+		name   string
+		marked bool
+		// duplicate: a second refund of the order, refused in MySQL as
+		// already refunded, marks and clears its own mark in the gap.
+		duplicate bool
 		wantMoved int64
 		// wantRedisSold is Redis's sold once the refund's write landed
 		// (MySQL's is 0).
 		wantRedisSold int64
 	}{
-		{"marked in flight: left to the refund's own write", true, 0, 0},
-		{"unmarked: corrected, then released again", false, -1, -1},
+		{"marked in flight: left to the refund's own write", true, false, 0, 0},
+		{"unmarked: corrected, then released again", false, false, -1, -1},
+		// The refund sent twice at once (--mix refund=): the loser's
+		// EndRefund once cleared the winner's mark too (same member),
+		// and the correction released the unit twice.
+		{"marked, a duplicate came and went: still left alone", true, true, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
@@ -204,8 +211,9 @@ func TestCorrectSoldLeavesRefundsInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Its refund: marked, decided in MySQL, Redis write pending.
+			mark := ""
 			if c.marked {
-				if err := s.BeginRefund(ctx, ref); err != nil {
+				if mark, err = s.BeginRefund(ctx, ref); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -215,11 +223,18 @@ func TestCorrectSoldLeavesRefundsInFlight(t *testing.T) {
 			if _, err := env.DB.Exec("UPDATE inventory SET available=available+1, sold=sold-1 WHERE sku='S'"); err != nil {
 				t.Fatal(err)
 			}
+			if c.duplicate {
+				dup, err := s.BeginRefund(ctx, ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.EndRefund(ctx, ref, dup)
+			}
 			moved, _, err := s.CorrectSold(ctx, env.DB, "S")
 			if err != nil || moved != c.wantMoved {
 				t.Fatalf("correction moved %d (%v), want %d", moved, err, c.wantMoved)
 			}
-			if prev, err := s.Refund(ctx, ref, false); err != nil || prev != inventory.StateConfirmed {
+			if prev, err := s.RefundMarked(ctx, ref, false, mark); err != nil || prev != inventory.StateConfirmed {
 				t.Fatalf("refund's Redis write found %q (%v), want confirmed", prev, err)
 			}
 			snap, err := s.Snapshot(ctx, "S")

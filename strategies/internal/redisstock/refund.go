@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -32,25 +33,29 @@ func refundingKey(sku string) string { return inventory.RedisPrefix + "refunding
 
 // BeginRefund marks ref's refund in flight, before its decision is written
 // in MySQL, for a strategy that decides refunds in MySQL and then applies
-// them here (Refund with decide false): until Refund or EndRefund clears
-// the mark, CorrectSold leaves the SKU alone, since MySQL's sold may
-// already count the refund that Redis's does not yet. Without it, a
-// correction computed in that gap and applied before the refund's own
-// write releases the units twice in Redis
-// (TestCorrectSoldLeavesRefundsInFlight).
-func (s Store) BeginRefund(ctx context.Context, ref inventory.OrderRef) error {
-	err := s.R.ZAdd(ctx, refundingKey(ref.SKU), redis.Z{Score: float64(clock.Now().UnixMilli()), Member: ref.OrderID}).Err()
+// them here (RefundMarked with decide false): until RefundMarked or
+// EndRefund clears the mark, CorrectSold leaves the SKU alone, since
+// MySQL's sold may already count the refund that Redis's does not yet.
+// Without it, a correction computed in that gap and applied before the
+// refund's own write releases the units twice in Redis
+// (TestCorrectSoldLeavesRefundsInFlight). The mark is this attempt's own
+// (the order id and a random tag): a duplicate refund of the same order,
+// refused in MySQL as already refunded, clears its own mark and never the
+// winner's, whose write may still be on its way.
+func (s Store) BeginRefund(ctx context.Context, ref inventory.OrderRef) (mark string, err error) {
+	mark = ref.OrderID + "#" + strconv.FormatUint(rand.Uint64(), 36)
+	err = s.R.ZAdd(ctx, refundingKey(ref.SKU), redis.Z{Score: float64(clock.Now().UnixMilli()), Member: mark}).Err()
 	if err != nil {
-		return fmt.Errorf("redis refund mark: %w", err)
+		return "", fmt.Errorf("redis refund mark: %w", err)
 	}
-	return nil
+	return mark, nil
 }
 
-// EndRefund clears ref's in-flight mark without applying anything: its
-// MySQL decision was not made (refused, or failed). Best effort: a mark
-// left behind ages out after refundWindow.
-func (s Store) EndRefund(ctx context.Context, ref inventory.OrderRef) {
-	_ = s.R.ZRem(ctx, refundingKey(ref.SKU), ref.OrderID).Err()
+// EndRefund clears the in-flight mark BeginRefund returned without
+// applying anything: its MySQL decision was not made (refused, or
+// failed). Best effort: a mark left behind ages out after refundWindow.
+func (s Store) EndRefund(ctx context.Context, ref inventory.OrderRef, mark string) {
+	_ = s.R.ZRem(ctx, refundingKey(ref.SKU), mark).Err()
 }
 
 // refundsInFlight reports whether sku has a refund marked in flight within
@@ -75,12 +80,18 @@ func (s Store) refundsInFlight(ctx context.Context, sku string) (bool, error) {
 // concurrent use: of several refunds of one order, exactly one moves the
 // units.
 func (s Store) Refund(ctx context.Context, ref inventory.OrderRef, decide bool) (inventory.OrderState, error) {
+	return s.RefundMarked(ctx, ref, decide, "")
+}
+
+// RefundMarked is Refund clearing, in the same script, the in-flight mark
+// BeginRefund returned ("": none).
+func (s Store) RefundMarked(ctx context.Context, ref inventory.OrderRef, decide bool, mark string) (inventory.OrderState, error) {
 	mode := "apply"
 	if decide {
 		mode = "decide"
 	}
 	k := keys(ref.SKU, ref.OrderID)
-	prev, err := refundScript.Run(ctx, s.R, append(k[:4:4], refundingKey(ref.SKU)), mode, ref.OrderID, s.Retain.Milliseconds()).Text()
+	prev, err := refundScript.Run(ctx, s.R, append(k[:4:4], refundingKey(ref.SKU)), mode, ref.OrderID, s.Retain.Milliseconds(), mark).Text()
 	if err == nil && prev == "nohash" {
 		err = ErrNoStockHash
 	}

@@ -1,8 +1,9 @@
 -- Refund: give order ARGV[2]'s sold units back to available, once.
 -- KEYS[1] stock hash, KEYS[2] reservation hash, KEYS[3] live set, KEYS[4]
 -- buyer holds (a refund gives the buyer its units back, as a release does),
--- KEYS[5] the SKU's refunds in flight (BeginRefund), from which the order
--- is removed whatever happens: its refund is no longer in flight.
+-- KEYS[5] the SKU's refunds in flight (BeginRefund), from which this
+-- attempt's mark ARGV[4] ('' none) is removed whatever happens: its refund
+-- is no longer in flight.
 -- ARGV[1] mode: 'decide' when this script makes the decision (Redis is
 -- where the order's state is decided: outbox-local), 'apply' when the
 -- refund is already durable elsewhere (MySQL: lua-tcc, outbox) and Redis is
@@ -13,7 +14,7 @@
 -- occupied); the record then says 'refunded', so a repeat, a racing
 -- refund or a cancel can never release the units again.
 -- Returns the state found before ('' none: nothing moved), or 'nohash'.
-redis.call('ZREM', KEYS[5], ARGV[2])
+if ARGV[4] ~= '' then redis.call('ZREM', KEYS[5], ARGV[4]) end
 local st = redis.call('HGET', KEYS[2], 'state')
 if not st then return '' end
 local from
