@@ -50,7 +50,7 @@ commands:
   down       remove leftover stockbench containers, and data dirs of killed local runs
   version    print the version
 
-run 'stockbench <command> -h' for its arguments, flags and an example.
+run 'stockbench <command> -h' (or 'stockbench help <command>') for its arguments, flags and an example.
 `
 
 // Main is the whole CLI; it returns the process exit code. Errors are one
@@ -123,6 +123,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "stockbench", version.Tool())
 		return exitOK
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
+			// `stockbench help run` is `stockbench run -h`, as `go help
+			// build` is; an unknown name gets the unknown-command error.
+			return Main(ctx, []string{args[1], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}

@@ -34,10 +34,10 @@ func TestHelp(t *testing.T) {
 		{"version", "stockbench version"}, // nothing
 	}
 	for _, c := range cases {
-		for _, h := range []string{"-h", "--help"} {
-			t.Run(c.cmd+" "+h, func(t *testing.T) {
+		for _, args := range [][]string{{c.cmd, "-h"}, {c.cmd, "--help"}, {"help", c.cmd}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
 				var out, errb bytes.Buffer
-				code := Main(context.Background(), []string{c.cmd, h}, &out, &errb)
+				code := Main(context.Background(), args, &out, &errb)
 				if code != exitOK {
 					t.Fatalf("exit %d, stderr %q", code, errb.String())
 				}
@@ -52,6 +52,15 @@ func TestHelp(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestHelpUnknown: `help` of a command that does not exist is the
+// unknown-command error, exit 2.
+func TestHelpUnknown(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"help", "runn"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `unknown command "runn"`) {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
 
