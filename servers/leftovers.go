@@ -3,12 +3,15 @@ package servers
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ownerFile, inside each local data directory, names the process that
@@ -20,23 +23,53 @@ const ownerFile = "stockbench-owner"
 // local provider's data directories, the docker provider's config files,
 // a run's ack log and its service's own disk (outbox-local's database).
 var localDirPatterns = []string{"stockbench-mysql-*", "stockbench-redis-*", "stockbench-docker-*",
-	"stockbench-acks-*", "stockbench-local-*", "stockbench-outbox-local-*"}
+	"stockbench-acks-*", "stockbench-local-*", "stockbench-outbox-local-*", newPrefix + "*"}
 
 // MkdirTemp creates a new directory under the temp dir as os.MkdirTemp
 // does (pattern should match one of localDirPatterns), and records this
 // process as its owner, so that once this process is gone — killed before
 // it could remove it — `stockbench down` and the next run remove it.
+//
+// The directory appears under its name with its owner file already inside:
+// it is made under a hidden name (newPrefix, which a sweep also reads),
+// the owner written, and then renamed into place without replacing
+// anything. A process killed between the two steps leaves no directory
+// that looks ownerless (one a sweep would keep for legacyAge).
 func MkdirTemp(pattern string) (string, error) {
-	d, err := os.MkdirTemp("", pattern)
+	tmp, err := os.MkdirTemp("", newPrefix+pattern)
 	if err != nil {
 		return "", err
 	}
-	if err := writeOwner(d); err != nil {
-		_ = os.RemoveAll(d)
+	if err := writeOwner(tmp); err != nil {
+		_ = os.RemoveAll(tmp)
 		return "", fmt.Errorf("temp dir owner: %w", err)
 	}
-	return d, nil
+	prefix, suffix, _ := strings.Cut(pattern, "*")
+	for try := 0; ; try++ {
+		d := filepath.Join(os.TempDir(), prefix+strconv.FormatUint(uint64(rand.Uint32()), 10)+suffix)
+		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, d, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+			// A file system without RENAME_NOREPLACE: look, then rename
+			// (the name is random; a clash in between is improbable).
+			if _, serr := os.Lstat(d); serr == nil {
+				err = unix.EEXIST
+			} else {
+				err = os.Rename(tmp, d)
+			}
+		}
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, unix.EEXIST) || try == 100 {
+			_ = os.RemoveAll(tmp)
+			return "", fmt.Errorf("temp dir %s: %w", pattern, err)
+		}
+	}
 }
+
+// newPrefix starts the hidden name MkdirTemp makes a directory under
+// before its owner file is in it.
+const newPrefix = ".stockbench-new-"
 
 // writeOwner records this process as the owner of dir.
 func writeOwner(dir string) error {

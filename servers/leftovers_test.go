@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,8 @@ func TestSweepLocal(t *testing.T) {
 		{"stockbench-mysql-unknown", "-", true},           // no owner file and recent: maybe a run creating it
 		{"stockbench-redis-legacy", "old", false},         // no owner file, untouched for days: an older stockbench's leftover
 		{"stockbench-mysql-busy", deadPID + " 1", true},
+		{newPrefix + "stockbench-acks-dead", deadPID + " 1", false}, // killed between MkdirTemp's two steps
+		{newPrefix + "stockbench-acks-unknown", "-", true},          // killed before its owner file, or being made
 		{"unrelated-dir", deadPID + " 1", true},
 	}
 	for _, c := range cases {
@@ -90,12 +93,9 @@ func TestSweepLocal(t *testing.T) {
 			t.Errorf("%s: kept=%v, want %v (removed %v)", c.dir, kept, c.kept, removed)
 		}
 	}
-	// writeOwner names this process: its directory survives a sweep.
-	d, err := os.MkdirTemp("", "stockbench-redis-")
+	// MkdirTemp names this process: its directory survives a sweep.
+	d, err := MkdirTemp("stockbench-redis-")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeOwner(d); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := SweepLocal(); err != nil {
@@ -103,5 +103,50 @@ func TestSweepLocal(t *testing.T) {
 	}
 	if _, err := os.Stat(d); err != nil {
 		t.Fatalf("a live owner's directory was removed")
+	}
+}
+
+// TestMkdirTemp: the directory appears under the pattern's name with its
+// owner file already in it (a kill at any moment leaves nothing a sweep
+// would take for a live run's), and nothing else is left in the temp dir.
+func TestMkdirTemp(t *testing.T) {
+	cases := []struct {
+		pattern, prefix, suffix string
+	}{
+		{"stockbench-acks-", "stockbench-acks-", ""},
+		{"stockbench-local-*", "stockbench-local-", ""},
+		{"stockbench-*-x", "stockbench-", "-x"},
+	}
+	for _, c := range cases {
+		t.Run(c.pattern, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			seen := map[string]bool{}
+			for range 20 {
+				d, err := MkdirTemp(c.pattern)
+				if err != nil {
+					t.Fatal(err)
+				}
+				base := filepath.Base(d)
+				if filepath.Dir(d) != tmp || !strings.HasPrefix(base, c.prefix) || !strings.HasSuffix(base, c.suffix) || len(base) == len(c.prefix)+len(c.suffix) {
+					t.Fatalf("MkdirTemp(%q) = %s", c.pattern, d)
+				}
+				if seen[d] {
+					t.Fatalf("%s made twice", d)
+				}
+				seen[d] = true
+				b, err := os.ReadFile(filepath.Join(d, ownerFile))
+				if err != nil || !strings.HasPrefix(string(b), strconv.Itoa(os.Getpid())+" ") || !ownerAlive(d) {
+					t.Fatalf("%s: owner file %q (%v), want this process", d, b, err)
+				}
+			}
+			all, err := os.ReadDir(tmp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(all) != len(seen) {
+				t.Errorf("temp dir holds %d entries, want the %d made: %v", len(all), len(seen), all)
+			}
+		})
 	}
 }

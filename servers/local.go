@@ -201,16 +201,13 @@ func createDatabase(ctx context.Context, dsn, name string) error {
 }
 
 func (l *Local) tempDir(kind string) (string, error) {
-	d, err := os.MkdirTemp("", "stockbench-"+kind+"-")
+	d, err := MkdirTemp("stockbench-" + kind + "-")
 	if err != nil {
 		return "", fmt.Errorf("local %s: %w", kind, err)
 	}
 	l.mu.Lock()
 	l.dirs = append(l.dirs, d)
 	l.mu.Unlock()
-	if err := writeOwner(d); err != nil {
-		return "", fmt.Errorf("local %s: %w", kind, err)
-	}
 	return d, nil
 }
 
