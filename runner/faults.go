@@ -2,6 +2,7 @@ package runner
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/stockbench/stockbench/faults"
@@ -27,6 +28,42 @@ func hasAppCrash(p faults.Plan) bool {
 		}
 	}
 	return false
+}
+
+// localSwitch is the local-fail fault's switch. It counts the reads that
+// found it on: a strategy without a local table (or one running in service
+// processes, which do not share this switch) never reads it, and a fault
+// nobody felt must not be reported as applied.
+type localSwitch struct {
+	on   atomic.Bool
+	felt atomic.Int64
+}
+
+// Store turns the switch on or off.
+func (l *localSwitch) Store(on bool) { l.on.Store(on) }
+
+// Load is strategies.Config.LocalFailing.
+func (l *localSwitch) Load() bool {
+	on := l.on.Load()
+	if on {
+		l.felt.Add(1)
+	}
+	return on
+}
+
+// exercised marks a local-fail fault of fs that nobody felt as not
+// applied, with the reason.
+func (l *localSwitch) exercised(fs []results.FaultEvent) []results.FaultEvent {
+	if l.felt.Load() > 0 {
+		return fs
+	}
+	for i, f := range fs {
+		if f.Applied && f.Kind == string(faults.LocalFail) {
+			fs[i].Applied = false
+			fs[i].Error = "not applied: no local table was written while it failed (the strategy has none, or it runs in service processes)"
+		}
+	}
+	return fs
 }
 
 // timeline turns the injector's events into results.json's fault timeline.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/stockbench/stockbench/faults"
@@ -38,7 +37,7 @@ func runStrategy(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	defer u.run()
 	// The local-fail fault's switch, shared by every instance of the
 	// service (strategies.Config.LocalFailing); the injector flips it.
-	var localFail atomic.Bool
+	var localFail localSwitch
 	p, err := openPaths(ctx, st, o, u.later)
 	if err != nil {
 		return run, err
@@ -153,7 +152,7 @@ type built struct {
 
 // setUp resets and loads the stores (unless another process did), builds
 // the strategy and runs its Setup, as one phase with a rate.
-func setUp(ctx context.Context, p paths, e registry.Entry, sc scenarios.Scenario, o Options, localFail *atomic.Bool,
+func setUp(ctx context.Context, p paths, e registry.Entry, sc scenarios.Scenario, o Options, localFail *localSwitch,
 	later func(func())) (built, error) {
 	b := built{heap0: liveHeap(), stock: catalog(sc, o.Params)}
 	ps := &phases{w: o.Progress, name: e.Name}
@@ -211,7 +210,7 @@ func setUp(ctx context.Context, p paths, e registry.Entry, sc scenarios.Scenario
 
 // strategyConfig is the strategy's configuration for this run: its pools,
 // its own disk, its operation timeout and the local-fail switch.
-func strategyConfig(p paths, o Options, localFail *atomic.Bool, later func(func())) (strategies.Config, error) {
+func strategyConfig(p paths, o Options, localFail *localSwitch, later func(func())) (strategies.Config, error) {
 	cfg := o.Strategy
 	cfg.DB, cfg.Redis = p.sconns.DB, p.sconns.Redis
 	if cfg.LocalDir == "" {
@@ -276,7 +275,7 @@ type injection struct {
 
 // inject arms the plan's faults: the injector starts with the measured
 // phase and is undone when load ends.
-func inject(ctx context.Context, f servers.Faulter, p paths, b built, o Options, localFail *atomic.Bool,
+func inject(ctx context.Context, f servers.Faulter, p paths, b built, o Options, localFail *localSwitch,
 	later func(func())) (injection, error) {
 	injCtx, stop := context.WithCancel(ctx)
 	later(stop)
@@ -312,7 +311,7 @@ func inject(ctx context.Context, f servers.Faulter, p paths, b built, o Options,
 			if injErr != nil {
 				o.logf("  faults: %v", injErr)
 			}
-			return timeline(events)
+			return localFail.exercised(timeline(events))
 		},
 	}, nil
 }
