@@ -154,6 +154,7 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 	spread := len(old) > 1 || len(new) > 1
 	tpsNoise, tpsOK := tpsNoisePct(old, new)
 	effLimit := max(th.MaxTPSDropPct, tpsNoise)
+	share := machineShare(old, new)
 	if v.OldTPS.Median > 0 {
 		v.TPSChangePct = 100 * (v.NewTPS.Median - v.OldTPS.Median) / v.OldTPS.Median
 		if -v.TPSChangePct > th.MaxTPSDropPct {
@@ -162,7 +163,7 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 				v.Notes = append(v.Notes, msg+" within the repeats' spread")
 			} else {
 				v.TPSNoisePct = tpsNoise
-				v.judgeNoise(msg, -v.TPSChangePct, tpsNoise, tpsOK, spread, old, new, effLimit)
+				v.judgeNoise(msg, -v.TPSChangePct, tpsNoise, tpsOK, spread, old, new, share, effLimit)
 			}
 		}
 	}
@@ -182,10 +183,11 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 				// got as much CPU: a busier machine wakes the runs later.
 				// So the machine explains a rise only when the run got
 				// less CPU or its own seconds' P99s swing past the limit.
-				if cpu, _, _ := machineShare(old, new); cpu >= 0 && noise <= th.MaxP99RisePct {
-					effLimit = -1
+				p99Share := share
+				if share.cpuPct >= 0 && noise <= th.MaxP99RisePct {
+					p99Share.explains = false
 				}
-				v.judgeNoise(msg, v.P99ChangePct, noise, ok, spread, old, new, effLimit)
+				v.judgeNoise(msg, v.P99ChangePct, noise, ok, spread, old, new, p99Share, effLimit)
 			}
 		}
 	}
@@ -195,19 +197,18 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 // and beyond the repeats' spread when spread, against the noise margin of
 // the runs' seconds (noise; ok false when the runs were too short to
 // measure it): inside it, a note that gives the margin; beyond it, a
-// note when the CPU the runs got explains the change (their flows per CPU
-// second dropped by no more than effLimit percent; effLimit < 0: the CPU
-// explains nothing), else a problem. When
+// note when the CPU the runs got explains the change (share.explains, and
+// their flows per CPU second dropped by no more than effLimit percent),
+// else a problem. When
 // there is no margin the repeats' spread decides (spread), or a single
 // run's change is a note that says so.
-func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool, old, new []results.Run, effLimit float64) {
+func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool, old, new []results.Run, share cpuShare, effLimit float64) {
 	within, beyond := " within the run's own noise", " beyond the run's own noise"
 	if spread {
 		msg += " beyond the repeats' spread"
 		within, beyond = " but within the runs' own noise", " and the runs' own noise"
 	}
-	cpu, eff, measured := machineShare(old, new)
-	measured = measured && effLimit >= 0
+	cpu, eff, measured := share.cpuPct, share.effPct, share.explains
 	switch {
 	case !ok && spread:
 		v.Problems = append(v.Problems, msg)
@@ -227,11 +228,19 @@ func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool,
 	}
 }
 
+// cpuShare is how the CPU a row's runs got changed from old to new
+// (cpuPct) and how their flows per CPU second did (effPct), in percent.
+// explains is whether those figures may explain a change: false when
+// either file did not sample the CPU, or when the caller rules the CPU out.
+type cpuShare struct {
+	cpuPct, effPct float64
+	explains       bool
+}
+
 // machineShare is how the CPU the row's runs got (MySQL + Redis +
 // harness, median over repeats) changed from old to new, and how their
-// flows per CPU second did, in percent; measured is false when either
-// file did not sample the CPU.
-func machineShare(old, new []results.Run) (cpuPct, effPct float64, measured bool) {
+// flows per CPU second did.
+func machineShare(old, new []results.Run) cpuShare {
 	cpu := func(r results.Run) float64 {
 		h := r.Harness
 		if h.ServerCPUPct == nil || h.HarnessCPUPct == nil {
@@ -248,9 +257,9 @@ func machineShare(old, new []results.Run) (cpuPct, effPct float64, measured bool
 	co, cn := results.SpreadOf(old, cpu).Median, results.SpreadOf(new, cpu).Median
 	eo, en := results.SpreadOf(old, eff).Median, results.SpreadOf(new, eff).Median
 	if co <= 0 || cn <= 0 || eo <= 0 || en <= 0 {
-		return 0, 0, false
+		return cpuShare{}
 	}
-	return 100 * (cn/co - 1), 100 * (en/eo - 1), true
+	return cpuShare{cpuPct: 100 * (cn/co - 1), effPct: 100 * (en/eo - 1), explains: true}
 }
 
 // fewest is the smallest flow count of any run of either row.
