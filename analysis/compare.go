@@ -146,9 +146,10 @@ func Compare(old, new *Analysis, th Thresholds) Comparison {
 // worse than OLD's worst) is a note. Then the per-second series of the
 // runs (all repeats' seconds pooled) decide: a change inside their noise
 // margin (tpsNoisePct, p99NoisePct) is a note. Beyond it, the change is
-// the machine's when the CPU the runs got explains it (machineShare: the
-// flows per CPU second did not drop past the TPS limit or the seconds'
-// noise); else it is a regression. Runs too short to measure a margin:
+// the machine's when the stores waited for a core far longer than in OLD
+// (cpuShare.starved), or when the CPU the runs got explains it
+// (machineShare: the flows per CPU second did not drop past the TPS limit
+// or the seconds' noise); else it is a regression. Runs too short to measure a margin:
 // with repeats the spread alone decides; a single run's change is a note.
 func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 	spread := len(old) > 1 || len(new) > 1
@@ -197,7 +198,8 @@ func (v *Verdict) judgeSpeed(old, new []results.Run, th Thresholds) {
 // and beyond the repeats' spread when spread, against the noise margin of
 // the runs' seconds (noise; ok false when the runs were too short to
 // measure it): inside it, a note that gives the margin; beyond it, a
-// note when the CPU the runs got explains the change (share.explains, and
+// note when the machine starved the stores (share.starved), or when the
+// CPU the runs got explains the change (share.explains, and
 // their flows per CPU second dropped by no more than effLimit percent),
 // else a problem. When
 // there is no margin the repeats' spread decides (spread), or a single
@@ -217,6 +219,9 @@ func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool,
 			msg, min(len(wholeSeconds(old[0])), len(wholeSeconds(new[0]))), MinNoiseSeconds))
 	case change <= noise:
 		v.Notes = append(v.Notes, fmt.Sprintf("%s%s (± %.1f %%)", msg, within, noise))
+	case share.starved():
+		v.Notes = append(v.Notes, fmt.Sprintf("%s%s (± %.1f %%), but the machine starved the stores: MySQL and Redis waited for a core %.0f %% of the time (was %.0f %%), so this pair says nothing about speed: run it again on a quieter machine",
+			msg, beyond, noise, share.waitNew, share.waitOld))
 	case measured && -eff <= effLimit:
 		v.Notes = append(v.Notes, fmt.Sprintf("%s%s (± %.1f %%), but the CPU the run got explains it: CPU %+.1f %%, flows per CPU second %+.1f %% (limit %.1f %%)",
 			msg, beyond, noise, cpu, eff, effLimit))
@@ -235,6 +240,28 @@ func (v *Verdict) judgeNoise(msg string, change, noise float64, ok, spread bool,
 type cpuShare struct {
 	cpuPct, effPct float64
 	explains       bool
+	// waitOld and waitNew are the stores' (MySQL + Redis) run-queue wait
+	// in percent of the phase (results.Cost), median over repeats;
+	// waitMeasured is false when either file lacks it.
+	waitOld, waitNew float64
+	waitMeasured     bool
+}
+
+// Starvation: the stores' run-queue wait must have grown to at least
+// starveFactor times the old run's and by starveMinPct points for a
+// change to be put on a starved machine. A lock holder waiting for a core
+// holds everyone behind it, so flows per CPU second drop too and the CPU
+// share cannot tell; a slower strategy does not make the stores wait
+// longer for a core (a pool or lock regression makes them wait less).
+const (
+	starveFactor = 2.0
+	starveMinPct = 20.0
+)
+
+// starved reports whether the new run's stores waited for a core much
+// longer than the old's (starveFactor, starveMinPct).
+func (c cpuShare) starved() bool {
+	return c.waitMeasured && c.waitNew >= starveFactor*c.waitOld && c.waitNew-c.waitOld >= starveMinPct
 }
 
 // machineShare is how the CPU the row's runs got (MySQL + Redis +
@@ -254,12 +281,34 @@ func machineShare(old, new []results.Run) cpuShare {
 		}
 		return 0
 	}
+	var share cpuShare
+	if wo, okO := storesWait(old); okO {
+		if wn, okN := storesWait(new); okN {
+			share.waitOld, share.waitNew, share.waitMeasured = wo, wn, true
+		}
+	}
 	co, cn := results.SpreadOf(old, cpu).Median, results.SpreadOf(new, cpu).Median
 	eo, en := results.SpreadOf(old, eff).Median, results.SpreadOf(new, eff).Median
 	if co <= 0 || cn <= 0 || eo <= 0 || en <= 0 {
-		return cpuShare{}
+		return share
 	}
-	return cpuShare{cpuPct: 100 * (cn/co - 1), effPct: 100 * (en/eo - 1), explains: true}
+	share.cpuPct, share.effPct, share.explains = 100*(cn/co-1), 100*(en/eo-1), true
+	return share
+}
+
+// storesWait is the median over runs of MySQL's plus Redis's run-queue
+// wait (percent of the phase); false when a run lacks either.
+func storesWait(runs []results.Run) (float64, bool) {
+	ok := len(runs) > 0
+	w := results.SpreadOf(runs, func(r results.Run) float64 {
+		c := r.Cost
+		if c == nil || c.MySQLRunQueuePct == nil || c.RedisRunQueuePct == nil {
+			ok = false
+			return 0
+		}
+		return *c.MySQLRunQueuePct + *c.RedisRunQueuePct
+	})
+	return w.Median, ok
 }
 
 // fewest is the smallest flow count of any run of either row.

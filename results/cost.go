@@ -48,6 +48,19 @@ type Cost struct {
 	// MachineBusyPct is the share of all the machine's cores not idle over
 	// the phase (100: every core busy), whoever used them (/proc/stat).
 	MachineBusyPct *float64 `json:"machine_busy_pct,omitempty"`
+	// Waiting for a core: MySQLRunQueuePct, RedisRunQueuePct and
+	// HarnessRunQueuePct are the time each tier's threads spent runnable
+	// but not running (on a run queue: /proc/PID/task/*/schedstat), in
+	// percent of the phase (100: one thread waiting all the time), absent
+	// for a container or without schedstats; CPUPressurePct is the share
+	// of the phase in which any task of the machine waited for a core
+	// (/proc/pressure/cpu, "some"). A tier that waits for a core while it
+	// holds a lock slows everyone: these tell a starved machine from a
+	// slower strategy.
+	MySQLRunQueuePct   *float64 `json:"mysql_run_queue_pct,omitempty"`
+	RedisRunQueuePct   *float64 `json:"redis_run_queue_pct,omitempty"`
+	HarnessRunQueuePct *float64 `json:"harness_run_queue_pct,omitempty"`
+	CPUPressurePct     *float64 `json:"cpu_pressure_pct,omitempty"`
 
 	// Round trips the strategy's pools made (counted in the drivers:
 	// go-sql-driver through a counting connector, go-redis through a

@@ -40,6 +40,8 @@ type costMark struct {
 	redisMain   float64 // seconds of CPU of Redis's main thread
 	redisMainOK bool
 	machine     *results.MachineCPU
+	pressure    time.Duration // the machine's CPU pressure total (PSI some)
+	pressureOK  bool
 	inStrategy  int64 // ns
 }
 
@@ -77,6 +79,7 @@ func (m *costMeter) read(start bool) *costMark {
 		k.pool = markPools(m.pools)
 	}
 	k.machine = machineCPU()
+	k.pressure, k.pressureOK = sysstat.CPUPressure()
 	k.at = time.Now()
 	if !start {
 		trips()
@@ -184,6 +187,8 @@ func costOf(from, to *costMark, in costInputs) *results.Cost {
 	c.MySQLCPUPct, c.RedisCPUPct, c.HarnessCPUPct = in.cpu.of("mysql"), in.cpu.of("redis"), in.cpu.of("harness")
 	c.MySQLCPUUSPerFlow, c.RedisCPUUSPerFlow, c.HarnessCPUUSPerFlow = cpuPerFlow("mysql"), cpuPerFlow("redis"), cpuPerFlow("harness")
 	c.ServiceCPUPct, c.ServiceCPUUSPerFlow = in.cpu.of(serviceCPU), cpuPerFlow(serviceCPU)
+	c.MySQLRunQueuePct, c.RedisRunQueuePct = in.cpu.of(runQueue+"mysql"), in.cpu.of(runQueue+"redis")
+	c.HarnessRunQueuePct = in.cpu.of(runQueue + "harness")
 	if in.probe && c.HarnessCPUUSPerFlow != nil {
 		v := *c.HarnessCPUUSPerFlow
 		c.GeneratorCPUUSPerFlow = &v
@@ -207,6 +212,10 @@ func costOf(from, to *costMark, in costInputs) *results.Cost {
 	if s := machineShare(from.machine, to.machine); s != nil {
 		v := 100 - s.IdlePct
 		c.MachineBusyPct = &v
+	}
+	if from.pressureOK && to.pressureOK && secs > 0 {
+		v := min(100, max(0, (to.pressure-from.pressure).Seconds()/secs*100))
+		c.CPUPressurePct = &v
 	}
 	c.MySQLPoolWaitMS = float64(to.pool.db.WaitDuration-from.pool.db.WaitDuration) / 1e6
 	c.RedisPoolWaitMS = float64(to.pool.redis.WaitDurationNs-from.pool.redis.WaitDurationNs) / 1e6

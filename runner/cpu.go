@@ -17,6 +17,10 @@ type cpuReading struct {
 	cpu time.Duration
 	at  time.Time
 	id  int
+	// wait is the time the source's threads waited on a run queue for a
+	// core (processes only; waitOK false for a container).
+	wait   time.Duration
+	waitOK bool
 }
 
 // cpuSource reads one CPU total; ok is false when it cannot.
@@ -25,9 +29,13 @@ type cpuSource func() (cpuReading, bool)
 // cpuAcc accumulates one source's CPU time over a measurement, across
 // restarts: a reading from another process, or one lower than the last
 // (a container's counter restarts from zero), starts a new count.
+// The run-queue wait is summed over live threads, so it drops when a
+// thread ends: a drop counts as no wait, a new process's as all of it.
 type cpuAcc struct {
 	first, last cpuReading
 	acc         time.Duration
+	wait        time.Duration
+	waitOK      bool
 }
 
 func (a *cpuAcc) add(r cpuReading) {
@@ -35,6 +43,14 @@ func (a *cpuAcc) add(r cpuReading) {
 		a.acc += r.cpu
 	} else {
 		a.acc += r.cpu - a.last.cpu
+	}
+	switch {
+	case !r.waitOK || !a.last.waitOK:
+		a.waitOK = false
+	case r.id != a.last.id:
+		a.wait += r.wait
+	default:
+		a.wait += max(0, r.wait-a.last.wait)
 	}
 	a.last = r
 }
@@ -133,14 +149,20 @@ func procSource(pids func() []int) cpuSource {
 			return cpuReading{}, false
 		}
 		var sum int64
+		var wait time.Duration
+		waitOK := true
 		for _, pid := range ps {
 			t, ok := sysstat.ProcTicks(pid)
 			if !ok {
 				return cpuReading{}, false
 			}
 			sum += t
+			w, ok := sysstat.ProcRunQueueWait(pid)
+			wait += w
+			waitOK = waitOK && ok
 		}
-		return cpuReading{cpu: time.Duration(sum) * time.Second / sysstat.ClockTicks, at: time.Now(), id: ps[0]}, true
+		return cpuReading{cpu: time.Duration(sum) * time.Second / sysstat.ClockTicks, at: time.Now(), id: ps[0],
+			wait: wait, waitOK: waitOK}, true
 	}
 }
 
@@ -222,7 +244,7 @@ func (c *cpuSampler) sample() {
 		if a := c.acc[k]; a != nil {
 			a.add(x)
 		} else {
-			c.acc[k] = &cpuAcc{first: x, last: x}
+			c.acc[k] = &cpuAcc{first: x, last: x, waitOK: x.waitOK}
 		}
 	}
 }
@@ -304,8 +326,14 @@ func (c *cpuSampler) end() cpuFigures {
 	return c.compute()
 }
 
-// cpuFigures are CPU percents by source (mysql, redis, harness, server).
+// cpuFigures are CPU percents by source (mysql, redis, harness, server),
+// and under runQueue+source the time the source's threads waited on a run
+// queue for a core, in percent of the window (100: one thread waiting the
+// whole time).
 type cpuFigures map[string]float64
+
+// runQueue prefixes a source's run-queue wait in cpuFigures.
+const runQueue = "runq:"
 
 // of is the source's figure, nil when it could not be read.
 func (f cpuFigures) of(source string) *float64 {
@@ -335,6 +363,9 @@ func (c *cpuSampler) compute() cpuFigures {
 		}
 		pct := a.acc.Seconds() / secs * 100
 		out[k] = pct
+		if a.waitOK && k != refCPUSource {
+			out[runQueue+k] = a.wait.Seconds() / secs * 100
+		}
 		if k != "harness" && k != serviceCPU && k != refCPUSource {
 			server += pct
 			seen = true

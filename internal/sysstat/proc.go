@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ClockTicks is USER_HZ, 100 on every Linux platform Go supports: the unit
@@ -159,4 +160,77 @@ func CPUModel() string {
 		return ""
 	}
 	return ParseCPUModel(string(b))
+}
+
+// ParseSchedstat reads a /proc/PID/task/TID/schedstat text, "run_ns
+// wait_ns timeslices": the time the thread ran and the time it waited on a
+// run queue for a core; false for a text of another shape.
+func ParseSchedstat(text string) (run, wait time.Duration, ok bool) {
+	f := strings.Fields(text)
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	r, err1 := strconv.ParseInt(f[0], 10, 64)
+	w, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return time.Duration(r), time.Duration(w), true
+}
+
+// ProcRunQueueWait is the time a process's live threads have waited on a
+// run queue for a core, summed (/proc/PID/task/*/schedstat; a thread that
+// has ended takes its wait with it). false when the process is gone or
+// the kernel keeps no schedstats.
+func ProcRunQueueWait(pid int) (time.Duration, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, false
+	}
+	var sum time.Duration
+	seen := false
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended since the listing
+		}
+		if _, w, ok := ParseSchedstat(string(b)); ok {
+			sum += w
+			seen = true
+		}
+	}
+	return sum, seen
+}
+
+// ParseCPUPressure reads the "some" line's total of a /proc/pressure/cpu
+// text (PSI): the time in which at least one runnable task waited for a
+// core, in microseconds since boot; false without it.
+func ParseCPUPressure(text string) (time.Duration, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "some" {
+			continue
+		}
+		for _, kv := range f[1:] {
+			if v, ok := strings.CutPrefix(kv, "total="); ok {
+				us, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, false
+				}
+				return time.Duration(us) * time.Microsecond, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// CPUPressure reads the machine's CPU pressure total (ParseCPUPressure);
+// false on a kernel without PSI.
+func CPUPressure() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0, false
+	}
+	return ParseCPUPressure(string(b))
 }

@@ -3,7 +3,9 @@ package sysstat
 import (
 	"os"
 	"reflect"
+	"strconv"
 	"testing"
+	"time"
 )
 
 // TestParseStatus: the kB fields of /proc/PID/status, in bytes; other
@@ -134,6 +136,55 @@ func TestReadThisProcess(t *testing.T) {
 	}
 	if m, ok := MachineCPU(); !ok || m.Idle <= 0 {
 		t.Fatalf("MachineCPU = %+v, %v", m, ok)
+	}
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/schedstat"); err == nil {
+		if _, ok := ProcRunQueueWait(os.Getpid()); !ok {
+			t.Fatal("ProcRunQueueWait of this process: not read")
+		}
+	}
+	if _, ok := ProcRunQueueWait(-1); ok {
+		t.Fatal("ProcRunQueueWait of no process: read")
+	}
+}
+
+// TestParseSchedstat: a thread's run and run-queue wait, in nanoseconds.
+func TestParseSchedstat(t *testing.T) {
+	cases := []struct {
+		text      string
+		run, wait time.Duration
+		ok        bool
+	}{
+		{"1234567 89012 34\n", 1234567, 89012, true},
+		{"0 0 0", 0, 0, true},
+		{"12", 0, 0, false},
+		{"x 1 2", 0, 0, false},
+		{"", 0, 0, false},
+	}
+	for _, c := range cases {
+		r, w, ok := ParseSchedstat(c.text)
+		if r != c.run || w != c.wait || ok != c.ok {
+			t.Errorf("ParseSchedstat(%q) = %v, %v, %v; want %v, %v, %v", c.text, r, w, ok, c.run, c.wait, c.ok)
+		}
+	}
+}
+
+// TestParseCPUPressure: the "some" line's total, in microseconds.
+func TestParseCPUPressure(t *testing.T) {
+	cases := []struct {
+		text string
+		want time.Duration
+		ok   bool
+	}{
+		{"some avg10=50.69 avg60=50.37 avg300=55.72 total=510354915\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", 510354915 * time.Microsecond, true},
+		{"full avg10=0.00 total=7\n", 0, false},
+		{"some avg10=1.00 total=x\n", 0, false},
+		{"", 0, false},
+	}
+	for _, c := range cases {
+		got, ok := ParseCPUPressure(c.text)
+		if got != c.want || ok != c.ok {
+			t.Errorf("ParseCPUPressure(%q) = %v, %v; want %v, %v", c.text, got, ok, c.want, c.ok)
+		}
 	}
 }
 
