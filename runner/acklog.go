@@ -17,17 +17,24 @@ import (
 )
 
 // ackLog keeps a run's acknowledgements on disk, not in memory: an
-// append-only file in a temporary directory of its own, written through a
-// buffer as the acks are given and read back by the auditor in batches
-// (audit.AckSource), so the harness's memory does not grow with the length
-// of the run. A record is a state byte, then the SKU and the order id, each
-// as a uvarint length and its bytes, then the quantity as a varint (a
-// restock's; 0, one byte, for an order's) — a few tens of bytes an ack. Safe for
-// concurrent use; the log is removed by Close.
+// append-only file read back by the auditor in batches (audit.AckSource),
+// so the harness's memory does not grow with the length of the run. A
+// record is a state byte, then the SKU and the order id, each as a uvarint
+// length and its bytes, then the quantity as a varint (a restock's; 0, one
+// byte, for an order's) — a few tens of bytes an ack. Safe for concurrent
+// use.
+//
+// Two kinds: a run's own log (newAckLog) sits in a temporary directory of
+// its own, is written through a buffer and removed by Close; a generator's
+// log in its state directory (openAckLog) is written with one write(2) per
+// ack and no user-space buffer, so a generator killed with SIGKILL leaves
+// every ack it had recorded in the file (readAckFile), and Close keeps it.
 type ackLog struct {
-	mu   sync.Mutex
-	dir  string
-	f    *os.File
+	mu  sync.Mutex
+	dir string // removed by Close; "" for a state directory's log
+	f   *os.File
+	// w is the buffer of a run's own log; nil: every add is one write(2)
+	// to f.
 	w    *bufio.Writer
 	n    int64
 	err  error // first write error: every later read reports it
@@ -63,6 +70,110 @@ func newAckLog() (*ackLog, error) {
 	return &ackLog{dir: dir, f: f, w: bufio.NewWriterSize(f, 256<<10)}, nil
 }
 
+// AckFile is a generator's ack log in its state directory (run
+// --state-dir): every ack its clients got and every restock it issued, one
+// write(2) each, so it survives the generator's SIGKILL.
+const AckFile = "acks.bin"
+
+// openAckLog opens the ack log at path, unbuffered (see ackLog). With keep
+// it appends to the acks a predecessor on the same state directory left (a
+// generator restarted on the stores as they are: its acks still grade
+// them), cut after the last whole record; without, it starts empty.
+func openAckLog(path string, keep bool) (*ackLog, error) {
+	flags := os.O_CREATE | os.O_RDWR
+	if !keep {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("ack log: %w", err)
+	}
+	var n, whole int64
+	if keep {
+		if n, whole, err = scanAcks(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("ack log %s: %w", path, err)
+		}
+		if err := f.Truncate(whole); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("ack log: %w", err)
+		}
+	}
+	if _, err := f.Seek(whole, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ack log: %w", err)
+	}
+	return &ackLog{f: f, n: n}, nil
+}
+
+// scanAcks counts the whole records of an ack log from its start and the
+// bytes they take (a torn last record, cut by a crash mid-write, is not
+// counted).
+func scanAcks(f *os.File) (n, whole int64, err error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, 0, err
+	}
+	cr := &countingReader{r: bufio.NewReaderSize(f, 256<<10)}
+	for {
+		if _, err := readAck(cr); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return n, whole, nil
+			}
+			return n, whole, fmt.Errorf("record %d: %w", n+1, err)
+		}
+		n++
+		whole = cr.n
+	}
+}
+
+// ReadAckFile reads the ack log a generator left in its state directory
+// (AckFile), for the parent of a generator that died: every whole record,
+// and how many bytes of a torn last record (cut by the kill) it dropped.
+func ReadAckFile(path string) (acks []inventory.Ack, tornBytes int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ack log: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("ack log: %w", err)
+	}
+	cr := &countingReader{r: bufio.NewReaderSize(f, 256<<10)}
+	var whole int64
+	for {
+		a, err := readAck(cr)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return acks, fi.Size() - whole, nil
+			}
+			return acks, 0, fmt.Errorf("ack log %s: record %d: %w", path, len(acks)+1, err)
+		}
+		acks = append(acks, a)
+		whole = cr.n
+	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
 // add appends one ack. A write error is kept and reported by EachAck: the
 // audit must not grade a run against acks it lost.
 func (l *ackLog) add(a inventory.Ack) {
@@ -83,7 +194,11 @@ func (l *ackLog) add(a inventory.Ack) {
 	b = append(b, a.OrderID...)
 	b = binary.AppendVarint(b, a.Qty)
 	l.buf = b
-	if _, err := l.w.Write(b); err != nil {
+	var w io.Writer = l.f
+	if l.w != nil {
+		w = l.w
+	}
+	if _, err := w.Write(b); err != nil {
 		l.err = fmt.Errorf("ack log: %w", err)
 		return
 	}
@@ -102,7 +217,7 @@ func (l *ackLog) len() int64 {
 // reused). Acks added while it reads may or may not be seen.
 func (l *ackLog) EachAck(ctx context.Context, fn func(batch []inventory.Ack) error) error {
 	l.mu.Lock()
-	if l.err == nil && !l.done {
+	if l.err == nil && !l.done && l.w != nil {
 		if err := l.w.Flush(); err != nil {
 			l.err = fmt.Errorf("ack log: %w", err)
 		}
@@ -144,11 +259,27 @@ func (l *ackLog) EachAck(ctx context.Context, fn func(batch []inventory.Ack) err
 	return nil
 }
 
-func readAck(r *bufio.Reader) (inventory.Ack, error) {
+// ackReader is what readAck reads from.
+type ackReader interface {
+	io.Reader
+	io.ByteReader
+}
+
+// readAck reads one record; io.EOF before its first byte, and
+// io.ErrUnexpectedEOF for a record cut short.
+func readAck(r ackReader) (inventory.Ack, error) {
 	code, err := r.ReadByte()
 	if err != nil {
 		return inventory.Ack{}, err
 	}
+	a, err := readAckRest(r, code)
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return a, err
+}
+
+func readAckRest(r ackReader, code byte) (inventory.Ack, error) {
 	if int(code) >= len(ackStates) {
 		return inventory.Ack{}, fmt.Errorf("bad state code %d", code)
 	}
@@ -167,7 +298,7 @@ func readAck(r *bufio.Reader) (inventory.Ack, error) {
 	return inventory.Ack{OrderID: id, SKU: sku, State: ackStates[code], Qty: qty}, nil
 }
 
-func readString(r *bufio.Reader) (string, error) {
+func readString(r ackReader) (string, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return "", err
@@ -190,7 +321,9 @@ func (l *ackLog) all(ctx context.Context) ([]inventory.Ack, error) {
 	return out, err
 }
 
-// Close removes the log. Idempotent.
+// Close removes a run's own log; a state directory's log is closed and
+// kept (its generator's caller removes it once the acks are in its
+// results). Idempotent.
 func (l *ackLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -198,7 +331,10 @@ func (l *ackLog) Close() error {
 		return nil
 	}
 	l.done = true
-	_ = l.f.Close()
+	err := l.f.Close()
+	if l.dir == "" {
+		return err
+	}
 	return os.RemoveAll(l.dir)
 }
 

@@ -193,3 +193,105 @@ func TestDeadlines(t *testing.T) {
 		})
 	}
 }
+
+// TestAckLogStateDir: a state directory's log holds every ack as soon as
+// add returns (no buffer: read back by another reader before any flush or
+// close), ReadAckFile drops only a torn last record and says its size,
+// and a log reopened with keep appends to its predecessor's whole records
+// (without keep it starts empty).
+func TestAckLogStateDir(t *testing.T) {
+	ack := func(i int) inventory.Ack {
+		if i%5 == 4 {
+			return inventory.Ack{OrderID: fmt.Sprintf("restock-%d", i), SKU: "SKU-1", State: inventory.AckRestockUnknown, Qty: int64(i)}
+		}
+		return inventory.Ack{OrderID: fmt.Sprintf("o-%d", i), SKU: "SKU-1", State: inventory.StateConfirmed}
+	}
+	for _, c := range []struct {
+		name       string
+		first      int
+		torn       []byte // bytes a kill left after the last whole record
+		keep       bool
+		then, want int // acks the second log adds; acks it then holds
+	}{
+		{"nothing logged", 0, nil, true, 2, 2},
+		{"whole records kept", 7, nil, true, 3, 10},
+		{"torn record dropped, rest kept", 7, []byte{1, 5, 'S', 'K'}, true, 3, 10},
+		{"torn state byte alone dropped", 4, []byte{1}, true, 1, 5},
+		{"without keep: a new log", 7, []byte{1, 5}, false, 3, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := t.TempDir() + "/" + AckFile
+			l, err := openAckLog(path, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range c.first {
+				l.add(ack(i))
+			}
+			// Not closed, not flushed: what a SIGKILL leaves.
+			got, torn, err := ReadAckFile(path)
+			if err != nil || len(got) != c.first || torn != 0 {
+				t.Fatalf("before the tear: %d acks, %d torn bytes, %v; want %d, 0", len(got), torn, err, c.first)
+			}
+			for i, a := range got {
+				if a != ack(i) {
+					t.Fatalf("ack %d: %+v, want %+v", i, a, ack(i))
+				}
+			}
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(c.torn); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if got, torn, err = ReadAckFile(path); err != nil || len(got) != c.first || torn != int64(len(c.torn)) {
+				t.Fatalf("after the tear: %d acks, %d torn bytes, %v; want %d, %d", len(got), torn, err, c.first, len(c.torn))
+			}
+			l2, err := openAckLog(path, c.keep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range c.then {
+				l2.add(ack(100 + i))
+			}
+			all, err := l2.all(context.Background())
+			if err != nil || len(all) != c.want || l2.len() != int64(c.want) {
+				t.Fatalf("reopened: read %d (%v), counted %d, want %d", len(all), err, l2.len(), c.want)
+			}
+			if err := l2.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("a state directory's log is kept by Close: %v", err)
+			}
+			l.Close()
+		})
+	}
+}
+
+// BenchmarkAckLogAdd is the cost of one ack: a run's own log (buffered)
+// against a state directory's (one write(2) per ack).
+func BenchmarkAckLogAdd(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		open func() (*ackLog, error)
+	}{
+		{"buffered", newAckLog},
+		{"write-per-ack", func() (*ackLog, error) { return openAckLog(b.TempDir()+"/"+AckFile, false) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			l, err := c.open()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			a := inventory.Ack{OrderID: "s1-w12-123456", SKU: "SKU-00000", State: inventory.StateConfirmed}
+			b.ResetTimer()
+			for range b.N {
+				l.add(a)
+			}
+		})
+	}
+}

@@ -180,18 +180,22 @@ func (l *ledger) Refund(ctx context.Context, o inventory.OrderRef) error {
 }
 
 // Restock records the restock the harness issued, as an ack the auditor
-// matches against the stores' restock journal: AckRestocked when the call
-// returned nil, AckRestockUnknown when it failed (its reply may have been
-// lost after the commit; the journal says whether it applied). The stock
+// matches against the stores' restock journal: AckRestockUnknown as it is
+// issued, then AckRestocked when the call returned nil (a failed call
+// leaves the first: its reply may have been lost after the commit; the
+// journal says whether it applied). The stock
 // put in is the initial stock plus the journal rows so matched, so no
 // restock is guessed at, whether or not the harness knew of a fault.
+//
+// Logged before the call, a generator killed during it (its ack log
+// survives that: openAckLog) still names the journal row its stores may
+// have written, and the audit counts it as for a lost reply.
 func (l *ledger) Restock(ctx context.Context, r inventory.Restock) error {
+	l.acks.add(inventory.Ack{OrderID: r.ID, SKU: r.SKU, State: inventory.AckRestockUnknown, Qty: r.Qty})
 	err := l.Strategy.Restock(ctx, r)
-	st := inventory.AckRestocked
-	if err != nil {
-		st = inventory.AckRestockUnknown
+	if err == nil {
+		l.acks.add(inventory.Ack{OrderID: r.ID, SKU: r.SKU, State: inventory.AckRestocked, Qty: r.Qty})
 	}
-	l.acks.add(inventory.Ack{OrderID: r.ID, SKU: r.SKU, State: st, Qty: r.Qty})
 	return err
 }
 
