@@ -56,8 +56,8 @@ type Safety struct {
 	// audit.Classes order.
 	Classes []ClassCount `json:"classes,omitempty"`
 	// Phase names what did not finish (Kind Unproven only): a runner
-	// phase (settle, audit_end_of_load, audit), PhaseInterrupted or
-	// PhaseNoAudit.
+	// phase (settle, audit_end_of_load, audit), PhaseInterrupted,
+	// PhaseNoAudit or results.IncompleteGeneratorLost.
 	Phase string `json:"phase,omitempty"`
 }
 
@@ -177,6 +177,8 @@ func (s Safety) Why() string {
 			return "the run was interrupted"
 		case PhaseNoAudit:
 			return "no audit ran"
+		case results.IncompleteGeneratorLost:
+			return "a generator died before its report (its load figures are missing; see lost_generators)"
 		}
 		return "the " + s.Phase + " phase did not finish"
 	}

@@ -213,12 +213,48 @@ type Run struct {
 	// against (the ledger: the catalog plus the journal rows those restocks
 	// name). Only in a shard's own file.
 	ShardAcks []inventory.Ack `json:"shard_acks,omitempty"`
+	// Lost are the generators of a merged run (run --procs N) that died
+	// before writing their results (SIGKILL, OOM): their load figures are
+	// missing; what they left in their state directory was drained and
+	// audited by the parent. A run with any is IncompleteGeneratorLost.
+	Lost []LostGenerator `json:"lost_generators,omitempty"`
 	// Flash is the sale's own figures (fixed scenarios); Service the
 	// service model's settings and sheds.
 	Flash   *Flash   `json:"flash,omitempty"`
 	Service *Service `json:"service,omitempty"`
 	// Cost is what the measured phase cost each tier per flow (results/cost.go).
 	Cost *Cost `json:"cost,omitempty"`
+}
+
+// IncompleteGeneratorLost is Run.Incomplete when a generator of the run
+// died before its report (Run.Lost): the audit ran, on what the others
+// measured and what the dead one left, but its load is not all known.
+const IncompleteGeneratorLost = "generator_lost"
+
+// LostGenerator is one generator of a merged run that died before writing
+// its results, and what its parent recovered of it.
+type LostGenerator struct {
+	// Index (from 0) of Of generators.
+	Index int `json:"index"`
+	Of    int `json:"of"`
+	// Exit is how it ended ("signal: killed") and its last line of stderr.
+	Exit string `json:"exit"`
+	// StateDir is its state directory (run --state-dir), kept when its
+	// drain did not finish, so a generator started on it again relays it.
+	StateDir string `json:"state_dir,omitempty"`
+	// Acks were read from its ack log (runner.AckFile) and graded with
+	// the others'; TornBytes are the bytes of a last record the kill cut
+	// (0: no ack was lost in the file).
+	Acks      int64 `json:"acks"`
+	TornBytes int64 `json:"torn_bytes,omitempty"`
+	// AckError says why its ack log could not be read to its end.
+	AckError string `json:"ack_error,omitempty"`
+	// Drained are the events of its local table the parent relayed into
+	// the stores (the strategy's outbox_relayed counter after its Setup
+	// and Settle on that directory); DrainError says why the drain did not
+	// finish ("" when it did).
+	Drained    int64  `json:"drained"`
+	DrainError string `json:"drain_error,omitempty"`
 }
 
 // Phase is one named phase of a run: setup (reset, load the catalog, the

@@ -128,7 +128,18 @@ type Segment struct {
 	// process did not start them but runs on their host: a generator
 	// samples its parent's servers' CPU over its own measured phase.
 	ServerPIDs map[string]int
+	// StateDir, when set, is this generator's own directory (run
+	// --state-dir), kept after it ends however it ends: the strategy's
+	// service-local state (outbox-local's message table, in StateLocal)
+	// and the ack log (AckFile, one write(2) per ack). A generator started
+	// again on it relays what its predecessor left; the parent of one
+	// that died drains it (runShards).
+	StateDir string
 }
+
+// StateLocal is the directory, in a generator's StateDir, of its
+// strategy's service-local state (strategies.Config.LocalDir).
+const StateLocal = "local"
 
 // Partial reports whether this process is one of several generators.
 func (s Segment) Partial() bool { return s.Of > 1 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/stockbench/stockbench/results"
 	"github.com/stockbench/stockbench/scenarios"
 	"github.com/stockbench/stockbench/servers"
+	"github.com/stockbench/stockbench/strategies"
 	"github.com/stockbench/stockbench/strategies/registry"
 )
 
@@ -152,9 +157,30 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	if err != nil {
 		return run, err
 	}
-	runs, err := spawnShards(ctx, st, e, scenario, o, rep)
+	runs, lostShards, err := spawnShards(ctx, st, e, scenario, o, rep)
 	if err != nil {
 		return run, err
+	}
+	// A generator that died: the others have finished; drain what it
+	// left and grade its acks with theirs.
+	var lost []results.LostGenerator
+	var lostAcks []inventory.Ack
+	var drainFrom time.Time
+	for _, l := range lostShards {
+		if drainFrom.IsZero() {
+			drainFrom = time.Now()
+		}
+		o.logf("  generator %d/%d died (%v): draining %s", l.index, o.Procs, l.err.Err, l.err.StateDir)
+		info, acks := drainLost(ctx, conns, e, o, stock, l)
+		lost = append(lost, info)
+		lostAcks = append(lostAcks, acks...)
+	}
+	if len(runs) == 0 {
+		var notes []string
+		for _, l := range lost {
+			notes = append(notes, lostNote(l))
+		}
+		return run, fmt.Errorf("every generator died: %s", strings.Join(notes, "; "))
 	}
 	merged, err := results.MergeRuns(runs)
 	if err != nil {
@@ -179,6 +205,11 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 			staleBefore = r.Shard.SettleFrom
 		}
 	}
+	if drainFrom.After(staleBefore) {
+		// The parent's settle of a dead generator's state passed over
+		// every SKU too.
+		staleBefore = drainFrom
+	}
 	if staleBefore.IsZero() {
 		staleBefore = time.Now()
 	}
@@ -189,7 +220,7 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	for _, s := range stock {
 		auditor.Ledger[s.SKU] += s.Total
 	}
-	var acks []inventory.Ack
+	acks := lostAcks
 	for _, r := range runs {
 		acks = append(acks, r.ShardAcks...)
 	}
@@ -207,18 +238,48 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	} else {
 		merged.Audit = settled
 	}
+	if len(lost) > 0 {
+		// Audited, but on part of the load's figures: unproven, whatever
+		// the audit found (an UNSAFE class still makes it unsafe).
+		merged.Incomplete, merged.Lost = results.IncompleteGeneratorLost, lost
+		for _, l := range lost {
+			merged.Errors = append(merged.Errors, lostNote(l))
+		}
+	}
 	merged.AuditEndOfLoad, merged.SettleRepaired = nil, nil
 	merged.Seed, merged.CoreLines = o.Seed, e.CoreLinesFor(o.Strategy)
 	return merged, nil
 }
 
+// GeneratorLost is what a Spawn returns for a generator that ended
+// without a run in its results (killed with SIGKILL, out of memory): what
+// it left is in StateDir (its strategy's local state in StateLocal, its
+// acks in AckFile), for runShards to drain and audit. The other generators
+// go on.
+type GeneratorLost struct {
+	StateDir string
+	Err      error
+}
+
+func (e *GeneratorLost) Error() string { return e.Err.Error() }
+func (e *GeneratorLost) Unwrap() error { return e.Err }
+
+// lostShard is a generator spawnShards lost, by index.
+type lostShard struct {
+	index int
+	err   *GeneratorLost
+}
+
 // spawnShards starts o.Procs generators through o.Spawn, meeting at a
 // start barrier, and returns the run each measured. The first to fail
-// stops the others: they would wait at the barrier for it.
-func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options, rep int) ([]results.Run, error) {
+// stops the others (they would wait at the barrier for it), unless it is
+// lost (GeneratorLost) after every generator reached the barrier: then the
+// others finish their run and it is returned among the lost.
+func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario string, o Options, rep int) ([]results.Run, []lostShard, error) {
 	key := barrierKey(e, scenario)
 	shards := make([]*results.Results, o.Procs)
 	errs := make([]error, o.Procs)
+	lostBy := make([]*GeneratorLost, o.Procs)
 	var wg sync.WaitGroup
 	gctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -229,6 +290,11 @@ func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario stri
 			shards[i], errs[i] = o.Spawn(gctx, Generator{Endpoints: st.Endpoints, Strategy: e.Name, Scenario: scenario,
 				Repeat: rep, Shard: i, Of: o.Procs, Barrier: key, Metrics: o.Metrics})
 			if errs[i] != nil && ctx.Err() == nil {
+				var lost *GeneratorLost
+				if errors.As(errs[i], &lost) && gctx.Err() == nil && released(gctx, st.Conns.Redis, key, o.Procs) {
+					lostBy[i] = lost
+					return
+				}
 				errs[i] = fmt.Errorf("generator %d/%d: %w", i, o.Procs, errs[i])
 				stop(errs[i])
 			}
@@ -237,17 +303,108 @@ func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	wg.Wait()
 	st.Conns.Redis.Del(context.WithoutCancel(ctx), "{"+key+"}:in", "{"+key+"}:go")
 	var runs []results.Run
+	var lost []lostShard
 	for i, r := range shards {
+		if lostBy[i] != nil {
+			lost = append(lost, lostShard{index: i, err: lostBy[i]})
+			continue
+		}
 		if errs[i] != nil && (ctx.Err() == nil || r == nil) {
 			if cause := context.Cause(gctx); cause != nil && !errors.Is(cause, context.Canceled) {
-				return nil, cause
+				return nil, lost, cause
 			}
-			return nil, errs[i]
+			return nil, lost, errs[i]
 		}
 		if r == nil || len(r.Runs) != 1 {
-			return nil, fmt.Errorf("generator %d/%d: no run in its results", i, o.Procs)
+			return nil, lost, fmt.Errorf("generator %d/%d: no run in its results", i, o.Procs)
 		}
 		runs = append(runs, r.Runs[0])
 	}
-	return runs, nil
+	return runs, lost, nil
+}
+
+// released reports whether every one of n generators had arrived at the
+// start barrier key, and if so makes sure none waits there any more: it
+// adds n release tokens (a generator that died may have been the last to
+// arrive, before it released the others; spare tokens are harmless, each
+// generator takes one once, and the key goes at the end of the run).
+func released(ctx context.Context, rdb redis.UniversalClient, key string, n int) bool {
+	in, err := rdb.Get(ctx, "{"+key+"}:in").Int64()
+	if err != nil || in < int64(n) {
+		return false
+	}
+	tokens := make([]any, n)
+	for i := range tokens {
+		tokens[i] = "1"
+	}
+	return rdb.RPush(ctx, "{"+key+"}:go", tokens...).Err() == nil
+}
+
+// drainLost is what the parent does for a generator that died: the same
+// steps a generator's own end takes on its strategy, on the directory it
+// left — a strategy instance built through the registry on its local
+// state (Setup relays a predecessor's table, as for a restarted service;
+// Settle expires, reconciles and drains it), then Close (outbox-local's
+// member leaves the Redis fence once nothing is left) — and its acks read
+// back from its log. A drain that did not finish leaves the directory for
+// a generator started on it again (run --shard … --state-dir).
+func drainLost(ctx context.Context, conns servers.Conns, e registry.Entry, o Options, stock []inventory.Stock, l lostShard) (results.LostGenerator, []inventory.Ack) {
+	info := results.LostGenerator{Index: l.index, Of: o.Procs, Exit: l.err.Err.Error(), StateDir: l.err.StateDir}
+	acks, torn, err := ReadAckFile(filepath.Join(l.err.StateDir, AckFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// It died before it logged anything.
+	case err != nil:
+		info.AckError = err.Error()
+	}
+	info.Acks, info.TornBytes = int64(len(acks)), torn
+	local := filepath.Join(l.err.StateDir, StateLocal)
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		info.DrainError = err.Error()
+		return info, acks
+	}
+	cfg := o.Strategy
+	cfg.DB, cfg.Redis, cfg.LocalDir = conns.DB, conns.Redis, local
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = o.OpTimeout
+	}
+	settleTO, _ := o.deadlines(len(stock), int64(len(acks)), 0)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTO)
+	defer cancel()
+	s, err := e.New(cfg)
+	if err == nil {
+		if err = s.Setup(dctx, stock); err == nil {
+			err = s.Settle(dctx)
+		}
+		if c, ok := s.(strategies.Counters); ok {
+			info.Drained = int64(c.Counters()["outbox_relayed"])
+		}
+		if cerr := s.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		info.DrainError = err.Error()
+		return info, acks
+	}
+	// Drained: nothing is left to relay (the ack log stays, the record of
+	// what its clients were told).
+	_ = os.RemoveAll(local)
+	info.StateDir = ""
+	return info, acks
+}
+
+// lostNote is a lost generator in words, for the run's errors.
+func lostNote(l results.LostGenerator) string {
+	s := fmt.Sprintf("generator %d/%d died before its report (%s): its load figures are missing; %d acks read from its log", l.Index, l.Of, l.Exit, l.Acks)
+	if l.TornBytes > 0 {
+		s += fmt.Sprintf(" (a last record of %d bytes torn by the kill: that ack is not graded)", l.TornBytes)
+	}
+	if l.AckError != "" {
+		s += " (" + l.AckError + ": acks after that are not graded)"
+	}
+	if l.DrainError != "" {
+		return s + fmt.Sprintf("; the drain of its local state did not finish (%s): %s is kept for `run --shard %d/%d --state-dir`", l.DrainError, l.StateDir, l.Index, l.Of)
+	}
+	return s + fmt.Sprintf("; its local table drained by the parent: %d events relayed", l.Drained)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/stockbench/stockbench/faults"
@@ -213,6 +214,15 @@ func setUp(ctx context.Context, p paths, e registry.Entry, sc scenarios.Scenario
 func strategyConfig(p paths, o Options, localFail *localSwitch, later func(func())) (strategies.Config, error) {
 	cfg := o.Strategy
 	cfg.DB, cfg.Redis = p.sconns.DB, p.sconns.Redis
+	if cfg.LocalDir == "" && o.Segment.StateDir != "" {
+		// A generator's own disk, kept when it ends (however it ends): a
+		// generator started again on it, or the parent of one that died,
+		// relays what is left.
+		cfg.LocalDir = filepath.Join(o.Segment.StateDir, StateLocal)
+		if err := os.MkdirAll(cfg.LocalDir, 0o755); err != nil {
+			return cfg, fmt.Errorf("local dir: %w", err)
+		}
+	}
 	if cfg.LocalDir == "" {
 		// The service's own disk (outbox-local's message database): one
 		// directory per run, kept across an app crash, removed after.
@@ -252,7 +262,15 @@ func serve(b built, o Options, later func(func())) (served, error) {
 	if hasAppCrash(o.Faults) {
 		sv.strat = b.svc
 	}
-	acks, err := newAckLog()
+	var acks *ackLog
+	var err error
+	if o.Segment.StateDir != "" {
+		// Kept through a SIGKILL; a generator on the stores as they are
+		// keeps its predecessor's acks (they still grade the stores).
+		acks, err = openAckLog(filepath.Join(o.Segment.StateDir, AckFile), o.Segment.NoReset)
+	} else {
+		acks, err = newAckLog()
+	}
 	if err != nil {
 		return sv, err
 	}

@@ -216,6 +216,9 @@ func (f *runFlags) options(explicit map[string]bool) (runner.Options, error) {
 	if err := f.sh.check(f); err != nil {
 		errs = append(errs, err)
 	}
+	if f.sh.stateDir != "" && (len(entries) != 1 || len(scens) != 1 || f.repeat != 1) {
+		errs = append(errs, errors.New("--state-dir: one strategy, one scenario, --repeat 1 (it holds one generator's run)"))
+	}
 	if (f.sh.procs > 1 || f.sh.shard != "") && o.Service.Remote() {
 		errs = append(errs, errors.New("--service process: not with several generators (--procs, --shard) yet"))
 	}
@@ -262,6 +265,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, fail f
 		return fail(exitUsage, err)
 	}
 	f.sh.apply(&o, args, f.out)
+	unlock, err := f.sh.lockState()
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	defer unlock()
 	return f.execute(ctx, []runner.Plan{{Options: o}}, nil, stdout, stderr, fail)
 }
 
@@ -360,6 +368,7 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 		if werr := results.WriteJSON(f.out, res); werr != nil {
 			return fail(exitFailed, werr)
 		}
+		f.sh.written(res)
 		switch {
 		case err != nil:
 			return fail(exitFailed, err)
@@ -401,6 +410,14 @@ func (f *runFlags) execute(ctx context.Context, plans []runner.Plan, sweep *resu
 // such run), or "" when every run finished every phase.
 func incomplete(res *results.Results) string {
 	for _, r := range res.Runs {
+		if r.Incomplete == results.IncompleteGeneratorLost {
+			var who []string
+			for _, l := range r.Lost {
+				who = append(who, fmt.Sprintf("%d/%d", l.Index, l.Of))
+			}
+			return fmt.Sprintf("%s on %s: unproven: generator %s died before its report (its state drained and audited; see errors in results.json)",
+				r.Strategy, r.Scenario, strings.Join(who, ", "))
+		}
 		if r.Incomplete != "" {
 			return fmt.Sprintf("%s on %s: the %s phase did not finish", r.Strategy, r.Scenario, r.Incomplete)
 		}

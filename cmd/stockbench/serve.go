@@ -202,7 +202,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, fail
 	} else if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return fail(exitUsage, fmt.Errorf("--state-dir: %w", err))
 	}
-	unlock, err := lockStateDir(stateDir)
+	unlock, err := lockStateDir(stateDir, "serve.lock", "serve instance")
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -312,11 +312,11 @@ func loadStores(ctx context.Context, ep servers.Endpoints, conns servers.Conns, 
 	return inventory.LoadStock(ctx, conns.DB, stock)
 }
 
-// lockStateDir takes an exclusive lock on DIR/serve.lock, so two instances
-// never share a state directory; the kernel drops it when the process
-// dies, however it dies.
-func lockStateDir(dir string) (unlock func(), err error) {
-	path := filepath.Join(dir, "serve.lock")
+// lockStateDir takes an exclusive lock on DIR/file, so two processes (who:
+// serve instances, generators) never share a state directory; the kernel
+// drops it when the process dies, however it dies.
+func lockStateDir(dir, file, who string) (unlock func(), err error) {
+	path := filepath.Join(dir, file)
 	fh, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("--state-dir: %w", err)
@@ -324,7 +324,7 @@ func lockStateDir(dir string) (unlock func(), err error) {
 	if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		fh.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("--state-dir %s: in use by another serve instance", dir)
+			return nil, fmt.Errorf("--state-dir %s: in use by another %s", dir, who)
 		}
 		return nil, fmt.Errorf("--state-dir %s: lock: %w", dir, err)
 	}

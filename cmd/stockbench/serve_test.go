@@ -33,7 +33,7 @@ func TestServeBadInput(t *testing.T) {
 	}
 	defer busy.Close()
 	held := t.TempDir()
-	unlock, err := lockStateDir(held)
+	unlock, err := lockStateDir(held, "serve.lock", "serve instance")
 	if err != nil {
 		t.Fatal(err)
 	}

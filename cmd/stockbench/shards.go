@@ -35,6 +35,8 @@ type shardFlags struct {
 	startBarrier string
 	// generators is how --procs starts its generators: process or docker.
 	generators string
+	// stateDir is --state-dir: a generator's own directory.
+	stateDir string
 	// image is the docker generators' image (checked by check).
 	image string
 	// index and of are --shard parsed.
@@ -49,6 +51,7 @@ func (s *shardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.shard, "shard", "", "I/N: be generator I (from 0) of N against --backend external: play buyers with index % N == I, leave the audit to whoever merges (--procs sets it)")
 	fs.BoolVar(&s.noReset, "no-reset", false, "with --shard: use the stores as prepared (no schema reset, no stock load)")
 	fs.StringVar(&s.startBarrier, "start-barrier", "", "with --shard: Redis key the N generators meet at after setup; load starts when the last arrives")
+	fs.StringVar(&s.stateDir, "state-dir", "", "with --shard: this generator's own directory, kept however it ends (locked while in use): its strategy's local state (outbox-local's message table) and its ack log, one write(2) per ack; a generator started again on it relays what its predecessor left, and with --no-reset its acks join the new results. --procs N gives each generator OUT/shards/…/shard-I/state")
 	fs.StringVar(&s.generators, "generators", generatorsProcess, "with --procs N: how the generators run: process (children of this process) | docker (containers on this host: host networking, this binary mounted read-only)")
 }
 
@@ -68,6 +71,8 @@ func (s *shardFlags) check(f *runFlags) error {
 		return errors.New("--procs: not with --fault yet (faults do not merge)")
 	case s.shard == "" && (s.noReset || s.startBarrier != ""):
 		return errors.New("--no-reset and --start-barrier go with --shard")
+	case s.shard == "" && s.stateDir != "":
+		return errors.New("--state-dir goes with --shard (--procs N gives each generator its own)")
 	case s.generators != generatorsProcess && s.generators != generatorsDocker:
 		return fmt.Errorf("--generators %q: want process or docker", s.generators)
 	case s.generators == generatorsDocker && s.procs < 2:
@@ -110,6 +115,30 @@ func (s *shardFlags) apply(o *runner.Options, args []string, out string) {
 	if s.of > 1 {
 		o.Segment = runner.Segment{Index: s.index, Of: s.of, NoReset: s.noReset,
 			StartBarrier: s.startBarrier, ServerPIDs: serverPIDs()}
+	}
+	o.Segment.StateDir = s.stateDir
+}
+
+// stateDirLock is the lock a generator holds on its --state-dir.
+const stateDirLock = "generator.lock"
+
+// lockState creates and locks the generator's --state-dir (none: a no-op).
+func (s *shardFlags) lockState() (unlock func(), err error) {
+	if s.stateDir == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(s.stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("--state-dir: %w", err)
+	}
+	return lockStateDir(s.stateDir, stateDirLock, "generator")
+}
+
+// written is told that the generator's results file holds its run: its
+// acks are in it, so the state directory's ack log goes (a generator
+// started again there starts a new one).
+func (s *shardFlags) written(res *results.Results) {
+	if s.stateDir != "" && len(res.Runs) == 1 {
+		_ = os.Remove(filepath.Join(s.stateDir, runner.AckFile))
 	}
 }
 
@@ -188,6 +217,12 @@ func spawner(args []string, out, image string) runner.Spawn {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
+		// Its own state, kept however it ends (a past run's is stale: the
+		// stores were prepared afresh).
+		state := filepath.Join(dir, "state")
+		if err := os.RemoveAll(state); err != nil {
+			return nil, err
+		}
 		redisURL := redisURLOf(ep)
 		cargs := append([]string{"run"}, withoutServerFlags(args)...)
 		if g.Metrics != nil {
@@ -199,7 +234,7 @@ func spawner(args []string, out, image string) runner.Spawn {
 		}
 		cargs = append(cargs, "--procs", "1", "--generators", generatorsProcess, "--shard", fmt.Sprintf("%d/%d", g.Shard, g.Of), "--no-reset",
 			"--start-barrier", g.Barrier, "--backend", "external", "--strategies", g.Strategy, "--scenario", g.Scenario,
-			"--repeat", "1", "--calibrate", "0", "--quiet", "--out", dir)
+			"--repeat", "1", "--calibrate", "0", "--quiet", "--out", dir, "--state-dir", state)
 		env := []string{shardChildEnv + "=1", "STOCKBENCH_SKIP_SETUP=1",
 			"STOCKBENCH_MYSQL_DSN=" + ep.MySQLDSN, "STOCKBENCH_MYSQL_DSNS=", "STOCKBENCH_REDIS_ADDR=", "STOCKBENCH_REDIS_URL=" + redisURL}
 		if ep.MySQLPID > 0 || ep.RedisPID > 0 {
@@ -239,8 +274,21 @@ func spawner(args []string, out, image string) runner.Spawn {
 			runErr = cmd.Wait()
 		}
 		res, err := results.ReadJSON(filepath.Join(dir, "results.json"))
+		if runErr != nil && ctx.Err() == nil && (err != nil || len(res.Runs) == 0) {
+			// Dead before its report (SIGKILL, OOM…): what it left is in
+			// its state directory, for the parent to drain.
+			why := runErr.Error()
+			if l := lastLine(stderr.String()); l != "" {
+				why += ": " + l
+			}
+			return res, &runner.GeneratorLost{StateDir: state, Err: errors.New(why)}
+		}
 		if runErr != nil && (err != nil || ctx.Err() == nil) {
 			return res, fmt.Errorf("%v: %s", runErr, lastLine(stderr.String()))
+		}
+		if runErr == nil {
+			// Settled and reported: nothing is left to relay.
+			_ = os.RemoveAll(state)
 		}
 		return res, err
 	}
