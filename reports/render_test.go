@@ -41,7 +41,7 @@ func TestRendering(t *testing.T) {
 		{"table", tb.String(), "1 invariant violations"}, // what made naive UNSAFE
 		{"table", tb.String(), "unproven"},               // outbox has no verdict, not a blank UNSAFE
 		{"table", tb.String(), "UNPROVEN outbox (flash): settle did not finish"},
-		{"table", tb.String(), "recommended, best first: rowlock; then, UNPROVEN (audit not finished): outbox; then, UNSAFE: naive"},
+		{"table", tb.String(), "recommended, best first: rowlock; then, UNPROVEN (see why above): outbox; then, UNSAFE: naive"},
 		{"summary", md, "lost acks"}, // lost acks and cancel-ack violations apart
 		{"summary", md, "cancel-ack violations"},
 		{"summary", md, "| rowlock | flash | 170.5 | 88.10 | 0 | 0 | 0.000 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | 212 | n/a | ok |"}, // classic row

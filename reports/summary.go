@@ -233,7 +233,7 @@ func Table(w io.Writer, a *analysis.Analysis) {
 			line = "recommended: none (no strategy was proven safe)"
 		}
 		if len(unproven) > 0 {
-			line += "; then, UNPROVEN (audit not finished): " + strings.Join(unproven, ", ")
+			line += "; then, UNPROVEN (see why above): " + strings.Join(unproven, ", ")
 		}
 		if len(unsafe) > 0 {
 			line += "; then, UNSAFE: " + strings.Join(unsafe, ", ")
