@@ -164,17 +164,10 @@ func TestShardStateDirRerun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs servers; not in the -short tier")
 	}
-	env, stop, err := servertest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	env := externalServers(t)
 	if len(env.Endpoints.RedisCluster) > 0 || len(env.Endpoints.MySQLCluster) > 0 {
 		t.Skip("several generators: not on a cluster yet")
 	}
-	t.Setenv("STOCKBENCH_MYSQL_DSN", env.Endpoints.MySQLDSN)
-	t.Setenv("STOCKBENCH_REDIS_URL", redisURLOf(env.Endpoints))
-	t.Setenv("STOCKBENCH_REDIS_ADDR", "")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

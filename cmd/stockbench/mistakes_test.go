@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/stockbench/stockbench/servers/servertest"
 )
 
 // TestScenarioFileMistakes: a scenario file's mistakes get one line, exit
@@ -76,14 +74,7 @@ func TestAuditLedgerUnknownSKU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs servers; not in the -short tier")
 	}
-	env, stop, err := servertest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	t.Setenv("STOCKBENCH_MYSQL_DSN", env.Endpoints.MySQLDSN)
-	t.Setenv("STOCKBENCH_REDIS_URL", redisURLOf(env.Endpoints))
-	t.Setenv("STOCKBENCH_REDIS_ADDR", "")
+	env := externalServers(t)
 	ctx := context.Background()
 	var out, errb bytes.Buffer
 	// A sustained catalog of 3 SKUs of 100 units.

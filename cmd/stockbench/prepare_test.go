@@ -26,18 +26,11 @@ func TestPrepareShardsMergeAudit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs servers; not in the -short tier")
 	}
-	env, stop, err := servertest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	// The servers, as a Kubernetes Secret would give them: in the environment.
+	env := externalServers(t)
 	if len(env.Endpoints.RedisCluster) > 0 || len(env.Endpoints.MySQLCluster) > 0 {
 		t.Skip("several generators: not on a cluster yet")
 	}
-	// The servers, as a Kubernetes Secret would give them: in the environment.
-	t.Setenv("STOCKBENCH_MYSQL_DSN", env.Endpoints.MySQLDSN)
-	t.Setenv("STOCKBENCH_REDIS_URL", redisURLOf(env.Endpoints))
-	t.Setenv("STOCKBENCH_REDIS_ADDR", "")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -134,4 +127,21 @@ func TestPrepareShardsMergeAudit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// externalServers starts servers from the harness's provider for a test
+// that drives the binary's external backend, stops them when the test
+// ends, and names them in the environment as a user would
+// (STOCKBENCH_MYSQL_DSN, STOCKBENCH_REDIS_URL).
+func externalServers(t *testing.T) servertest.Env {
+	t.Helper()
+	env, stop, err := servertest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	t.Setenv("STOCKBENCH_MYSQL_DSN", env.Endpoints.MySQLDSN)
+	t.Setenv("STOCKBENCH_REDIS_URL", redisURLOf(env.Endpoints))
+	t.Setenv("STOCKBENCH_REDIS_ADDR", "")
+	return env
 }
