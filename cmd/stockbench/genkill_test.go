@@ -164,14 +164,7 @@ func TestShardStateDirRerun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs servers; not in the -short tier")
 	}
-	env := externalServers(t)
-	if len(env.Endpoints.RedisCluster) > 0 || len(env.Endpoints.MySQLCluster) > 0 {
-		t.Skip("several generators: not on a cluster yet")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, exe := generatorServers(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	flags := append([]string{"--backend", "external"}, genKillFlags...)

@@ -27,14 +27,7 @@ func TestPrepareShardsMergeAudit(t *testing.T) {
 		t.Skip("needs servers; not in the -short tier")
 	}
 	// The servers, as a Kubernetes Secret would give them: in the environment.
-	env := externalServers(t)
-	if len(env.Endpoints.RedisCluster) > 0 || len(env.Endpoints.MySQLCluster) > 0 {
-		t.Skip("several generators: not on a cluster yet")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, exe := generatorServers(t)
 	cases := []struct {
 		strategy string
 		// auditArgs are the audit flags the strategy needs; noRedis: it
@@ -144,4 +137,20 @@ func externalServers(t *testing.T) servertest.Env {
 	t.Setenv("STOCKBENCH_REDIS_URL", redisURLOf(env.Endpoints))
 	t.Setenv("STOCKBENCH_REDIS_ADDR", "")
 	return env
+}
+
+// generatorServers is externalServers for generators started by hand (run
+// --shard on one server each, not yet on a cluster), and the path of this
+// test binary, which runs as stockbench when started as a child.
+func generatorServers(t *testing.T) (servertest.Env, string) {
+	t.Helper()
+	env := externalServers(t)
+	if len(env.Endpoints.RedisCluster) > 0 || len(env.Endpoints.MySQLCluster) > 0 {
+		t.Skip("several generators: not on a cluster yet")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, exe
 }
