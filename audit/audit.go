@@ -9,6 +9,7 @@ package audit
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -596,24 +597,47 @@ func (a Auditor) readRedis(ctx context.Context, batch []SKUAudit) (*redisBatch, 
 	pipe := a.Redis.Pipeline()
 	hs := make([]*redis.MapStringStringCmd, len(batch))
 	zs := make([]*redis.StringSliceCmd, len(batch))
+	ss := make([]*redis.StringCmd, len(batch))
 	for i, s := range batch {
 		hs[i] = pipe.HGetAll(ctx, inventory.RedisStockKey(s.SKU))
 		zs[i] = pipe.ZRange(ctx, inventory.RedisLiveKey(s.SKU), 0, -1)
+		ss[i] = pipe.Get(ctx, inventory.RedisSplitKey(s.SKU))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("audit: redis stock: %w", err)
+	// A SKU with no split key answers nil to its GET: not an error.
+	_, _ = pipe.Exec(ctx)
+	for i := range batch {
+		for _, err := range []error{hs[i].Err(), zs[i].Err(), ss[i].Err()} {
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return nil, fmt.Errorf("audit: redis stock: %w", err)
+			}
+		}
+	}
+	// lives[i] are SKU i's live order ids, by the stock hash ("SKU") they
+	// live under: the SKU's own, or its shards' (RedisSplitKey).
+	lives := make([][]shardLive, len(batch))
+	var split []int
+	for i, s := range batch {
+		out.hash[i] = hs[i].Val()
+		lives[i] = []shardLive{{s.SKU, zs[i].Val()}}
+		if len(out.hash[i]) == 0 && len(strings.Fields(ss[i].Val())) > 0 {
+			split = append(split, i)
+		}
+	}
+	if err := a.readShards(ctx, out, lives, split, ss); err != nil {
+		return nil, err
 	}
 	type ref struct{ sku, id int }
 	var refs []ref
 	var ids []string
 	pipe = a.Redis.Pipeline()
 	var rs []*redis.SliceCmd
-	for i, s := range batch {
-		out.hash[i] = hs[i].Val()
-		for _, id := range zs[i].Val() {
-			refs = append(refs, ref{i, len(ids)})
-			ids = append(ids, id)
-			rs = append(rs, pipe.HMGet(ctx, inventory.RedisReservationKey(s.SKU, id), "qty", "state", "deadline", "buyer"))
+	for i := range batch {
+		for _, l := range lives[i] {
+			for _, id := range l.ids {
+				refs = append(refs, ref{i, len(ids)})
+				ids = append(ids, id)
+				rs = append(rs, pipe.HMGet(ctx, inventory.RedisReservationKey(l.shard, id), "qty", "state", "deadline", "buyer"))
+			}
 		}
 	}
 	if len(rs) > 0 {
@@ -644,6 +668,62 @@ func (a Auditor) readRedis(ctx context.Context, batch []SKUAudit) (*redisBatch, 
 		out.states[id] = o.state
 	}
 	return out, nil
+}
+
+// shardLive is the live order ids of one stock hash of a SKU.
+type shardLive struct {
+	shard string
+	ids   []string
+}
+
+// readShards reads, in one pipeline, the shards' stock hashes and live
+// sets of the SKUs of a batch (split) whose Redis stock is split over
+// several hashes (their names in names[i], RedisSplitKey): the SKU's hash
+// becomes the shards' sum of total, available, occupied and sold (left
+// empty, so reported missing, when a shard's hash is missing), and its
+// live reservations those of every shard.
+func (a Auditor) readShards(ctx context.Context, out *redisBatch, lives [][]shardLive, split []int, names []*redis.StringCmd) error {
+	if len(split) == 0 {
+		return nil
+	}
+	pipe := a.Redis.Pipeline()
+	type shardRead struct {
+		name string
+		h    *redis.MapStringStringCmd
+		z    *redis.StringSliceCmd
+	}
+	reads := make(map[int][]shardRead, len(split))
+	for _, i := range split {
+		for _, name := range strings.Fields(names[i].Val()) {
+			reads[i] = append(reads[i], shardRead{name, pipe.HGetAll(ctx, inventory.RedisStockKey(name)), pipe.ZRange(ctx, inventory.RedisLiveKey(name), 0, -1)})
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("audit: redis shards: %w", err)
+	}
+	fields := []string{"total", "available", "occupied", "sold"}
+	for _, i := range split {
+		sum := make([]int64, len(fields))
+		missing := false
+		for _, r := range reads[i] {
+			h := r.h.Val()
+			missing = missing || len(h) == 0
+			for f, name := range fields {
+				v, err := strconv.ParseInt(h[name], 10, 64)
+				missing = missing || err != nil
+				sum[f] += v
+			}
+			lives[i] = append(lives[i], shardLive{r.name, r.z.Val()})
+		}
+		if missing {
+			continue // reported as a missing (or broken) stock hash
+		}
+		out.hash[i] = make(map[string]string, len(fields))
+		for f, name := range fields {
+			out.hash[i][name] = strconv.FormatInt(sum[f], 10)
+		}
+	}
+	return nil
 }
 
 // checkRedis checks SKU i of a batch: its Redis stock hash against its live
@@ -849,11 +929,22 @@ func (a Auditor) heldInRedis(ctx context.Context, acks []inventory.Ack) ([]bool,
 	if a.Redis == nil || !a.RedisReservations || len(acks) == 0 {
 		return held, nil
 	}
+	shards, err := a.splitShards(ctx, acks)
+	if err != nil {
+		return nil, err
+	}
 	pipe := a.Redis.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(acks))
+	cmds := make([][]*redis.SliceCmd, len(acks))
 	for i, ack := range acks {
-		if ack.SKU != "" {
-			cmds[i] = pipe.HMGet(ctx, inventory.RedisReservationKey(ack.SKU, ack.OrderID), "qty", "state")
+		if ack.SKU == "" {
+			continue
+		}
+		names := shards[ack.SKU]
+		if len(names) == 0 {
+			names = []string{ack.SKU}
+		}
+		for _, name := range names {
+			cmds[i] = append(cmds[i], pipe.HMGet(ctx, inventory.RedisReservationKey(name, ack.OrderID), "qty", "state"))
 		}
 	}
 	if pipe.Len() > 0 {
@@ -861,15 +952,39 @@ func (a Auditor) heldInRedis(ctx context.Context, acks []inventory.Ack) ([]bool,
 			return nil, fmt.Errorf("audit: redis reservations: %w", err)
 		}
 	}
-	for i, c := range cmds {
-		if c == nil {
-			continue
+	for i, cs := range cmds {
+		for _, c := range cs {
+			q, _ := c.Val()[0].(string)
+			n, _ := strconv.ParseInt(q, 10, 64)
+			held[i] = held[i] || n > 0
 		}
-		q, _ := c.Val()[0].(string)
-		n, _ := strconv.ParseInt(q, 10, 64)
-		held[i] = n > 0
 	}
 	return held, nil
+}
+
+// splitShards reads the shard names of the acks' SKUs whose Redis stock is
+// split (inventory.RedisSplitKey); a SKU kept in one hash has none.
+func (a Auditor) splitShards(ctx context.Context, acks []inventory.Ack) (map[string][]string, error) {
+	cmds := map[string]*redis.StringCmd{}
+	pipe := a.Redis.Pipeline()
+	for _, ack := range acks {
+		if _, ok := cmds[ack.SKU]; !ok && ack.SKU != "" {
+			cmds[ack.SKU] = pipe.Get(ctx, inventory.RedisSplitKey(ack.SKU))
+		}
+	}
+	out := map[string][]string{}
+	if len(cmds) == 0 {
+		return out, nil
+	}
+	_, _ = pipe.Exec(ctx)
+	for sku, c := range cmds {
+		v, err := c.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("audit: redis split: %w", err)
+		}
+		out[sku] = strings.Fields(v)
+	}
+	return out, nil
 }
 
 func abs(x int64) int64 {

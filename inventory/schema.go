@@ -162,6 +162,13 @@ func RedisReservationKey(sku, orderID string) string {
 // scripts for the per-buyer limit.
 func RedisBuyersKey(sku string) string { return RedisPrefix + "buyers:{" + sku + "}" }
 
+// RedisSplitKey lists, space-separated, the shard names of a SKU whose
+// Redis stock a strategy split over several stock hashes (lua-split):
+// shard name N keeps its stock, reservations, live set and buyer holds
+// under the keys of "SKU" N (RedisStockKey(N), …), each its own hash tag,
+// so in its own Cluster slot. The auditor sums them.
+func RedisSplitKey(sku string) string { return RedisPrefix + "split:{" + sku + "}" }
+
 // RedisLiveKey is the sorted set of a SKU's reserved orders scored by deadline.
 func RedisLiveKey(sku string) string { return RedisPrefix + "live:{" + sku + "}" }
 

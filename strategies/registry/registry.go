@@ -4,7 +4,7 @@
 // runs against it.
 package registry
 
-//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/outbox strategies/naive strategies/batched strategies/buckets strategies/skiplocked strategies/outboxlocal strategies/ensure strategies/luatcc/degrade.go strategies/luatcc/soldout.go strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
+//go:generate go run ../../internal/loc/cmd/corelines -root ../.. -o corelines_gen.go strategies/rowlock strategies/cas strategies/conditional strategies/luatcc strategies/luasplit strategies/outbox strategies/naive strategies/batched strategies/buckets strategies/skiplocked strategies/outboxlocal strategies/ensure strategies/luatcc/degrade.go strategies/luatcc/soldout.go strategies/internal/groupcommit strategies/internal/sqlstore strategies/internal/redisstock
 
 import (
 	"fmt"
@@ -16,6 +16,7 @@ import (
 	"github.com/stockbench/stockbench/strategies/cas"
 	"github.com/stockbench/stockbench/strategies/conditional"
 	"github.com/stockbench/stockbench/strategies/ensure"
+	"github.com/stockbench/stockbench/strategies/luasplit"
 	"github.com/stockbench/stockbench/strategies/luatcc"
 	"github.com/stockbench/stockbench/strategies/naive"
 	"github.com/stockbench/stockbench/strategies/null"
@@ -69,6 +70,7 @@ var All = []Entry{
 	{Name: "conditional", Dirs: []string{"strategies/conditional", sqlDir}, Safe: true, Ceiling: CeilingMySQLUpdate, New: wrap(conditional.New)},
 	{Name: "lua-tcc", Dirs: []string{"strategies/luatcc", gcDir, sqlDir, redisDir}, Optional: []Optional{{File: "strategies/luatcc/degrade.go", On: func(c strategies.Config) bool { return c.Degrade != "" }},
 		{File: "strategies/luatcc/soldout.go", On: func(c strategies.Config) bool { return c.SoldOutFlag > 0 }}}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luatcc.New)},
+	{Name: luasplit.Name, Dirs: []string{"strategies/luasplit", sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(luasplit.New)},
 	{Name: "outbox", Dirs: []string{"strategies/outbox", sqlDir, redisDir}, Safe: true, UsesRedis: true, Ceiling: CeilingRedis, New: wrapErr(outbox.New)},
 	{Name: "outbox-local", Dirs: []string{"strategies/outboxlocal", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(outboxlocal.New)},
 	{Name: ensure.Name, Dirs: []string{"strategies/ensure", gcDir, sqlDir, redisDir}, Safe: true, UsesRedis: true, RedisReservations: true, Ceiling: CeilingRedis, New: wrapErr(ensure.New)},
