@@ -116,7 +116,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reconcilePeriod, "reconcile-period", strategies.Defaults().ReconcilePeriod, "outbox reconciler period; ensure retry job period (rows unsynced past --op-timeout)")
 	fs.IntVar(&f.batchMax, "batch-max", strategies.Defaults().BatchMax, "group commit: most writes to one SKU coalesced into one transaction (batched, lua-tcc confirm, outbox writes); 1 turns it off")
 	fs.DurationVar(&f.batchWait, "batch-wait", 0, "group commit: how long a batch waits to fill before it runs (0: no added wait)")
-	fs.IntVar(&f.buckets, "buckets", strategies.Defaults().Buckets, "buckets strategy: rows each SKU's stock is spread over")
+	fs.IntVar(&f.buckets, "buckets", strategies.Defaults().Buckets, "buckets strategy: rows each SKU's stock is spread over; lua-split: Redis shards (stock hashes) per SKU")
 	fs.StringVar(&f.degrade, "degrade", "", "lua-tcc's degradation switch: mysql moves a SKU's sales to MySQL rows while Redis fails and back once Redis is rebuilt (docs/faults.md); empty: off")
 	fs.DurationVar(&f.degradeTimeout, "degrade-timeout", strategies.Defaults().DegradeTimeout, "with --degrade: a Redis call past it counts as a Redis failure")
 	fs.DurationVar(&f.soldOutFlag, "soldout-flag", 0, "lua-tcc's in-process sold-out flag: a SKU that answered out of stock is refused without a Redis round trip until stock returns, for at most this long (docs/lua-tcc-soldout.md); 0: off")

@@ -60,7 +60,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.casRetry, "cas-retry", d.CASRetry, "cas retry policy: backoff | immediate")
 	fs.IntVar(&f.casMaxAttempts, "cas-max-attempts", d.CASMaxAttempts, "cas: optimistic attempts of one reserve")
 	fs.DurationVar(&f.casMaxWait, "cas-max-wait", 0, "cas backoff: total time budget of one reserve (0: --op-timeout)")
-	fs.IntVar(&f.buckets, "buckets", d.Buckets, "buckets strategy: rows each SKU's stock is spread over")
+	fs.IntVar(&f.buckets, "buckets", d.Buckets, "buckets strategy: rows each SKU's stock is spread over; lua-split: Redis shards (stock hashes) per SKU")
 	fs.StringVar(&f.degrade, "degrade", "", "lua-tcc's degradation switch: mysql moves a SKU's sales to MySQL rows while Redis fails; empty: off")
 	fs.DurationVar(&f.degradeTimeout, "degrade-timeout", d.DegradeTimeout, "with --degrade: a Redis call past it counts as a Redis failure")
 	fs.DurationVar(&f.soldOutFlag, "soldout-flag", 0, "lua-tcc's in-process sold-out flag: refuse a SKU that answered out of stock without a Redis round trip until stock returns, for at most this long; 0: off")

@@ -15,11 +15,12 @@
 // moves on to the next, one Lua call per hop, until one reserves or all K
 // refused. A shard that refused an order and let it move on leaves a pass
 // marker for it (try.lua), so a repeated reserve of the order walks the
-// same path to the shard holding its unit and never takes a second one.
-// A reserve with a per-buyer limit stays on the shard the buyer hashes to
-// (no moving on): the buyer's holds live in that one shard, so the limit is
-// checked atomically with the reserve, as in lua-tcc; its price is a
-// refusal while other shards still hold units (counted as a false sold-out).
+// same path to the shard holding its unit and never takes a second one; a
+// walk that ends refused everywhere takes its markers back. The per-buyer
+// limit is an allowance kept in the shard the buyer hashes to (allow.lua):
+// taken before the walk, given back when the walk ends holding nothing and
+// when the order is cancelled, expired or refunded — two scripts, not one,
+// so a crash between them leaves the buyer short, never over its limit.
 //
 // Confirm, cancel and refund find the order's shard by reading its
 // reservation record along the same path (a hop per shard passed); the
@@ -27,9 +28,10 @@
 // cancelled marker in every shard. Expiry and the application of MySQL's
 // decisions run per shard. A restock spreads its units over the shards.
 //
-// Not here (lua-tcc has them): the fence and rebuild of a Redis that lost
-// its data, the restock catch-up and the sold correction, the group
-// commit of confirms, --degrade and --soldout-flag.
+// A PROTOTYPE, not to land: it has not lua-tcc's fence and rebuild of a
+// Redis that lost its data (the two Redis roll-back conformance cases
+// fail), restock catch-up, sold correction, group commit of confirms,
+// --degrade or --soldout-flag; see docs/redis-split.md.
 package luasplit
 
 import (
