@@ -28,10 +28,11 @@
 // cancelled marker in every shard. Expiry and the application of MySQL's
 // decisions run per shard. A restock spreads its units over the shards.
 //
-// A PROTOTYPE, not to land: it has not lua-tcc's fence and rebuild of a
-// Redis that lost its data (the two Redis roll-back conformance cases
-// fail), restock catch-up, sold correction, group commit of confirms,
-// --degrade or --soldout-flag; see docs/redis-split.md.
+// A Redis that restarted is rebuilt from MySQL before a reserve runs
+// again (fence.go), as lua-tcc's is, within this process only. Not here:
+// lua-tcc's gated fence across processes, restock catch-up, sold
+// correction, group commit of confirms, --degrade, --soldout-flag; see
+// docs/redis-split.md.
 package luasplit
 
 import (
@@ -83,6 +84,10 @@ type Strategy struct {
 	empty  map[string]bool     // SKU → the last false-sold-out check saw no units
 	gen    map[string]int64    // SKU → releases seen (clears empty)
 
+	// fence is held for reading by every operation and for writing by a
+	// rebuild (fence.go).
+	fence    sync.RWMutex
+	rebuilds atomic.Int64
 	// walks serializes the reserves of one order id in this process
 	// (striped by the id's hash): see Reserve.
 	walks [256]sync.Mutex
@@ -123,6 +128,7 @@ func (s *Strategy) Setup(ctx context.Context, _ []inventory.Stock) error {
 		total, avail, occ, sold, version int64
 	}
 	var all []row
+	existed := false
 	for rows.Next() {
 		var r row
 		if err := rows.Scan(&r.sku, &r.total, &r.avail, &r.occ, &r.sold, &r.version); err != nil {
@@ -148,6 +154,7 @@ func (s *Strategy) Setup(ctx context.Context, _ []inventory.Stock) error {
 		for i, r := range part {
 			if v, err := got[i].Result(); err == nil {
 				s.remember(r.sku, strings.Fields(v))
+				existed = true
 				continue
 			} else if !errors.Is(err, redis.Nil) {
 				return fmt.Errorf("lua-split setup %s: %w", r.sku, err)
@@ -175,7 +182,12 @@ func (s *Strategy) Setup(ctx context.Context, _ []inventory.Stock) error {
 			return fmt.Errorf("lua-split setup: %w", err)
 		}
 	}
-	return nil
+	if existed {
+		// A restart on running stores: a Redis that restarted too is
+		// rebuilt from MySQL first.
+		return s.ready(ctx)
+	}
+	return s.arm(ctx)
 }
 
 func b2i(b bool) int64 {
@@ -264,6 +276,25 @@ func passKey(shard, id string) string { return inventory.RedisPrefix + "pass:{" 
 // order is under way here (across processes a concurrent walk of the same
 // order is not serialized: see docs/redis-split.md).
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
+	err := s.reserve(ctx, r)
+	if errors.Is(err, errFenced) {
+		// Redis restarted (or was rolled back): rebuild it from MySQL,
+		// then walk again.
+		if err := s.ready(ctx); err != nil {
+			return err
+		}
+		err = s.reserve(ctx, r)
+	}
+	return err
+}
+
+// errFenced: a shard's server has lost the Try script (a restart).
+var errFenced = errors.New("redis lost its scripts: rebuild first")
+
+// reserve is Reserve under the fence.
+func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
+	s.fence.RLock()
+	defer s.fence.RUnlock()
 	names, err := s.shardsOf(ctx, r.SKU)
 	if err != nil {
 		return err
@@ -300,6 +331,7 @@ func (s *Strategy) walk(ctx context.Context, names []string, r inventory.Reserva
 		moveOn := i < k-1
 		n, err := s.try(ctx, names[(start+i)%k], r, moveOn, token)
 		if err != nil {
+			s.dropMarkers(ctx, names, start, i, r.OrderID, token)
 			return false, fmt.Errorf("redis try: %w", err)
 		}
 		switch n {
@@ -315,11 +347,7 @@ func (s *Strategy) walk(ctx context.Context, names []string, r inventory.Reserva
 			// markers go (a failure leaves them: the order's later
 			// reserves are then refused there, undersell, never a unit
 			// twice).
-			pipe := s.r.Pipeline()
-			for j := 0; j < k-1; j++ {
-				pipe.SRem(ctx, passKey(names[(start+j)%k], r.OrderID), token)
-			}
-			_, _ = pipe.Exec(ctx)
+			s.dropMarkers(ctx, names, start, k-1, r.OrderID, token)
 			s.refused(ctx, r, names)
 			return false, inventory.ErrOutOfStock
 		case -2:
@@ -331,10 +359,25 @@ func (s *Strategy) walk(ctx context.Context, names []string, r inventory.Reserva
 	return false, inventory.ErrOutOfStock // not reached: the last shard does not move on
 }
 
+// dropMarkers takes a walk's token back from the pass markers of the
+// first n shards of its path, the walk holding nothing (best effort: a
+// marker left makes the order's later reserves skip that shard,
+// undersell, never a unit twice).
+func (s *Strategy) dropMarkers(ctx context.Context, names []string, start, n int, id, token string) {
+	if n == 0 {
+		return
+	}
+	pipe := s.r.Pipeline()
+	for j := 0; j < n; j++ {
+		pipe.SRem(ctx, passKey(names[(start+j)%len(names)], id), token)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
 // allow runs allow.lua in the shard the buyer hashes to.
 func (s *Strategy) allow(ctx context.Context, names []string, op, id, buyer string, qty, limit int64) (int, error) {
 	shard := names[pick(buyer, len(names))]
-	keys := []string{inventory.RedisPrefix + "allow:{" + shard + "}", inventory.RedisPrefix + "allowo:{" + shard + "}"}
+	keys := []string{allowKey(shard), allowOrdersKey(shard)}
 	return allowScript.Run(ctx, s.r, keys, op, id, buyer, qty, limit).Int()
 }
 
@@ -365,12 +408,10 @@ func (s *Strategy) try(ctx context.Context, shard string, r inventory.Reservatio
 	// The limit is the allowance's (allow.lua): the shard's own buyer
 	// holds are kept but not checked.
 	args := []any{r.Qty, r.Deadline.UnixMilli(), r.OrderID, r.Buyer, 0, mo, s.cfg.Retain.Milliseconds(), token}
-	n, err := tryScript.Run(ctx, s.r, keys, args...).Int()
-	if err == nil && n == -5 {
-		if err := s.rs.BuildBuyers(ctx, s.db, shard); err != nil {
-			return 0, err
-		}
-		n, err = tryScript.Run(ctx, s.r, keys, args...).Int()
+	// By its digest: a server without it restarted (the fence, fence.go).
+	n, err := s.r.EvalSha(ctx, tryScript.Hash(), keys, args...).Int()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return 0, errFenced
 	}
 	return n, err
 }
@@ -443,6 +484,8 @@ func (s *Strategy) find(ctx context.Context, ref inventory.OrderRef) (inventory.
 
 // Confirm records the sale in MySQL (the decision), then in the shard.
 func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
+	s.fence.RLock()
+	defer s.fence.RUnlock()
 	vref, res, err := s.find(ctx, ref)
 	switch {
 	case errors.Is(err, redisstock.ErrNoReservation):
@@ -479,6 +522,8 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 // shard knows gets a cancelled marker in every shard, so a late Try is
 // refused wherever its path starts.
 func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
+	s.fence.RLock()
+	defer s.fence.RUnlock()
 	vref, res, err := s.find(ctx, ref)
 	unknown := errors.Is(err, redisstock.ErrNoReservation)
 	switch {
@@ -576,6 +621,8 @@ var errNoDecision = errors.New("no decision in mysql")
 // MySQL, then the shard's record moved under refund.lua's owner check),
 // on the shard that holds the order's record.
 func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
+	s.fence.RLock()
+	defer s.fence.RUnlock()
 	vref, rec, err := s.find(ctx, ref)
 	if err != nil && !errors.Is(err, redisstock.ErrNoReservation) {
 		return err
@@ -638,6 +685,8 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 // over the shards, each write applied once by the restock's version. A
 // shard write that fails leaves Redis short (undersell, never oversell).
 func (s *Strategy) Restock(ctx context.Context, r inventory.Restock) error {
+	s.fence.RLock()
+	defer s.fence.RUnlock()
 	names, err := s.shardsOf(ctx, r.SKU)
 	if err != nil {
 		return err
@@ -674,6 +723,13 @@ func (s *Strategy) Settle(ctx context.Context) error { return s.recover(ctx) }
 
 // recover visits every shard of every SKU of MySQL's catalog.
 func (s *Strategy) recover(ctx context.Context) error {
+	// A Redis that restarted, even with no reserve to notice it, is
+	// rebuilt from MySQL first.
+	if err := s.ready(ctx); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	s.fence.RLock()
+	defer s.fence.RUnlock()
 	skus, err := redisstock.ListSKUs(ctx, s.db)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -810,5 +866,6 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_deferred_redis":   float64(s.deferred.Load()),
 		"tcc_recovered":        float64(s.recovered.Load()),
 		"tcc_expired":          float64(s.expired.Load()),
+		"redis_rebuilds":       float64(s.rebuilds.Load()),
 	}
 }
