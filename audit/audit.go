@@ -584,7 +584,10 @@ type redisReservation struct {
 // per SKU (by index) its stock hash and live reservations, and the MySQL
 // state of every order those reservations name.
 type redisBatch struct {
-	hash   []map[string]string
+	hash []map[string]string
+	// broken, per SKU split over shards, names each shard whose own
+	// counts break the stock invariant (a sum could hide it).
+	broken [][]string
 	live   [][]redisReservation
 	states map[string]inventory.OrderState
 }
@@ -593,7 +596,7 @@ type redisBatch struct {
 // two pipelined round trips (hashes and live sets, then the reservation
 // records), and the MySQL state of the orders they name by primary key.
 func (a Auditor) readRedis(ctx context.Context, batch []SKUAudit) (*redisBatch, error) {
-	out := &redisBatch{hash: make([]map[string]string, len(batch)), live: make([][]redisReservation, len(batch))}
+	out := &redisBatch{hash: make([]map[string]string, len(batch)), live: make([][]redisReservation, len(batch)), broken: make([][]string, len(batch))}
 	pipe := a.Redis.Pipeline()
 	hs := make([]*redis.MapStringStringCmd, len(batch))
 	zs := make([]*redis.StringSliceCmd, len(batch))
@@ -708,10 +711,15 @@ func (a Auditor) readShards(ctx context.Context, out *redisBatch, lives [][]shar
 		for _, r := range reads[i] {
 			h := r.h.Val()
 			missing = missing || len(h) == 0
+			var own [4]int64
 			for f, name := range fields {
 				v, err := strconv.ParseInt(h[name], 10, 64)
 				missing = missing || err != nil
 				sum[f] += v
+				own[f] = v
+			}
+			if len(h) > 0 && (own[1] < 0 || own[2] < 0 || own[3] < 0 || own[1]+own[2]+own[3] != own[0]) {
+				out.broken[i] = append(out.broken[i], fmt.Sprintf("%s (total %d available %d occupied %d sold %d)", r.name, own[0], own[1], own[2], own[3]))
 			}
 			lives[i] = append(lives[i], shardLive{r.name, r.z.Val()})
 		}
@@ -749,6 +757,9 @@ func (a Auditor) checkRedis(s *SKUAudit, rd *redisBatch, i int, reserved []strin
 	}
 	s.Redis = &r
 	checkStock(k, "redis", inventory.Stock{SKU: s.SKU, Total: r.Total, Available: r.Available, Occupied: r.Occupied, Sold: r.Sold})
+	for _, b := range rd.broken[i] {
+		k.violate("redis %s: shard %s breaks available + occupied + sold = total, each >= 0", s.SKU, b)
+	}
 	var undecided int64 // live Redis units MySQL holds no order for
 	inRedis := make(map[string]bool, len(rd.live[i]))
 	for _, res := range rd.live[i] {

@@ -14,7 +14,9 @@ import (
 // TestAuditSumsRedisShards: a SKU whose Redis stock is split over shards
 // (lua-split, inventory.RedisSplitKey) is audited as the shards' sum, its
 // live reservations and reserve acks found in whichever shard holds them;
-// a shard lost is a missing stock hash, a shard off by a unit is drift.
+// a shard lost is a missing stock hash, a shard off by a unit is drift,
+// and a shard whose own counts break the invariant is reported even when
+// the sum hides it.
 func TestAuditSumsRedisShards(t *testing.T) {
 	ctx := context.Background()
 	type shard struct{ total, avail, occ, sold int64 }
@@ -24,11 +26,16 @@ func TestAuditSumsRedisShards(t *testing.T) {
 		wantMissing       int
 		wantDrift         audit.FieldDrift
 		wantAckViolations int
+		wantViolations    int
 	}{
-		{"the shards sum to MySQL", &shard{6, 4, 1, 1}, &shard{4, 4, 0, 0}, 0, audit.FieldDrift{}, 0},
-		{"a shard off by a unit is drift", &shard{6, 4, 1, 1}, &shard{5, 5, 0, 0}, 0, audit.FieldDrift{Total: 1, Available: 1}, 0},
-		{"a shard lost is a missing hash", &shard{6, 4, 1, 1}, nil, 1, audit.FieldDrift{}, 0},
-		{"the shard holding the reservation lost", nil, &shard{4, 4, 0, 0}, 1, audit.FieldDrift{}, 1},
+		{"the shards sum to MySQL", &shard{6, 4, 1, 1}, &shard{4, 4, 0, 0}, 0, audit.FieldDrift{}, 0, 0},
+		{"a shard off by a unit is drift", &shard{6, 4, 1, 1}, &shard{5, 5, 0, 0}, 0, audit.FieldDrift{Total: 1, Available: 1}, 0, 0},
+		{"a shard lost is a missing hash", &shard{6, 4, 1, 1}, nil, 1, audit.FieldDrift{}, 0, 1},
+		{"the shard holding the reservation lost", nil, &shard{4, 4, 0, 0}, 1, audit.FieldDrift{}, 1, 1},
+		// Sold -1 on one shard, +1 on the other: the sum is right, the
+		// shard is not (a refund moved units in the wrong shard).
+		{"a shard negative under a right sum", &shard{6, 6, 1, -1}, &shard{4, 2, 0, 2}, 0, audit.FieldDrift{}, 0, 1},
+		{"each shard's own counts off, their sum right", &shard{6, 4, 1, 0}, &shard{4, 4, 0, 1}, 0, audit.FieldDrift{}, 0, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,9 +79,9 @@ func TestAuditSumsRedisShards(t *testing.T) {
 			if s.Drift != nil {
 				drift = *s.Drift
 			}
-			if a.MissingRedisStock != c.wantMissing || drift != c.wantDrift || a.ReserveAckViolations != c.wantAckViolations {
-				t.Fatalf("missing %d, drift %+v, reserve ack violations %d; want %d, %+v, %d (%v)",
-					a.MissingRedisStock, drift, a.ReserveAckViolations, c.wantMissing, c.wantDrift, c.wantAckViolations, a.Violations)
+			if a.MissingRedisStock != c.wantMissing || drift != c.wantDrift || a.ReserveAckViolations != c.wantAckViolations || a.InvariantViolations != c.wantViolations {
+				t.Fatalf("missing %d, drift %+v, reserve ack violations %d, invariant violations %d; want %d, %+v, %d, %d (%v)",
+					a.MissingRedisStock, drift, a.ReserveAckViolations, a.InvariantViolations, c.wantMissing, c.wantDrift, c.wantAckViolations, c.wantViolations, a.Violations)
 			}
 			if c.wantMissing == 0 && (s.Redis == nil || s.Redis.Available != 8+c.wantDrift.Available || s.RedisReservedUnits != 1) {
 				t.Fatalf("redis %+v, reserved units %d: want the shards' sum and r1", s.Redis, s.RedisReservedUnits)

@@ -1,0 +1,167 @@
+package luasplit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stockbench/stockbench/audit"
+	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/servers/servertest"
+	"github.com/stockbench/stockbench/strategies"
+)
+
+var env servertest.Env
+
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &env)) }
+
+const sku = "S"
+
+func res(id string) inventory.Reservation {
+	return inventory.Reservation{OrderID: id, SKU: sku, Qty: 1, Deadline: time.Now().Add(time.Hour)}
+}
+
+func ref(id string) inventory.OrderRef { return inventory.OrderRef{OrderID: id, SKU: sku} }
+
+func want(t *testing.T, what string, got, want error) {
+	t.Helper()
+	if want == nil && got != nil || want != nil && !errors.Is(got, want) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+// startingAt returns an order id (prefix-i) whose walk starts at shard n of k.
+func startingAt(prefix string, n, k int) string {
+	for i := 0; ; i++ {
+		id := prefix + "-" + strconv.Itoa(i)
+		if pick(id, k) == n {
+			return id
+		}
+	}
+}
+
+// shardAvailable reads each shard's available units, failing the test on a
+// shard whose own counts break the stock invariant.
+func shardAvailable(t *testing.T, s *Strategy) []int64 {
+	t.Helper()
+	names, err := s.shardsOf(context.Background(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int64, len(names))
+	for j, name := range names {
+		h, err := env.Redis.HGetAll(context.Background(), inventory.RedisStockKey(name)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f [4]int64
+		for i, k := range []string{"total", "available", "occupied", "sold"} {
+			f[i], _ = strconv.ParseInt(h[k], 10, 64)
+		}
+		if f[1] < 0 || f[2] < 0 || f[3] < 0 || f[1]+f[2]+f[3] != f[0] {
+			t.Fatalf("shard %s: %v", name, h)
+		}
+		out[j] = f[1]
+	}
+	return out
+}
+
+// TestWalk drives lua-split's walk over two shards on real stores: a
+// repeated reserve (a lost reply) must find the unit its first walk took
+// past a shard that has units again, never take a second; a walk refused
+// everywhere must not keep its order from reserving later; a Redis that
+// forgot its scripts (a restart) is rebuilt with each confirmed unit on the
+// shard holding its record, so a refund after it gives the unit back there.
+// The auditor grades the stores after each case.
+func TestWalk(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		stock int64
+		run   func(t *testing.T, s *Strategy) []inventory.Ack
+	}{
+		{"a repeat finds its unit past a shard with units again", 2, func(t *testing.T, s *Strategy) []inventory.Ack {
+			a, o, p := startingAt("a", 0, 2), startingAt("o", 0, 2), startingAt("p", 0, 2)
+			want(t, "reserve a (shard 0's unit)", s.Reserve(ctx, res(a)), nil)
+			want(t, "reserve o (walks on to shard 1)", s.Reserve(ctx, res(o)), nil)
+			want(t, "cancel a (shard 0 has its unit again)", s.Cancel(ctx, ref(a)), nil)
+			want(t, "repeat o", s.Reserve(ctx, res(o)), nil)
+			if got := shardAvailable(t, s); got[0] != 1 || got[1] != 0 {
+				t.Fatalf("shards' available %v after the repeat, want [1 0]", got)
+			}
+			want(t, "reserve p (shard 0's unit)", s.Reserve(ctx, res(p)), nil)
+			want(t, "reserve q", s.Reserve(ctx, res("q")), inventory.ErrOutOfStock)
+			want(t, "confirm o", s.Confirm(ctx, ref(o)), nil)
+			return []inventory.Ack{{OrderID: o, SKU: sku, State: inventory.StateConfirmed}, {OrderID: p, SKU: sku, State: inventory.StateReserved}}
+		}},
+		{"a walk refused everywhere does not block its order", 1, func(t *testing.T, s *Strategy) []inventory.Ack {
+			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
+			want(t, "reserve o (refused on both shards)", s.Reserve(ctx, res("o")), inventory.ErrOutOfStock)
+			want(t, "restock", s.Restock(ctx, inventory.Restock{ID: "r1", SKU: sku, Qty: 1}), nil)
+			want(t, "reserve o again", s.Reserve(ctx, res("o")), nil)
+			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateReserved}, {OrderID: "o", SKU: sku, State: inventory.StateReserved},
+				{OrderID: "r1", SKU: sku, State: inventory.AckRestocked, Qty: 1}}
+		}},
+		{"a rebuild keeps each sold unit on its record's shard", 4, func(t *testing.T, s *Strategy) []inventory.Ack {
+			var acks []inventory.Ack
+			for n := 0; n < 2; n++ {
+				id := startingAt(fmt.Sprintf("c%d", n), n, 2)
+				want(t, "reserve "+id, s.Reserve(ctx, res(id)), nil)
+				want(t, "confirm "+id, s.Confirm(ctx, ref(id)), nil)
+				acks = append(acks, inventory.Ack{OrderID: id, SKU: sku, State: inventory.StateConfirmed})
+			}
+			live := startingAt("l", 1, 2)
+			want(t, "reserve "+live, s.Reserve(ctx, res(live)), nil)
+			if err := env.Redis.ScriptFlush(ctx).Err(); err != nil { // as a restart forgets them
+				t.Fatal(err)
+			}
+			want(t, "settle (rebuilds)", s.Settle(ctx), nil)
+			if n := s.rebuilds.Load(); n != 1 {
+				t.Fatalf("%d rebuilds, want 1", n)
+			}
+			id := acks[1].OrderID // its record is on shard 1
+			want(t, "refund "+id, s.Refund(ctx, ref(id)), nil)
+			acks[1].State = inventory.StateRefunded
+			if got := shardAvailable(t, s); got[0]+got[1] != 2 {
+				t.Fatalf("shards' available %v after the refund, want 2 in all", got)
+			}
+			want(t, "confirm "+live, s.Confirm(ctx, ref(live)), nil)
+			return append(acks, inventory.Ack{OrderID: live, SKU: sku, State: inventory.StateConfirmed})
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.LoadStock(ctx, env.DB, []inventory.Stock{{SKU: sku, Total: c.stock, Available: c.stock}}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(strategies.Config{DB: env.DB, Redis: env.Redis, Buckets: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Setup(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			acks := c.run(t, s)
+			want(t, "settle", s.Settle(ctx), nil)
+			a, err := audit.Auditor{DB: env.DB, Redis: env.Redis, RedisReservations: true,
+				Ledger: map[string]int64{sku: c.stock}}.Audit(ctx, acks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Anomalies != 0 {
+				t.Fatalf("audit: %d anomalies: %v", a.Anomalies, a.Violations)
+			}
+			shardAvailable(t, s)
+		})
+	}
+}
