@@ -20,6 +20,61 @@ var rebuildLua string
 
 var rebuildScript = redis.NewScript(rebuildLua)
 
+//go:embed catchup.lua
+var catchUpLua string
+
+var catchUpScript = redis.NewScript(catchUpLua)
+
+// catchUp gives sku's shards the restocks MySQL committed but Redis never
+// counted (a Restock whose shard writes failed, or whose caller died
+// between MySQL and Redis): when the shards' totals sum below MySQL's
+// total, every shard's restock floor is raised to MySQL's version first,
+// so no late write of those restocks can land any more, then the shards
+// are read again and the units still missing are added to the first
+// shard. A restock newer than the MySQL read that lands meanwhile only
+// makes the repair smaller (Redis short, never over); the next pass sees
+// it. It reports whether it added units.
+func (s *Strategy) catchUp(ctx context.Context, sku string, names []string) (bool, error) {
+	var total, version int64
+	if err := s.db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&total, &version); err != nil {
+		return false, fmt.Errorf("lua-split catch-up %s: %w", sku, err)
+	}
+	sum, err := s.shardTotals(ctx, names)
+	if err != nil || sum >= total {
+		return false, err
+	}
+	for _, name := range names {
+		if err := catchUpScript.Run(ctx, s.r, []string{inventory.RedisStockKey(name)}, "floor", version).Err(); err != nil {
+			return false, fmt.Errorf("lua-split catch-up %s: %w", name, err)
+		}
+	}
+	if sum, err = s.shardTotals(ctx, names); err != nil || sum >= total {
+		return false, err
+	}
+	if err := catchUpScript.Run(ctx, s.r, []string{inventory.RedisStockKey(names[0])}, "add", total-sum).Err(); err != nil {
+		return false, fmt.Errorf("lua-split catch-up %s: %w", names[0], err)
+	}
+	return true, nil
+}
+
+// shardTotals sums the shards' totals (one pipeline).
+func (s *Strategy) shardTotals(ctx context.Context, names []string) (int64, error) {
+	pipe := s.r.Pipeline()
+	cmds := make([]*redis.StringCmd, len(names))
+	for j, name := range names {
+		cmds[j] = pipe.HGet(ctx, inventory.RedisStockKey(name), "total")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("lua-split shard totals: %w", err)
+	}
+	var sum int64
+	for _, c := range cmds {
+		v, _ := c.Int64()
+		sum += v
+	}
+	return sum, nil
+}
+
 // The fence, lua-tcc's (redisstock.Fence) for a split: a Redis that
 // restarted, or was rolled back, has forgotten its scripts; a reserve that
 // meets NOSCRIPT, and every recovery pass, rebuild every SKU's shards from

@@ -29,8 +29,9 @@
 // decisions run per shard. A restock spreads its units over the shards.
 //
 // A Redis that restarted is rebuilt from MySQL before a reserve runs
-// again (fence.go), as lua-tcc's is, within this process only. Not here:
-// lua-tcc's gated fence across processes, restock catch-up, sold
+// again (fence.go), as lua-tcc's is, within this process only; a restock
+// whose shard writes were lost is caught up by the recovery pass
+// (catchUp). Not here: lua-tcc's gated fence across processes, its sold
 // correction, group commit of confirms, --degrade, --soldout-flag; see
 // docs/redis-split.md.
 package luasplit
@@ -86,8 +87,8 @@ type Strategy struct {
 
 	// fence is held for reading by every operation and for writing by a
 	// rebuild (fence.go).
-	fence    sync.RWMutex
-	rebuilds atomic.Int64
+	fence                    sync.RWMutex
+	rebuilds, restocksCaught atomic.Int64
 	// walks serializes the reserves of one order id in this process
 	// (striped by the id's hash): see Reserve.
 	walks [256]sync.Mutex
@@ -740,6 +741,12 @@ func (s *Strategy) recover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("recover: %w", err)
 		}
+		if caught, err := s.catchUp(ctx, sku, names); err != nil {
+			return fmt.Errorf("recover: %w", err)
+		} else if caught {
+			s.restocksCaught.Add(1)
+			s.returned(sku)
+		}
 		for _, name := range names {
 			if err := s.recoverShard(ctx, sku, name, now); err != nil {
 				return fmt.Errorf("recover %s: %w", name, err)
@@ -867,5 +874,6 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_recovered":        float64(s.recovered.Load()),
 		"tcc_expired":          float64(s.expired.Load()),
 		"redis_rebuilds":       float64(s.rebuilds.Load()),
+		"tcc_restocks_caught":  float64(s.restocksCaught.Load()),
 	}
 }
