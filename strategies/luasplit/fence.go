@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -25,54 +26,114 @@ var catchUpLua string
 
 var catchUpScript = redis.NewScript(catchUpLua)
 
-// catchUp gives sku's shards the restocks MySQL committed but Redis never
-// counted (a Restock whose shard writes failed, or whose caller died
-// between MySQL and Redis): when the shards' totals sum below MySQL's
-// total, every shard's restock floor is raised to MySQL's version first,
-// so no late write of those restocks can land any more, then the shards
-// are read again and the units still missing are added to the first
-// shard. A restock newer than the MySQL read that lands meanwhile only
-// makes the repair smaller (Redis short, never over); the next pass sees
-// it. It reports whether it added units.
+// catchUp gives sku's shards what MySQL committed and Redis never heard
+// of. Restocks: when the shards' totals sum below MySQL's total (a
+// Restock whose shard writes failed, or whose caller died between MySQL
+// and Redis), every shard's restock floor is raised to MySQL's version
+// first, so no late write of those restocks can land any more, then the
+// shards are read again and the units still missing are added to the
+// first shard; a restock newer than the MySQL read that lands meanwhile
+// only makes the repair smaller (Redis short, never over), the next pass
+// sees it. Refunds: when the shards' sold sums above MySQL's (a refund
+// whose Redis write failed), each refunded order whose record is still
+// confirmed gets refund.lua's owner-checked apply, which moves its units
+// once whoever else tries. It reports whether it repaired anything.
 func (s *Strategy) catchUp(ctx context.Context, sku string, names []string) (bool, error) {
-	var total, version int64
-	if err := s.db.QueryRowContext(ctx, "SELECT total, version FROM inventory WHERE sku=?", sku).Scan(&total, &version); err != nil {
+	var total, version, sold int64
+	if err := s.db.QueryRowContext(ctx, "SELECT total, version, sold FROM inventory WHERE sku=?", sku).Scan(&total, &version, &sold); err != nil {
 		return false, fmt.Errorf("lua-split catch-up %s: %w", sku, err)
 	}
-	sum, err := s.shardTotals(ctx, names)
-	if err != nil || sum >= total {
+	rTotal, rSold, err := s.shardCounts(ctx, names)
+	if err != nil {
 		return false, err
+	}
+	repaired := false
+	if rSold > sold {
+		n, err := s.refundsCaught(ctx, sku)
+		if err != nil {
+			return false, err
+		}
+		repaired = n > 0
+	}
+	if rTotal >= total {
+		return repaired, nil
 	}
 	for _, name := range names {
 		if err := catchUpScript.Run(ctx, s.r, []string{inventory.RedisStockKey(name)}, "floor", version).Err(); err != nil {
 			return false, fmt.Errorf("lua-split catch-up %s: %w", name, err)
 		}
 	}
-	if sum, err = s.shardTotals(ctx, names); err != nil || sum >= total {
-		return false, err
+	if rTotal, _, err = s.shardCounts(ctx, names); err != nil || rTotal >= total {
+		return repaired, err
 	}
-	if err := catchUpScript.Run(ctx, s.r, []string{inventory.RedisStockKey(names[0])}, "add", total-sum).Err(); err != nil {
+	if err := catchUpScript.Run(ctx, s.r, []string{inventory.RedisStockKey(names[0])}, "add", total-rTotal).Err(); err != nil {
 		return false, fmt.Errorf("lua-split catch-up %s: %w", names[0], err)
 	}
 	return true, nil
 }
 
-// shardTotals sums the shards' totals (one pipeline).
-func (s *Strategy) shardTotals(ctx context.Context, names []string) (int64, error) {
+// refundsCaught applies, in Redis, the refunds MySQL holds for sku whose
+// record is still confirmed, and returns how many it moved.
+func (s *Strategy) refundsCaught(ctx context.Context, sku string) (int, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT order_id FROM orders WHERE sku=? AND state='refunded'", sku)
+	if err != nil {
+		return 0, fmt.Errorf("lua-split refunds %s: %w", sku, err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("lua-split refunds %s: %w", sku, err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("lua-split refunds %s: %w", sku, err)
+	}
+	n := 0
+	for _, id := range ids {
+		vref, rec, err := s.find(ctx, inventory.OrderRef{OrderID: id, SKU: sku})
+		if errors.Is(err, redisstock.ErrNoReservation) || err == nil && rec.State != inventory.StateConfirmed {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		prev, err := s.rs.RefundMarked(ctx, vref, false, "")
+		if err != nil {
+			return n, err
+		}
+		if prev == inventory.StateConfirmed {
+			n++
+			s.soldCorrected.Add(rec.Qty)
+			s.giveBack(ctx, sku, id, rec.Buyer)
+		}
+	}
+	return n, nil
+}
+
+// shardCounts sums the shards' totals and sold units (one pipeline).
+func (s *Strategy) shardCounts(ctx context.Context, names []string) (total, sold int64, err error) {
 	pipe := s.r.Pipeline()
-	cmds := make([]*redis.StringCmd, len(names))
+	cmds := make([]*redis.SliceCmd, len(names))
 	for j, name := range names {
-		cmds[j] = pipe.HGet(ctx, inventory.RedisStockKey(name), "total")
+		cmds[j] = pipe.HMGet(ctx, inventory.RedisStockKey(name), "total", "sold")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("lua-split shard totals: %w", err)
+		return 0, 0, fmt.Errorf("lua-split shard counts: %w", err)
 	}
-	var sum int64
 	for _, c := range cmds {
-		v, _ := c.Int64()
-		sum += v
+		v := c.Val()
+		t, _ := v[0].(string)
+		so, _ := v[1].(string)
+		tn, _ := strconv.ParseInt(t, 10, 64)
+		sn, _ := strconv.ParseInt(so, 10, 64)
+		total += tn
+		sold += sn
 	}
-	return sum, nil
+	return total, sold, nil
 }
 
 // The fence, lua-tcc's (redisstock.Fence) for a split: a Redis that

@@ -30,9 +30,9 @@
 //
 // A Redis that restarted is rebuilt from MySQL before a reserve runs
 // again (fence.go), as lua-tcc's is, within this process only; a restock
-// whose shard writes were lost is caught up by the recovery pass
-// (catchUp). Not here: lua-tcc's gated fence across processes, its sold
-// correction, group commit of confirms, --degrade, --soldout-flag; see
+// whose shard writes were lost is caught up by the recovery pass, and so
+// is a refund whose Redis write was lost (catchUp). Not here: lua-tcc's
+// gated fence across processes, group commit of confirms, --degrade, --soldout-flag; see
 // docs/redis-split.md.
 package luasplit
 
@@ -87,8 +87,8 @@ type Strategy struct {
 
 	// fence is held for reading by every operation and for writing by a
 	// rebuild (fence.go).
-	fence                    sync.RWMutex
-	rebuilds, restocksCaught atomic.Int64
+	fence                                   sync.RWMutex
+	rebuilds, restocksCaught, soldCorrected atomic.Int64
 	// walks serializes the reserves of one order id in this process
 	// (striped by the id's hash): see Reserve.
 	walks [256]sync.Mutex
@@ -744,7 +744,7 @@ func (s *Strategy) recover(ctx context.Context) error {
 		if caught, err := s.catchUp(ctx, sku, names); err != nil {
 			return fmt.Errorf("recover: %w", err)
 		} else if caught {
-			s.restocksCaught.Add(1)
+			s.restocksCaught.Add(1) // restocks or refunds caught up
 			s.returned(sku)
 		}
 		for _, name := range names {
@@ -875,5 +875,6 @@ func (s *Strategy) Counters() map[string]float64 {
 		"tcc_expired":          float64(s.expired.Load()),
 		"redis_rebuilds":       float64(s.rebuilds.Load()),
 		"tcc_restocks_caught":  float64(s.restocksCaught.Load()),
+		"tcc_sold_corrected":   float64(s.soldCorrected.Load()),
 	}
 }

@@ -77,7 +77,8 @@ func shardAvailable(t *testing.T, s *Strategy) []int64 {
 // forgot its scripts (a restart) is rebuilt with each confirmed unit on the
 // shard holding its record, so a refund after it gives the unit back there.
 // A restock whose shard writes were lost is caught up by the recovery
-// pass, and its late writes are skipped. The auditor grades the stores
+// pass, and its late writes are skipped; a refund whose Redis write was
+// lost is applied by it, once. The auditor grades the stores
 // after each case.
 func TestWalk(t *testing.T) {
 	ctx := context.Background()
@@ -127,6 +128,26 @@ func TestWalk(t *testing.T) {
 				t.Fatalf("shards' available %v after the late writes, want still 3", got)
 			}
 			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateReserved}, {OrderID: "r1", SKU: sku, State: inventory.AckRestocked, Qty: 3}}
+		}},
+		{"a refund whose Redis write was lost is applied by recovery", 2, func(t *testing.T, s *Strategy) []inventory.Ack {
+			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
+			want(t, "confirm a", s.Confirm(ctx, ref("a")), nil)
+			// The refund's MySQL decision, its Redis write lost.
+			if _, err := s.db.ExecContext(ctx, "UPDATE inventory SET sold=sold-1, available=available+1 WHERE sku=?", sku); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.db.ExecContext(ctx, "UPDATE orders SET state='refunded' WHERE order_id='a'"); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "settle (applies the refund)", s.Settle(ctx), nil)
+			if got := shardAvailable(t, s); got[0]+got[1] != 2 {
+				t.Fatalf("shards' available %v after recovery, want 2 in all", got)
+			}
+			want(t, "refund repeated", s.Refund(ctx, ref("a")), nil)
+			if got := shardAvailable(t, s); got[0]+got[1] != 2 {
+				t.Fatalf("shards' available %v after the repeat, want still 2", got)
+			}
+			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateRefunded}}
 		}},
 		{"a rebuild keeps each sold unit on its record's shard", 4, func(t *testing.T, s *Strategy) []inventory.Ack {
 			var acks []inventory.Ack
