@@ -331,6 +331,8 @@ func (s *Strategy) rebuildSKU(ctx context.Context, sku string) error {
 		shard := names[pick(o.buyer, k)]
 		pipe.HIncrBy(ctx, allowKey(shard), o.buyer, o.qty)
 		pipe.HSet(ctx, allowOrdersKey(shard), o.id, fmt.Sprintf("%s %d", o.buyer, o.qty))
+		pipe.SAdd(ctx, allowWalksKey(shard, o.id), "kept")
+		pipe.PExpire(ctx, allowWalksKey(shard, o.id), s.cfg.Retain)
 	}
 	for j, os := range held {
 		for _, o := range os {
@@ -351,3 +353,9 @@ func (s *Strategy) rebuildSKU(ctx context.Context, sku string) error {
 
 func allowKey(shard string) string       { return inventory.RedisPrefix + "allow:{" + shard + "}" }
 func allowOrdersKey(shard string) string { return inventory.RedisPrefix + "allowo:{" + shard + "}" }
+
+// allowWalksKey is the set of the walks of order id that hold its
+// allowance (allow.lua), in the buyer's shard.
+func allowWalksKey(shard, id string) string {
+	return inventory.RedisPrefix + "alloww:{" + shard + "}:" + id
+}

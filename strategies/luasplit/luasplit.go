@@ -87,12 +87,8 @@ type Strategy struct {
 
 	// fence is held for reading by every operation and for writing by a
 	// rebuild (fence.go).
-	fence                                   sync.RWMutex
-	rebuilds, restocksCaught, soldCorrected atomic.Int64
-	// walks serializes the reserves of one order id in this process
-	// (striped by the id's hash): see Reserve.
-	walks [256]sync.Mutex
-
+	fence                                                                  sync.RWMutex
+	rebuilds, restocksCaught, soldCorrected                                atomic.Int64
 	hops, probes, refusals, falseSoldOut, falseSoldOutUnits, limitRefusals atomic.Int64
 	bgErrors, deferred, recovered, expired                                 atomic.Int64
 }
@@ -270,12 +266,12 @@ func passKey(shard, id string) string { return inventory.RedisPrefix + "pass:{" 
 
 // Reserve is the Try, walked over the shards from the one the order id
 // hashes to (see the package comment). A reserve with a per-buyer limit
-// first takes the buyer's allowance (allow.lua, in the buyer's shard) and
-// gives it back when the walk ends holding nothing. Reserves of one order
-// id are serialized in this process, so a walk that ends refused gives
-// back the allowance and its pass markers while no other walk of the
-// order is under way here (across processes a concurrent walk of the same
-// order is not serialized: see docs/redis-split.md).
+// first takes the buyer's allowance for the order (allow.lua, in the
+// buyer's shard), keeps it when the walk holds a unit and drops its hold
+// when the walk is refused; the units go back when no walk of the order
+// holds them, or when the order is cancelled, expired or refunded.
+// Several walks of one order id (retries reaching several instances) may
+// run at once: the pass markers and the allowance's holders are per walk.
 func (s *Strategy) Reserve(ctx context.Context, r inventory.Reservation) error {
 	err := s.reserve(ctx, r)
 	if errors.Is(err, errFenced) {
@@ -300,12 +296,10 @@ func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
 	if err != nil {
 		return err
 	}
-	mu := &s.walks[pick(r.OrderID, len(s.walks))]
-	mu.Lock()
-	defer mu.Unlock()
+	token := strconv.FormatUint(rand.Uint64(), 36)
 	limited := r.Buyer != "" && r.Limit > 0
 	if limited {
-		switch n, err := s.allow(ctx, names, "take", r.OrderID, r.Buyer, r.Qty, r.Limit); {
+		switch n, err := s.allow(ctx, names, "take", r.OrderID, r.Buyer, r.Qty, r.Limit, token); {
 		case err != nil:
 			return fmt.Errorf("redis allowance: %w", err)
 		case n == -4:
@@ -313,21 +307,28 @@ func (s *Strategy) reserve(ctx context.Context, r inventory.Reservation) error {
 			return fmt.Errorf("reserve %s: buyer %s at its limit of %d: %w", r.OrderID, r.Buyer, r.Limit, inventory.ErrLimitExceeded)
 		}
 	}
-	held, err := s.walk(ctx, names, r)
-	if !held && limited && (err == nil || errors.Is(err, inventory.ErrOutOfStock) || errors.Is(err, inventory.ErrAlreadyFinal)) {
-		// The walk holds nothing: the allowance goes back (a failure
-		// leaves the buyer short, never over).
-		_, _ = s.allow(ctx, names, "give", r.OrderID, r.Buyer, 0, 0)
+	held, err := s.walk(ctx, names, r, token)
+	switch {
+	case !limited:
+	case held:
+		// Its units stay out until the order is cancelled, expired or
+		// refunded (a failure here leaves them out all the same).
+		_, _ = s.allow(ctx, names, "keep", r.OrderID, r.Buyer, 0, 0, token)
+	case errors.Is(err, inventory.ErrOutOfStock) || errors.Is(err, inventory.ErrAlreadyFinal):
+		// The walk holds nothing, for sure: its hold on the allowance
+		// goes (the units go back when no other walk of the order holds
+		// them). After any other error a Try may have reserved unheard:
+		// the hold stays, for a retry or the order's release to settle.
+		_, _ = s.allow(ctx, names, "drop", r.OrderID, r.Buyer, 0, 0, token)
 	}
 	return err
 }
 
 // walk is Reserve's walk over the shards; held says a shard holds the
 // order's unit (reserved now or before).
-func (s *Strategy) walk(ctx context.Context, names []string, r inventory.Reservation) (held bool, err error) {
+func (s *Strategy) walk(ctx context.Context, names []string, r inventory.Reservation, token string) (held bool, err error) {
 	k := len(names)
 	start := pick(r.OrderID, k)
-	token := strconv.FormatUint(rand.Uint64(), 36)
 	for i := 0; i < k; i++ {
 		moveOn := i < k-1
 		n, err := s.try(ctx, names[(start+i)%k], r, moveOn, token)
@@ -376,10 +377,10 @@ func (s *Strategy) dropMarkers(ctx context.Context, names []string, start, n int
 }
 
 // allow runs allow.lua in the shard the buyer hashes to.
-func (s *Strategy) allow(ctx context.Context, names []string, op, id, buyer string, qty, limit int64) (int, error) {
+func (s *Strategy) allow(ctx context.Context, names []string, op, id, buyer string, qty, limit int64, token string) (int, error) {
 	shard := names[pick(buyer, len(names))]
-	keys := []string{allowKey(shard), allowOrdersKey(shard)}
-	return allowScript.Run(ctx, s.r, keys, op, id, buyer, qty, limit).Int()
+	keys := []string{allowKey(shard), allowOrdersKey(shard), allowWalksKey(shard, id)}
+	return allowScript.Run(ctx, s.r, keys, op, id, buyer, qty, limit, token, s.cfg.Retain.Milliseconds()).Int()
 }
 
 // giveBack returns a released order's allowance (a no-op for an order
@@ -394,7 +395,7 @@ func (s *Strategy) giveBack(ctx context.Context, sku, id, buyer string) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	_, _ = s.allow(rctx, names, "give", id, buyer, 0, 0)
+	_, _ = s.allow(rctx, names, "give", id, buyer, 0, 0, "")
 }
 
 // try runs try.lua on one shard; a shard without valid buyer holds (not

@@ -208,3 +208,52 @@ func TestWalk(t *testing.T) {
 		})
 	}
 }
+
+// TestAllowance drives allow.lua as concurrent walks of one order would
+// (each walk its token): the buyer's units go back only when no walk of
+// the order holds them and none reserved, or when the order is released.
+func TestAllowance(t *testing.T) {
+	ctx := context.Background()
+	type step struct {
+		op, token string
+		want      int
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		out   int64 // the buyer's units out at the end
+	}{
+		{"a refused walk gives the units back", []step{{"take", "a", 1}, {"drop", "a", 1}}, 0},
+		{"a walk refused while another holds them keeps them out", []step{{"take", "a", 1}, {"take", "b", 2}, {"drop", "a", 0}}, 1},
+		{"the last walk refused gives them back", []step{{"take", "a", 1}, {"take", "b", 2}, {"drop", "a", 0}, {"drop", "b", 1}}, 0},
+		{"a walk that reserved keeps them out for good", []step{{"take", "a", 1}, {"take", "b", 2}, {"keep", "b", 1}, {"drop", "a", 0}}, 1},
+		{"the order's release gives them back", []step{{"take", "a", 1}, {"keep", "a", 1}, {"give", "", 1}, {"give", "", 0}}, 0},
+		{"a second order past the limit is refused", []step{{"take", "a", 1}, {"keep", "a", 1}, {"take2", "c", -4}}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(strategies.Config{DB: env.DB, Redis: env.Redis, Buckets: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := shardNames(sku, 2)
+			for i, st := range c.steps {
+				id, op := "o", st.op
+				if op == "take2" {
+					id, op = "o2", "take"
+				}
+				got, err := s.allow(ctx, names, op, id, "bob", 1, 1, st.token)
+				if err != nil || got != st.want {
+					t.Fatalf("step %d %s %s: %d, %v; want %d", i, st.op, st.token, got, err, st.want)
+				}
+			}
+			out, err := env.Redis.HGet(ctx, allowKey(names[pick("bob", 2)]), "bob").Int64()
+			if err != nil && out != 0 || out != c.out {
+				t.Fatalf("bob's units out %d (%v), want %d", out, err, c.out)
+			}
+		})
+	}
+}

@@ -13,7 +13,7 @@ var coreLines = map[string]int{
 	"strategies/internal/groupcommit": 269,
 	"strategies/internal/redisstock":  1868,
 	"strategies/internal/sqlstore":    661,
-	"strategies/luasplit":             1076,
+	"strategies/luasplit":             1102,
 	"strategies/luatcc":               560,
 	"strategies/luatcc/degrade.go":    641,
 	"strategies/luatcc/soldout.go":    92,
