@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies/internal/redisstock"
 	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
@@ -24,8 +25,11 @@ var errRestartedDuringCatchUp = errors.New("redis restarted during the catch-up"
 //
 //   - a reserve of an order MySQL already holds stands (the rebuild
 //     counted it); any other is the Try again (idempotent): taken, it
-//     stands; out of stock, over the buyer's limit or met by a final
-//     record, it is refused, and so are the decisions of that order;
+//     stands; out of stock, over the buyer's limit or met by a cancelled
+//     marker, it is refused, and so are the decisions of that order; met
+//     by a final record with units (the current Redis counted the order's
+//     reserve — this member's Try before it caught up, or a client's
+//     repeat through another member — and decided it since) it stands;
 //   - a decision is the Finish (or refund) again under the owner check:
 //     it stands when Redis moved the order now or had decided the same;
 //     a different decision Redis holds wins; an order Redis does not know
@@ -144,7 +148,21 @@ func (s *Strategy) replayOne(ctx context.Context, e event, known bool) (bool, er
 		switch {
 		case err == nil:
 			return true, nil
-		case errors.Is(err, inventory.ErrOutOfStock), errors.Is(err, inventory.ErrAlreadyFinal), errors.Is(err, inventory.ErrLimitExceeded):
+		case errors.Is(err, inventory.ErrAlreadyFinal):
+			// A final record with units: this Redis counted the order's
+			// reserve (a Try this member ran on it before catching up, or
+			// a client's repeat through another member) and decided it
+			// since. The event stands (the relay applies a reserve once);
+			// only a marker (no units) refuses it.
+			cur, err := s.rs.Get(ctx, ref)
+			switch {
+			case errors.Is(err, redisstock.ErrNoReservation):
+				return false, nil
+			case err != nil:
+				return false, fmt.Errorf("catch up: %w", err)
+			}
+			return cur.Qty > 0, nil
+		case errors.Is(err, inventory.ErrOutOfStock), errors.Is(err, inventory.ErrLimitExceeded):
 			return false, nil
 		}
 		return false, fmt.Errorf("catch up: %w", err)

@@ -550,8 +550,11 @@ var errNoHash = redisstock.ErrNoStockHash
 // once), so it is never acknowledged on the strength of a first attempt
 // whose append may still fail. An order Redis does not know is looked for
 // again after the fence's check (a Redis that lost its data is rebuilt
-// first, from MySQL and the local table) before the answer is
-// inventory.ErrUnknownOrder.
+// first, from MySQL and the local table), then in MySQL (elsewhere: an
+// order decided before the rebuild is there alone — a repeat of a confirm
+// MySQL holds is acknowledged) before the answer is
+// inventory.ErrUnknownOrder, or ErrOutcomeUnknown while a member the
+// rebuild went on without has not caught up.
 func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 	res, want, err := s.rs.ConfirmTarget(ctx, ref)
 	if errors.Is(err, inventory.ErrUnknownOrder) {
@@ -559,6 +562,20 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 			return fmt.Errorf("confirm %s: %w", ref.OrderID, rerr)
 		}
 		res, want, err = s.rs.ConfirmTarget(ctx, ref)
+		if errors.Is(err, inventory.ErrUnknownOrder) {
+			// Decided before a rebuild (MySQL holds it), or maybe in a
+			// late member's table: not unknown (elsewhere).
+			st, lerr := s.elsewhere(ctx, ref)
+			switch {
+			case lerr != nil:
+				return fmt.Errorf("confirm %s: %w", ref.OrderID, lerr)
+			case st == "":
+				return err
+			case st == inventory.StateConfirmed:
+				return nil // a repeat: the decision stands in MySQL
+			}
+			return fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, st, inventory.ErrAlreadyFinal)
+		}
 	}
 	if err != nil {
 		return err
@@ -583,8 +600,12 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 // appends the decision locally; a repeat (the order already cancelled or
 // expired) appends the standing decision again before it answers. A
 // cancel of an order Redis does not know first has the fence check for a
-// Redis that lost its data (and rebuilds it), then leaves a cancelled
-// marker in Redis (a late Try is refused) and a marker event.
+// Redis that lost its data (and rebuilds it) and looks the order up in
+// MySQL (elsewhere: a decision made before the rebuild stands), then
+// leaves a cancelled marker in Redis (a late Try is refused) and a marker
+// event — but answers ErrOutcomeUnknown instead while a member the
+// rebuild went on without has not caught up (its table may hold the
+// order's reserve, which the marker would refuse).
 func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 	res, _, err := s.rs.CancelTarget(ctx, ref)
 	if err == nil && res.State == "" {
@@ -593,6 +614,19 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 			return fmt.Errorf("cancel %s: %w", ref.OrderID, rerr)
 		}
 		res, _, err = s.rs.CancelTarget(ctx, ref)
+		if err == nil && res.State == "" {
+			// Decided before a rebuild (MySQL holds it), or maybe in a
+			// late member's table: no marker then (elsewhere).
+			st, lerr := s.elsewhere(ctx, ref)
+			switch {
+			case lerr != nil:
+				return fmt.Errorf("cancel %s: %w", ref.OrderID, lerr)
+			case st == inventory.StateCancelled || st == inventory.StateExpired:
+				return nil // a repeat: the release stands in MySQL
+			case st != "":
+				return fmt.Errorf("cancel %s: order is %s: %w", ref.OrderID, st, inventory.ErrAlreadyFinal)
+			}
+		}
 	}
 	if err != nil {
 		return err
