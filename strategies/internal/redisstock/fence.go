@@ -321,6 +321,24 @@ func (s Store) Beat(ctx context.Context) error {
 	return s.Ready(ctx)
 }
 
+// beatUntil refreshes the member's heartbeat every BeatPeriod until ctx
+// ends (a round under way: see runRound).
+func (f *Fence) beatUntil(ctx context.Context) {
+	if f.Member == "" {
+		return
+	}
+	t := time.NewTicker(BeatPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = f.DB.ExecContext(ctx, "UPDATE redis_fence SET beat=NOW(6) WHERE instance=?", f.Member)
+		}
+	}
+}
+
 // isNoScript reports Redis's NOSCRIPT error.
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 
@@ -444,6 +462,13 @@ func (s Store) runRound(life context.Context, r *round) {
 		f.mu.Unlock()
 		close(r.done)
 	}()
+	// A member in a round is alive, and says so: Beat waits for the round,
+	// and a drain may outlast the lease (its relay waiting on rows another
+	// member's paused transaction holds); silent, it would be presumed
+	// dead and the others would rebuild without its decisions.
+	beating, stopBeat := context.WithCancel(life)
+	defer stopBeat()
+	go f.beatUntil(beating)
 	if err := f.gate.close(life); err != nil {
 		r.err = fmt.Errorf("redis fence: %w", err)
 		return
