@@ -106,9 +106,9 @@ func TestFaultKindsInARun(t *testing.T) {
 	}
 	cases := []struct {
 		strategy, spec string
-		// class is an outcome class that must be among the errors in the
-		// window ("" any).
-		class string
+		// classes are outcome classes one of which must be among the
+		// errors in the window (none: any).
+		classes []string
 	}{
 		// The run's Redis calls end at their context's deadline, as the
 		// MySQL driver's do: a stalled Redis shows as timeouts.
@@ -117,16 +117,21 @@ func TestFaultKindsInARun(t *testing.T) {
 		// out and succeeds late (seen under two burners: all 16 workers
 		// stalled, a second without a flow, not one timeout). The pause
 		// must still be visible (checked below for every case).
-		{"lua-tcc", "redis-pause@1s+1500ms", "timeout"},
-		{"conditional", "mysql-pause@1s+1500ms", ""},
-		{"lua-tcc", "redis-restart@1s+1s", ""},
-		{"conditional", "mysql-restart@1s", ""},
-		{"lua-tcc", "latency:redis=800ms@1s+1s", ""},
-		{"conditional", "partition:mysql@1s+1s", "timeout"},
-		{"conditional", "reset:mysql@1s+500ms", ""},
-		// A call the crash cut may have happened: outcome unknown.
-		{"lua-tcc", "app-crash@1s", "outcome_unknown"},
-		{"outbox", "app-crash@1s", "outcome_unknown"},
+		{"lua-tcc", "redis-pause@1s+1500ms", []string{"timeout"}},
+		{"conditional", "mysql-pause@1s+1500ms", nil},
+		{"lua-tcc", "redis-restart@1s+1s", nil},
+		{"conditional", "mysql-restart@1s", nil},
+		{"lua-tcc", "latency:redis=800ms@1s+1s", nil},
+		{"conditional", "partition:mysql@1s+1s", []string{"timeout"}},
+		{"conditional", "reset:mysql@1s+500ms", nil},
+		// A call the crash cut may have happened: outcome unknown; one
+		// that came while the service was down failed (canceled). Which
+		// of them a run sees depends on whether a call was in flight at
+		// the instant of the crash (seen under load: 16 canceled, none in
+		// flight, every buyer in its pay delay); TestCrashCutIsUnknown
+		// checks the cut call's class deterministically.
+		{"lua-tcc", "app-crash@1s", []string{"outcome_unknown", "canceled"}},
+		{"outbox", "app-crash@1s", []string{"outcome_unknown", "canceled"}},
 	}
 	for _, c := range cases {
 		t.Run(c.strategy+" "+c.spec, func(t *testing.T) {
@@ -150,16 +155,16 @@ func TestFaultKindsInARun(t *testing.T) {
 			if f.StartSec < 1 || f.EndSec < f.StartSec {
 				t.Fatalf("window %.2f–%.2f s for a fault at 1 s", f.StartSec, f.EndSec)
 			}
-			checkFaultImpact(t, run, c.spec, c.class)
+			checkFaultImpact(t, run, c.spec, c.classes...)
 		})
 	}
 }
 
 // checkFaultImpact: the fault (spec) did something visible inside its
-// window — among it an error of class, when given — and nothing but
+// window — among it an error of one of classes, when given — and nothing but
 // deadlines failed outside it; the audit after settle found nothing sold
 // twice and no lost ack.
-func checkFaultImpact(t *testing.T, run results.Run, spec, class string) {
+func checkFaultImpact(t *testing.T, run results.Run, spec string, classes ...string) {
 	t.Helper()
 	f := run.Faults[0]
 	im := run.FaultImpact
@@ -170,8 +175,8 @@ func checkFaultImpact(t *testing.T, run results.Run, spec, class string) {
 	if sum(im.ErrorsInWindow) == 0 && im.OutageSec == im.OutageOutsideSec && !collapsed(run.Series, f.StartSec, f.EndSec) {
 		t.Errorf("no failed operation, no second without a flow and no second collapsed inside the window: the fault did nothing visible")
 	}
-	if class != "" && im.ErrorsInWindow[class] == 0 {
-		t.Errorf("no %s among the errors in the window %v", class, im.ErrorsInWindow)
+	if len(classes) > 0 && !slices.ContainsFunc(classes, func(c string) bool { return im.ErrorsInWindow[c] > 0 }) {
+		t.Errorf("none of %v among the errors in the window %v", classes, im.ErrorsInWindow)
 	}
 	// Outside the window nothing may fail but by its deadline: a fault
 	// left in place (a store still paused or down) fails calls

@@ -161,20 +161,7 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	if err != nil {
 		return run, err
 	}
-	// A generator that died: the others have finished; drain what it
-	// left and grade its acks with theirs.
-	var lost []results.LostGenerator
-	var lostAcks []inventory.Ack
-	var drainFrom time.Time
-	for _, l := range lostShards {
-		if drainFrom.IsZero() {
-			drainFrom = time.Now()
-		}
-		o.logf("  generator %d/%d died (%v): draining %s", l.index, o.Procs, l.err.Err, l.err.StateDir)
-		info, acks := drainLost(ctx, conns, e, o, stock, l)
-		lost = append(lost, info)
-		lostAcks = append(lostAcks, acks...)
-	}
+	lost, lostAcks, drainFrom := drainAllLost(ctx, conns, e, o, stock, lostShards)
 	if len(runs) == 0 {
 		var notes []string
 		for _, l := range lost {
@@ -193,27 +180,7 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 			merged.Incomplete = r.Incomplete
 		}
 	}
-	// Stale: past its deadline before the last generator began to settle,
-	// as a single run's audit counts from the start of its settle. Every
-	// load had ended by then, and that generator's settle passes over every
-	// SKU, so it releases whatever had lapsed; one that lapsed earlier and
-	// is still held was missed by every settle. (No generator recorded it:
-	// the time of this audit.)
-	var staleBefore time.Time
-	for _, r := range runs {
-		if r.Shard != nil && r.Shard.SettleFrom.After(staleBefore) {
-			staleBefore = r.Shard.SettleFrom
-		}
-	}
-	if drainFrom.After(staleBefore) {
-		// The parent's settle of a dead generator's state passed over
-		// every SKU too.
-		staleBefore = drainFrom
-	}
-	if staleBefore.IsZero() {
-		staleBefore = time.Now()
-	}
-	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: staleBefore, LimitPerBuyer: o.Params.LimitPerBuyer}
+	auditor := audit.Auditor{DB: conns.DB, Ledger: map[string]int64{}, StaleBefore: staleFrom(runs, drainFrom), LimitPerBuyer: o.Params.LimitPerBuyer}
 	if e.UsesRedis {
 		auditor.Redis, auditor.RedisReservations = conns.Redis, e.RedisReservations
 	}
@@ -249,6 +216,47 @@ func runShards(ctx context.Context, st Stores, e registry.Entry, scenario string
 	merged.AuditEndOfLoad, merged.SettleRepaired = nil, nil
 	merged.Seed, merged.CoreLines = o.Seed, e.CoreLinesFor(o.Strategy)
 	return merged, nil
+}
+
+// drainAllLost drains what each generator that died left (the others
+// have finished) and returns what was recovered of each, their acks (to be
+// graded with the others') and when the first drain began (zero: none).
+func drainAllLost(ctx context.Context, conns servers.Conns, e registry.Entry, o Options, stock []inventory.Stock,
+	lostShards []lostShard) (lost []results.LostGenerator, acks []inventory.Ack, drainFrom time.Time) {
+	for _, l := range lostShards {
+		if drainFrom.IsZero() {
+			drainFrom = time.Now()
+		}
+		o.logf("  generator %d/%d died (%v): draining %s", l.index, o.Procs, l.err.Err, l.err.StateDir)
+		info, a := drainLost(ctx, conns, e, o, stock, l)
+		lost = append(lost, info)
+		acks = append(acks, a...)
+	}
+	return lost, acks, drainFrom
+}
+
+// staleFrom is the instant before which a live reservation's deadline makes
+// it stale for the merged audit: when the last generator began to settle,
+// as a single run's audit counts from the start of its settle. Every load
+// had ended by then, and that generator's settle passes over every SKU, so
+// it releases whatever had lapsed; one that lapsed earlier and is still
+// held was missed by every settle. The parent's settle of a dead
+// generator's state (from drainFrom) passed over every SKU too. Without
+// either, the time of this audit.
+func staleFrom(runs []results.Run, drainFrom time.Time) time.Time {
+	var t time.Time
+	for _, r := range runs {
+		if r.Shard != nil && r.Shard.SettleFrom.After(t) {
+			t = r.Shard.SettleFrom
+		}
+	}
+	if drainFrom.After(t) {
+		t = drainFrom
+	}
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return t
 }
 
 // GeneratorLost is what a Spawn returns for a generator that ended

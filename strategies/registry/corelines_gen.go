@@ -11,7 +11,7 @@ var coreLines = map[string]int{
 	"strategies/conditional":          41,
 	"strategies/ensure":               848,
 	"strategies/internal/groupcommit": 269,
-	"strategies/internal/redisstock":  1868,
+	"strategies/internal/redisstock":  1908,
 	"strategies/internal/sqlstore":    661,
 	"strategies/luasplit":             1102,
 	"strategies/luatcc":               560,
@@ -19,7 +19,7 @@ var coreLines = map[string]int{
 	"strategies/luatcc/soldout.go":    92,
 	"strategies/naive":                156,
 	"strategies/outbox":               847,
-	"strategies/outboxlocal":          1248,
+	"strategies/outboxlocal":          1310,
 	"strategies/rowlock":              65,
 	"strategies/skiplocked":           166,
 }
