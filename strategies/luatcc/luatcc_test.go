@@ -97,6 +97,22 @@ func TestRecoveryPaths(t *testing.T) {
 			want(t, "reserve d", s.Reserve(ctx, res("d")), inventory.ErrOutOfStock)
 			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateConfirmed}, {OrderID: "c", SKU: sku, State: inventory.StateConfirmed}}
 		}},
+		{"a repeated confirm after Redis lost the order is answered from MySQL", 3, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
+			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
+			want(t, "confirm a", s.Confirm(ctx, ref("a")), nil) // its reply lost: the client asks again
+			want(t, "reserve b", s.Reserve(ctx, res("b")), nil)
+			want(t, "cancel b", s.Cancel(ctx, ref("b")), nil)
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "confirm a again", s.Confirm(ctx, ref("a")), nil) // was "unknown order"
+			want(t, "confirm the cancelled b", s.Confirm(ctx, ref("b")), inventory.ErrAlreadyFinal)
+			want(t, "confirm x, never reserved", s.Confirm(ctx, ref("x")), inventory.ErrUnknownOrder)
+			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateConfirmed}, {OrderID: "b", SKU: sku, State: inventory.StateCancelled}}
+		}},
 		{"confirm of a reservation Redis lost, decided after the rebuild read MySQL, leaves no drift", 2, 0, func(t *testing.T, s *Strategy) []inventory.Ack {
 			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
 			r, err := s.rs.Get(ctx, ref("a")) // a's confirm has read its reservation…
