@@ -491,7 +491,9 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 	vref, res, err := s.find(ctx, ref)
 	switch {
 	case errors.Is(err, redisstock.ErrNoReservation):
-		return fmt.Errorf("confirm %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
+		// Redis lost the record (a restart, a rollback) or it outlived
+		// Retain: the TCC log answers a client that asks again.
+		return sqlstore.ConfirmFromLog(ctx, s.db, ref, fmt.Errorf("confirm %s: %w", ref.OrderID, inventory.ErrUnknownOrder))
 	case err != nil:
 		return err
 	}

@@ -149,6 +149,23 @@ func TestWalk(t *testing.T) {
 			}
 			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateRefunded}}
 		}},
+		{"a repeated confirm after Redis lost the order is answered from MySQL", 3, func(t *testing.T, s *Strategy) []inventory.Ack {
+			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
+			want(t, "confirm a", s.Confirm(ctx, ref("a")), nil) // its reply lost: the client asks again
+			want(t, "reserve b", s.Reserve(ctx, res("b")), nil)
+			want(t, "cancel b", s.Cancel(ctx, ref("b")), nil)
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil { // a restart without persistence
+				t.Fatal(err)
+			}
+			if err := env.Redis.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "settle (rebuilds)", s.Settle(ctx), nil)
+			want(t, "confirm a again", s.Confirm(ctx, ref("a")), nil) // was "unknown order"
+			want(t, "confirm the cancelled b", s.Confirm(ctx, ref("b")), inventory.ErrAlreadyFinal)
+			want(t, "confirm x, never reserved", s.Confirm(ctx, ref("x")), inventory.ErrUnknownOrder)
+			return []inventory.Ack{{OrderID: "a", SKU: sku, State: inventory.StateConfirmed}, {OrderID: "b", SKU: sku, State: inventory.StateCancelled}}
+		}},
 		{"a rebuild keeps each sold unit on its record's shard", 4, func(t *testing.T, s *Strategy) []inventory.Ack {
 			var acks []inventory.Ack
 			for n := 0; n < 2; n++ {

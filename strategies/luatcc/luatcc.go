@@ -129,34 +129,14 @@ func (s *Strategy) Confirm(ctx context.Context, ref inventory.OrderRef) error {
 	}
 	res, want, err := s.rs.ConfirmTarget(ctx, ref)
 	if errors.Is(err, inventory.ErrUnknownOrder) {
-		return s.confirmUnknown(ctx, ref, err)
+		// Redis lost the record, or it outlived Retain: the TCC log
+		// answers a client that asks again.
+		return sqlstore.ConfirmFromLog(ctx, s.db, ref, err)
 	}
 	if err != nil || want == "" {
 		return err
 	}
 	return s.confirmDecided(ctx, ref, res, want)
-}
-
-// confirmUnknown answers a confirm of an order Redis holds no record of
-// (unknown) from MySQL, the TCC log: a Redis that lost its data, or a
-// record past its retention, leaves an order decided before in MySQL
-// alone, and a client that lost the first confirm's reply asks again. A
-// confirmed order is a repeat (nil), another decision is final; an order
-// MySQL has no word of either is unknown. One MySQL read, on this path
-// only.
-func (s *Strategy) confirmUnknown(ctx context.Context, ref inventory.OrderRef, unknown error) error {
-	states, err := sqlstore.OrderStates(ctx, s.db, []string{ref.OrderID})
-	if err != nil {
-		return fmt.Errorf("confirm %s: read order in mysql: %w", ref.OrderID, err)
-	}
-	switch st := states[ref.OrderID]; st {
-	case "":
-		return unknown
-	case inventory.StateConfirmed:
-		return nil
-	default:
-		return fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, st, inventory.ErrAlreadyFinal)
-	}
 }
 
 // confirmDecided is Confirm once the reservation was read.

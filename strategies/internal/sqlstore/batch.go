@@ -138,3 +138,26 @@ func ConfirmOrders(ctx context.Context, tx *sql.Tx, sku string, rs []inventory.R
 	k, _ := out.RowsAffected()
 	return k > 0, nil
 }
+
+// ConfirmFromLog answers a confirm of an order Redis holds no record of
+// (unknown, the caller's ErrUnknownOrder) from MySQL's orders table, the
+// TCC log, for the Redis-first strategies that write an order's row at
+// its decision: a Redis that lost its data, or a record past its
+// retention, leaves an order decided before in MySQL alone, and a client
+// that lost the first confirm's reply asks again. A confirmed order is a
+// repeat (nil), another decision is final (ErrAlreadyFinal); an order
+// MySQL has no row of is unknown. One read, on this rare path only.
+func ConfirmFromLog(ctx context.Context, q Rows, ref inventory.OrderRef, unknown error) error {
+	states, err := OrderStates(ctx, q, []string{ref.OrderID})
+	if err != nil {
+		return fmt.Errorf("confirm %s: read order in mysql: %w", ref.OrderID, err)
+	}
+	switch st := states[ref.OrderID]; st {
+	case "":
+		return unknown
+	case inventory.StateConfirmed:
+		return nil
+	default:
+		return fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, st, inventory.ErrAlreadyFinal)
+	}
+}
