@@ -619,8 +619,6 @@ func (s *Strategy) finishRedis(ctx context.Context, vref inventory.OrderRef, got
 	return true
 }
 
-var errNoDecision = errors.New("no decision in mysql")
-
 // Refund is lua-tcc's refund (the decision under the order row's lock in
 // MySQL, then the shard's record moved under refund.lua's owner check),
 // on the shard that holds the order's record.
@@ -635,36 +633,7 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 	if err != nil {
 		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
 	}
-	fresh := false
-	err = sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		fresh = false
-		ord, found, err := sqlstore.LockOrder(ctx, tx, ref.OrderID)
-		switch {
-		case err != nil:
-			return err
-		case !found:
-			return errNoDecision
-		}
-		switch ord.State {
-		case inventory.StateRefunded:
-			return nil
-		case inventory.StateReserved:
-			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
-		case inventory.StateConfirmed:
-		default:
-			return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, ord.State, inventory.ErrAlreadyFinal)
-		}
-		res, err := tx.ExecContext(ctx, "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=? AND sold>=?",
-			ord.Qty, ord.Qty, ord.SKU, ord.Qty)
-		if err != nil {
-			return fmt.Errorf("refund: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("refund %s: inventory %s: sold < %d", ref.OrderID, ord.SKU, ord.Qty)
-		}
-		fresh = true
-		return sqlstore.SetState(ctx, tx, ord.ID, inventory.StateRefunded)
-	})
+	fresh, err := sqlstore.RefundSold(ctx, s.db, ref)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
 	if !fresh || err != nil {
@@ -676,7 +645,7 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 	} else {
 		s.giveBack(rctx, ref.SKU, ref.OrderID, rec.Buyer)
 	}
-	if errors.Is(err, errNoDecision) {
+	if errors.Is(err, sqlstore.ErrNoDecision) {
 		return s.rs.RefundRefusal(ctx, vref)
 	}
 	if err == nil {

@@ -193,10 +193,6 @@ func (s *Strategy) cancelDecided(ctx context.Context, ref inventory.OrderRef, re
 	return nil
 }
 
-// errNoDecision: MySQL holds no decision for the order (its reservation,
-// if any, lives in Redis only).
-var errNoDecision = errors.New("no decision in mysql")
-
 // Refund decides the refund in MySQL, the TCC log: under the order row's
 // lock a confirmed order becomes refunded and MySQL's row moves its units
 // from sold to available, in one transaction — the "already released"
@@ -226,36 +222,7 @@ func (s *Strategy) refund(ctx context.Context, ref inventory.OrderRef) error {
 	if err != nil {
 		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
 	}
-	fresh := false
-	err = sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		fresh = false
-		ord, found, err := sqlstore.LockOrder(ctx, tx, ref.OrderID)
-		switch {
-		case err != nil:
-			return err
-		case !found:
-			return errNoDecision
-		}
-		switch ord.State {
-		case inventory.StateRefunded:
-			return nil
-		case inventory.StateReserved:
-			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
-		case inventory.StateConfirmed:
-		default:
-			return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, ord.State, inventory.ErrAlreadyFinal)
-		}
-		res, err := tx.ExecContext(ctx, "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=? AND sold>=?",
-			ord.Qty, ord.Qty, ord.SKU, ord.Qty)
-		if err != nil {
-			return fmt.Errorf("refund: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("refund %s: inventory %s: sold < %d", ref.OrderID, ord.SKU, ord.Qty)
-		}
-		fresh = true
-		return sqlstore.SetState(ctx, tx, ord.ID, inventory.StateRefunded)
-	})
+	fresh, err := sqlstore.RefundSold(ctx, s.db, ref)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
 	if !fresh || err != nil {
@@ -267,7 +234,7 @@ func (s *Strategy) refund(ctx context.Context, ref inventory.OrderRef) error {
 	} else if _, rerr := s.rs.RefundMarked(rctx, ref, false, mark); rerr != nil {
 		s.deferred.Add(1)
 	}
-	if errors.Is(err, errNoDecision) {
+	if errors.Is(err, sqlstore.ErrNoDecision) {
 		return s.rs.RefundRefusal(ctx, ref)
 	}
 	return err

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -160,4 +161,49 @@ func ConfirmFromLog(ctx context.Context, q Rows, ref inventory.OrderRef, unknown
 	default:
 		return fmt.Errorf("confirm %s: order is %s: %w", ref.OrderID, st, inventory.ErrAlreadyFinal)
 	}
+}
+
+// ErrNoDecision: MySQL holds no order row (a Redis-first strategy's order
+// whose reservation, if any, lives in Redis only).
+var ErrNoDecision = errors.New("no decision in mysql")
+
+// RefundSold is a Redis-first strategy's refund decision in MySQL, the TCC
+// log (lua-tcc, lua-split): under the order row's lock a confirmed order
+// becomes refunded and the inventory row moves its units from sold to
+// available, in one transaction — the "already released" check, so a
+// refund racing another refund or a cancel releases once. fresh is true
+// when this call made the transition; a repeat (already refunded) is nil
+// and not fresh. reserved → ErrNotConfirmed; another decision →
+// ErrAlreadyFinal; no order row → ErrNoDecision (the caller reads Redis).
+func RefundSold(ctx context.Context, db *sql.DB, ref inventory.OrderRef) (fresh bool, err error) {
+	err = InTx(ctx, db, func(tx *sql.Tx) error {
+		fresh = false
+		ord, found, err := LockOrder(ctx, tx, ref.OrderID)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return ErrNoDecision
+		}
+		switch ord.State {
+		case inventory.StateRefunded:
+			return nil
+		case inventory.StateReserved:
+			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+		case inventory.StateConfirmed:
+		default:
+			return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, ord.State, inventory.ErrAlreadyFinal)
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=? AND sold>=?",
+			ord.Qty, ord.Qty, ord.SKU, ord.Qty)
+		if err != nil {
+			return fmt.Errorf("refund: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("refund %s: inventory %s: sold < %d", ref.OrderID, ord.SKU, ord.Qty)
+		}
+		fresh = true
+		return SetState(ctx, tx, ord.ID, inventory.StateRefunded)
+	})
+	return fresh, err
 }
