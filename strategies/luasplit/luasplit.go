@@ -559,30 +559,11 @@ func (s *Strategy) Cancel(ctx context.Context, ref inventory.OrderRef) error {
 	return nil
 }
 
-var errNoMySQLStock = errors.New("mysql has no stock for a redis reservation")
-
 // decide writes decision want as the order's MySQL row unless one exists
 // (a confirm also moves the SKU's units from available to sold), and
 // returns the decision that stands. Redis is the caller's to update.
 func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
-	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		r := inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU, Qty: res.Qty, Deadline: res.Deadline, Buyer: res.Buyer}
-		if err := sqlstore.InsertOrder(ctx, tx, r, want); err != nil {
-			return err
-		}
-		if want != inventory.StateConfirmed {
-			return nil
-		}
-		out, err := tx.ExecContext(ctx,
-			"UPDATE inventory SET available=available-?, sold=sold+? WHERE sku=? AND available>=?", res.Qty, res.Qty, ref.SKU, res.Qty)
-		if err != nil {
-			return fmt.Errorf("confirm: %w", err)
-		}
-		if n, _ := out.RowsAffected(); n == 0 {
-			return errNoMySQLStock
-		}
-		return nil
-	})
+	err := sqlstore.WriteDecision(ctx, s.db, inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU, Qty: res.Qty, Deadline: res.Deadline, Buyer: res.Buyer}, want)
 	switch {
 	case sqlstore.IsDuplicate(err):
 		got, err := sqlstore.StateOf(ctx, s.db, ref.OrderID)
@@ -593,7 +574,7 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 			return "", fmt.Errorf("decision %s: MySQL holds it %s (not lua-split's)", ref.OrderID, got)
 		}
 		return got, nil
-	case errors.Is(err, errNoMySQLStock):
+	case errors.Is(err, sqlstore.ErrNoMySQLStock):
 		// Redis promised a unit MySQL does not have: drift. Refuse the
 		// sale (the cancel gives the unit back) rather than oversell.
 		if _, cerr := s.decide(ctx, ref, res, inventory.StateCancelled); cerr != nil {

@@ -90,7 +90,7 @@ func confirmBatch(ctx context.Context, sku string, its []*confirmItem) ([]error,
 		if ok, err := sqlstore.ConfirmOrders(ctx, tx, sku, rs); err != nil {
 			return err
 		} else if !ok {
-			return errNoMySQLStock
+			return sqlstore.ErrNoMySQLStock
 		}
 		return nil
 	})

@@ -240,30 +240,11 @@ func (s *Strategy) refund(ctx context.Context, ref inventory.OrderRef) error {
 	return err
 }
 
-var errNoMySQLStock = errors.New("mysql has no stock for a redis reservation")
-
 // decide writes decision `want` as the order's row unless one exists, and
 // applies the decision that stands to Redis. It returns that decision.
 func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redisstock.Reservation, want inventory.OrderState) (inventory.OrderState, error) {
 	got := want
-	err := sqlstore.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		r := inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU, Qty: res.Qty, Deadline: res.Deadline, Buyer: res.Buyer}
-		if err := sqlstore.InsertOrder(ctx, tx, r, want); err != nil {
-			return err
-		}
-		if want != inventory.StateConfirmed {
-			return nil
-		}
-		out, err := tx.ExecContext(ctx,
-			"UPDATE inventory SET available=available-?, sold=sold+? WHERE sku=? AND available>=?", res.Qty, res.Qty, ref.SKU, res.Qty)
-		if err != nil {
-			return fmt.Errorf("confirm: %w", err)
-		}
-		if n, _ := out.RowsAffected(); n == 0 {
-			return errNoMySQLStock
-		}
-		return nil
-	})
+	err := sqlstore.WriteDecision(ctx, s.db, inventory.Reservation{OrderID: ref.OrderID, SKU: ref.SKU, Qty: res.Qty, Deadline: res.Deadline, Buyer: res.Buyer}, want)
 	switch {
 	case sqlstore.IsDuplicate(err):
 		if got, err = sqlstore.StateOf(ctx, s.db, ref.OrderID); err != nil {
@@ -275,13 +256,13 @@ func (s *Strategy) decide(ctx context.Context, ref inventory.OrderRef, res redis
 				return "", err
 			}
 		}
-	case errors.Is(err, errNoMySQLStock):
+	case errors.Is(err, sqlstore.ErrNoMySQLStock):
 		// Redis promised a unit MySQL does not have: drift. Give the unit
 		// back in Redis and refuse the sale rather than oversell.
 		if _, cerr := s.decide(ctx, ref, res, inventory.StateCancelled); cerr != nil {
 			return "", errors.Join(err, cerr)
 		}
-		return "", fmt.Errorf("confirm %s: %w: %w", ref.OrderID, errNoMySQLStock, inventory.ErrOutOfStock)
+		return "", fmt.Errorf("confirm %s: %w: %w", ref.OrderID, sqlstore.ErrNoMySQLStock, inventory.ErrOutOfStock)
 	case err != nil:
 		return "", fmt.Errorf("%s %s: %w", want, ref.OrderID, err)
 	}

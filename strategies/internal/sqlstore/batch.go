@@ -207,3 +207,32 @@ func RefundSold(ctx context.Context, db *sql.DB, ref inventory.OrderRef) (fresh 
 	})
 	return fresh, err
 }
+
+// ErrNoMySQLStock: Redis promised a unit MySQL does not have (drift); the
+// caller refuses the sale rather than oversell.
+var ErrNoMySQLStock = errors.New("mysql has no stock for a redis reservation")
+
+// WriteDecision writes decision want as r's order row, a Redis-first
+// strategy's TCC log (lua-tcc, lua-split), in one transaction with, for a
+// confirm, the move of r's units from available to sold (ErrNoMySQLStock
+// when MySQL has not got them). An order that has a row already fails
+// with a duplicate key (IsDuplicate): the first decision stands.
+func WriteDecision(ctx context.Context, db *sql.DB, r inventory.Reservation, want inventory.OrderState) error {
+	return InTx(ctx, db, func(tx *sql.Tx) error {
+		if err := InsertOrder(ctx, tx, r, want); err != nil {
+			return err
+		}
+		if want != inventory.StateConfirmed {
+			return nil
+		}
+		out, err := tx.ExecContext(ctx,
+			"UPDATE inventory SET available=available-?, sold=sold+? WHERE sku=? AND available>=?", r.Qty, r.Qty, r.SKU, r.Qty)
+		if err != nil {
+			return fmt.Errorf("confirm: %w", err)
+		}
+		if n, _ := out.RowsAffected(); n == 0 {
+			return ErrNoMySQLStock
+		}
+		return nil
+	})
+}
