@@ -610,24 +610,16 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 	if err != nil && !errors.Is(err, redisstock.ErrNoReservation) {
 		return err
 	}
-	mark, err := s.rs.BeginRefund(ctx, vref)
-	if err != nil {
-		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
-	}
-	fresh, err := sqlstore.RefundSold(ctx, s.db, ref)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
-	defer cancel()
-	if !fresh || err != nil {
-		if !errors.Is(err, inventory.ErrOutcomeUnknown) {
-			s.rs.EndRefund(rctx, vref, mark)
-		}
-	} else if _, rerr := s.rs.RefundMarked(rctx, vref, false, mark); rerr != nil {
+	moved, deferred, err := s.rs.RefundTCC(ctx, s.db, ref, vref, s.cfg.OpTimeout)
+	if deferred {
 		s.deferred.Add(1)
-	} else {
-		s.giveBack(rctx, ref.SKU, ref.OrderID, rec.Buyer)
 	}
-	if errors.Is(err, sqlstore.ErrNoDecision) {
-		return s.rs.RefundRefusal(ctx, vref)
+	if moved {
+		// The buyer's allowance back, on a context of its own as the
+		// Redis write was.
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+		s.giveBack(gctx, ref.SKU, ref.OrderID, rec.Buyer)
+		cancel()
 	}
 	if err == nil {
 		s.returned(ref.SKU)

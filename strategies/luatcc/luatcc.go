@@ -218,24 +218,9 @@ func (s *Strategy) Refund(ctx context.Context, ref inventory.OrderRef) error {
 
 // refund is Refund, the flag aside.
 func (s *Strategy) refund(ctx context.Context, ref inventory.OrderRef) error {
-	mark, err := s.rs.BeginRefund(ctx, ref)
-	if err != nil {
-		return fmt.Errorf("refund %s: %w", ref.OrderID, err)
-	}
-	fresh, err := sqlstore.RefundSold(ctx, s.db, ref)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
-	defer cancel()
-	if !fresh || err != nil {
-		// Nothing decided now (or the commit's outcome is unknown: then
-		// the mark ages out, and recovery corrects what it sees).
-		if !errors.Is(err, inventory.ErrOutcomeUnknown) {
-			s.rs.EndRefund(rctx, ref, mark)
-		}
-	} else if _, rerr := s.rs.RefundMarked(rctx, ref, false, mark); rerr != nil {
+	_, deferred, err := s.rs.RefundTCC(ctx, s.db, ref, ref, s.cfg.OpTimeout)
+	if deferred {
 		s.deferred.Add(1)
-	}
-	if errors.Is(err, sqlstore.ErrNoDecision) {
-		return s.rs.RefundRefusal(ctx, ref)
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package redisstock
 
 import (
 	"context"
+	"database/sql"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stockbench/stockbench/internal/clock"
 	"github.com/stockbench/stockbench/inventory"
+	"github.com/stockbench/stockbench/strategies/internal/sqlstore"
 )
 
 //go:embed refund.lua
@@ -116,4 +118,38 @@ func (s Store) RefundRefusal(ctx context.Context, ref inventory.OrderRef) error 
 		return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
 	}
 	return fmt.Errorf("refund %s: order is %s in redis: %w", ref.OrderID, res.State, inventory.ErrAlreadyFinal)
+}
+
+// RefundTCC is the refund of a strategy whose decisions live in MySQL's
+// orders table (lua-tcc, lua-split): the refund marked in flight here,
+// decided in MySQL under the order row's lock (sqlstore.RefundSold: the
+// "already released" check), then applied to the record rref (the order's
+// record key: its shard for lua-split) under refund.lua's owner check, on
+// a context of its own bounded by within. moved is true when this call
+// moved the units in Redis; deferred when its Redis write failed (left to
+// recovery's sold correction). An order MySQL holds no decision for is
+// answered from Redis (RefundRefusal).
+func (s Store) RefundTCC(ctx context.Context, db *sql.DB, ref, rref inventory.OrderRef, within time.Duration) (moved, deferred bool, err error) {
+	mark, err := s.BeginRefund(ctx, rref)
+	if err != nil {
+		return false, false, fmt.Errorf("refund %s: %w", ref.OrderID, err)
+	}
+	fresh, err := sqlstore.RefundSold(ctx, db, ref)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+	defer cancel()
+	if !fresh || err != nil {
+		// Nothing decided now (or the commit's outcome is unknown: then
+		// the mark ages out, and recovery corrects what it sees).
+		if !errors.Is(err, inventory.ErrOutcomeUnknown) {
+			s.EndRefund(rctx, rref, mark)
+		}
+	} else if _, rerr := s.RefundMarked(rctx, rref, false, mark); rerr != nil {
+		deferred = true
+	} else {
+		moved = true
+	}
+	if errors.Is(err, sqlstore.ErrNoDecision) {
+		return false, false, s.RefundRefusal(ctx, rref)
+	}
+	return moved, deferred, err
 }
