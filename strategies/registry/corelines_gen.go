@@ -12,7 +12,7 @@ var coreLines = map[string]int{
 	"strategies/ensure":               848,
 	"strategies/internal/groupcommit": 269,
 	"strategies/internal/redisstock":  1932,
-	"strategies/internal/sqlstore":    729,
+	"strategies/internal/sqlstore":    728,
 	"strategies/luasplit":             1044,
 	"strategies/luatcc":               502,
 	"strategies/luatcc/degrade.go":    641,

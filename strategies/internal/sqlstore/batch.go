@@ -185,14 +185,8 @@ func RefundSold(ctx context.Context, db *sql.DB, ref inventory.OrderRef) (fresh 
 		case !found:
 			return ErrNoDecision
 		}
-		switch ord.State {
-		case inventory.StateRefunded:
-			return nil
-		case inventory.StateReserved:
-			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
-		case inventory.StateConfirmed:
-		default:
-			return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, ord.State, inventory.ErrAlreadyFinal)
+		if repeat, err := refundable(ref, ord.State); repeat || err != nil {
+			return err
 		}
 		res, err := tx.ExecContext(ctx, "UPDATE inventory SET sold=sold-?, available=available+? WHERE sku=? AND sold>=?",
 			ord.Qty, ord.Qty, ord.SKU, ord.Qty)
@@ -235,4 +229,19 @@ func WriteDecision(ctx context.Context, db *sql.DB, r inventory.Reservation, wan
 		}
 		return nil
 	})
+}
+
+// refundable says whether an order in state st may be refunded now: a
+// confirmed one may; an already refunded one is a repeat (nil, nothing to
+// do); a reserved one is ErrNotConfirmed; any other is ErrAlreadyFinal.
+func refundable(ref inventory.OrderRef, st inventory.OrderState) (repeat bool, err error) {
+	switch st {
+	case inventory.StateConfirmed:
+		return false, nil
+	case inventory.StateRefunded:
+		return true, nil
+	case inventory.StateReserved:
+		return false, fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
+	}
+	return false, fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, st, inventory.ErrAlreadyFinal)
 }

@@ -482,14 +482,8 @@ func (o Orders) Refund(ctx context.Context, ref inventory.OrderRef) error {
 		case !found:
 			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrUnknownOrder)
 		}
-		switch ord.State {
-		case inventory.StateRefunded:
-			return nil
-		case inventory.StateReserved:
-			return fmt.Errorf("refund %s: %w", ref.OrderID, inventory.ErrNotConfirmed)
-		case inventory.StateConfirmed:
-		default:
-			return fmt.Errorf("refund %s: order is %s: %w", ref.OrderID, ord.State, inventory.ErrAlreadyFinal)
+		if repeat, err := refundable(ref, ord.State); repeat || err != nil {
+			return err
 		}
 		// The buyer row before the stock, as in every transaction.
 		if err := ReleaseBuyer(ctx, tx, ord.SKU, ord.Buyer, ord.Qty); err != nil {
