@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -291,6 +292,11 @@ func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	var wg sync.WaitGroup
 	gctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	// Whether every generator reached the barrier, remembered once seen:
+	// its key expires barrierTTL after the last arrival, long before a
+	// long run ends, and a generator may die after that.
+	var allIn atomic.Bool
+	go watchBarrier(gctx, st.Conns.Redis, key, o.Procs, &allIn)
 	for i := range o.Procs {
 		wg.Add(1)
 		go func() {
@@ -299,7 +305,7 @@ func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario stri
 				Repeat: rep, Shard: i, Of: o.Procs, Barrier: key, Metrics: o.Metrics})
 			if errs[i] != nil && ctx.Err() == nil {
 				var lost *GeneratorLost
-				if errors.As(errs[i], &lost) && gctx.Err() == nil && released(gctx, st.Conns.Redis, key, o.Procs) {
+				if errors.As(errs[i], &lost) && gctx.Err() == nil && released(gctx, st.Conns.Redis, key, o.Procs, allIn.Load()) {
 					lostBy[i] = lost
 					return
 				}
@@ -331,15 +337,40 @@ func spawnShards(ctx context.Context, st Stores, e registry.Entry, scenario stri
 	return runs, lost, nil
 }
 
+// barrierLook is how often the parent looks whether every generator has
+// reached the start barrier (watchBarrier).
+const barrierLook = 250 * time.Millisecond
+
+// watchBarrier sets allIn once the start barrier key counts n arrivals,
+// looking every barrierLook until then or until ctx ends.
+func watchBarrier(ctx context.Context, rdb redis.UniversalClient, key string, n int, allIn *atomic.Bool) {
+	t := time.NewTicker(barrierLook)
+	defer t.Stop()
+	for {
+		if in, err := rdb.Get(ctx, "{"+key+"}:in").Int64(); err == nil && in >= int64(n) {
+			allIn.Store(true)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // released reports whether every one of n generators had arrived at the
-// start barrier key, and if so makes sure none waits there any more: it
+// start barrier key (seen: watchBarrier saw them all, the key may have
+// expired since), and if so makes sure none waits there any more: it
 // adds n release tokens (a generator that died may have been the last to
 // arrive, before it released the others; spare tokens are harmless, each
 // generator takes one once, and the key goes at the end of the run).
-func released(ctx context.Context, rdb redis.UniversalClient, key string, n int) bool {
-	in, err := rdb.Get(ctx, "{"+key+"}:in").Int64()
-	if err != nil || in < int64(n) {
-		return false
+func released(ctx context.Context, rdb redis.UniversalClient, key string, n int, seen bool) bool {
+	if !seen {
+		in, err := rdb.Get(ctx, "{"+key+"}:in").Int64()
+		if err != nil || in < int64(n) {
+			return false
+		}
 	}
 	tokens := make([]any, n)
 	for i := range tokens {
