@@ -333,7 +333,15 @@ func (s *Strategy) walk(ctx context.Context, names []string, r inventory.Reserva
 		moveOn := i < k-1
 		n, err := s.try(ctx, names[(start+i)%k], r, moveOn, token)
 		if err != nil {
-			s.dropMarkers(ctx, names, start, i, r.OrderID, token)
+			if errors.Is(err, errFenced) {
+				// The script never ran here: this walk holds nothing,
+				// its pass markers go. After any other error the Try
+				// may have reserved unheard, and the markers are what
+				// walks a retry on past the shards it passed to that
+				// unit: they stay (at worst the order's later reserves
+				// are refused there: undersell, never a unit twice).
+				s.dropMarkers(ctx, names, start, i, r.OrderID, token)
+			}
 			return false, fmt.Errorf("redis try: %w", err)
 		}
 		switch n {
