@@ -310,6 +310,11 @@ func (d *degrader) finishRedis(ctx context.Context, ref inventory.OrderRef, to i
 			return fmt.Errorf("confirm %s: %w: %w", ref.OrderID, errRedisRead, err)
 		}
 		d.ok()
+		if errors.Is(err, inventory.ErrUnknownOrder) {
+			// Redis lost the record (or it outlived Retain): the TCC log
+			// answers a client that asks again, as without the switch.
+			return sqlstore.ConfirmFromLog(ctx, d.s.db, ref, err)
+		}
 		if err != nil || want == "" {
 			return err
 		}

@@ -212,3 +212,47 @@ func TestRecoveryPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeatConfirmAfterLoss: a client whose confirm's reply was lost asks
+// again after Redis lost the order's record (a restart without
+// persistence); the TCC log answers, with the degradation switch off or
+// on (its Redis path).
+func TestRepeatConfirmAfterLoss(t *testing.T) {
+	ctx := context.Background()
+	for _, degrade := range []string{"", "mysql"} {
+		t.Run("degrade="+degrade, func(t *testing.T) {
+			if err := inventory.ResetMySQL(ctx, env.DB); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			if err := inventory.LoadStock(ctx, env.DB, []inventory.Stock{{SKU: sku, Total: 2, Available: 2}}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(strategies.Config{DB: env.DB, Redis: env.Redis, Degrade: degrade, OpTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Setup(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "reserve a", s.Reserve(ctx, res("a")), nil)
+			want(t, "confirm a", s.Confirm(ctx, ref("a")), nil)
+			want(t, "reserve b", s.Reserve(ctx, res("b")), nil)
+			want(t, "cancel b", s.Cancel(ctx, ref("b")), nil)
+			if err := inventory.ResetRedis(ctx, env.Redis); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.Redis.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "confirm a again", s.Confirm(ctx, ref("a")), nil)
+			want(t, "confirm the cancelled b", s.Confirm(ctx, ref("b")), inventory.ErrAlreadyFinal)
+			want(t, "confirm x, never reserved", s.Confirm(ctx, ref("x")), inventory.ErrUnknownOrder)
+		})
+	}
+}

@@ -147,14 +147,18 @@ func ConfirmOrders(ctx context.Context, tx *sql.Tx, sku string, rs []inventory.R
 // retention, leaves an order decided before in MySQL alone, and a client
 // that lost the first confirm's reply asks again. A confirmed order is a
 // repeat (nil), another decision is final (ErrAlreadyFinal); an order
-// MySQL has no row of is unknown. One read, on this rare path only.
+// MySQL has no row of, or holds reserved, is unknown. One read, on this
+// rare path only.
 func ConfirmFromLog(ctx context.Context, q Rows, ref inventory.OrderRef, unknown error) error {
 	states, err := OrderStates(ctx, q, []string{ref.OrderID})
 	if err != nil {
 		return fmt.Errorf("confirm %s: read order in mysql: %w", ref.OrderID, err)
 	}
 	switch st := states[ref.OrderID]; st {
-	case "":
+	case "", inventory.StateReserved:
+		// No decision: a row held reserved (lua-tcc's degradation switch
+		// holds orders in MySQL) is the switch's to decide, not this
+		// answer's.
 		return unknown
 	case inventory.StateConfirmed:
 		return nil
