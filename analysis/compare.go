@@ -242,17 +242,23 @@ type cpuShare struct {
 	explains       bool
 	// waitOld and waitNew are the stores' (MySQL + Redis) run-queue wait
 	// in percent of the phase (results.Cost), median over repeats;
-	// waitMeasured is false when either file lacks it.
-	waitOld, waitNew float64
-	waitMeasured     bool
+	// othersOld and othersNew the CPU the machine's other processes used
+	// (busy cores less the run's tiers), in percent of one core;
+	// waitMeasured is false when either file lacks them.
+	waitOld, waitNew     float64
+	othersOld, othersNew float64
+	waitMeasured         bool
 }
 
 // Starvation: the stores' run-queue wait must have grown to at least
-// starveFactor times the old run's and by starveMinPct points for a
-// change to be put on a starved machine. A lock holder waiting for a core
-// holds everyone behind it, so flows per CPU second drop too and the CPU
-// share cannot tell; a slower strategy does not make the stores wait
-// longer for a core (a pool or lock regression makes them wait less).
+// starveFactor times the old run's and by starveMinPct points, and the
+// machine's other processes must have taken starveMinPct points of a core
+// more, for a change to be put on a starved machine. A lock holder
+// waiting for a core holds everyone behind it, so flows per CPU second
+// drop too and the CPU share cannot tell; a pool or lock regression makes
+// the stores wait less, and a change that costs the stores more CPU (more
+// threads, dearer queries) makes them wait longer without anything else
+// on the machine getting busier.
 const (
 	starveFactor = 2.0
 	starveMinPct = 20.0
@@ -261,7 +267,8 @@ const (
 // starved reports whether the new run's stores waited for a core much
 // longer than the old's (starveFactor, starveMinPct).
 func (c cpuShare) starved() bool {
-	return c.waitMeasured && c.waitNew >= starveFactor*c.waitOld && c.waitNew-c.waitOld >= starveMinPct
+	return c.waitMeasured && c.waitNew >= starveFactor*c.waitOld && c.waitNew-c.waitOld >= starveMinPct &&
+		c.othersNew-c.othersOld >= starveMinPct
 }
 
 // machineShare is how the CPU the row's runs got (MySQL + Redis +
@@ -282,10 +289,12 @@ func machineShare(old, new []results.Run) cpuShare {
 		return 0
 	}
 	var share cpuShare
-	if wo, okO := storesWait(old); okO {
-		if wn, okN := storesWait(new); okN {
-			share.waitOld, share.waitNew, share.waitMeasured = wo, wn, true
-		}
+	wo, okWO := storesWait(old)
+	wn, okWN := storesWait(new)
+	oo, okOO := othersCPU(old)
+	on, okON := othersCPU(new)
+	if okWO && okWN && okOO && okON {
+		share.waitOld, share.waitNew, share.othersOld, share.othersNew, share.waitMeasured = wo, wn, oo, on, true
 	}
 	co, cn := results.SpreadOf(old, cpu).Median, results.SpreadOf(new, cpu).Median
 	eo, en := results.SpreadOf(old, eff).Median, results.SpreadOf(new, eff).Median
@@ -294,6 +303,27 @@ func machineShare(old, new []results.Run) cpuShare {
 	}
 	share.cpuPct, share.effPct, share.explains = 100*(cn/co-1), 100*(en/eo-1), true
 	return share
+}
+
+// othersCPU is the median over runs of the CPU the machine's other
+// processes used during the phase: its busy cores (machine_busy_pct of
+// cores) less the run's own tiers (MySQL, Redis, harness, service), in
+// percent of one core; false when a run lacks a figure.
+func othersCPU(runs []results.Run) (float64, bool) {
+	ok := len(runs) > 0
+	w := results.SpreadOf(runs, func(r results.Run) float64 {
+		c := r.Cost
+		if c == nil || c.MachineBusyPct == nil || c.Cores <= 0 || c.MySQLCPUPct == nil || c.RedisCPUPct == nil || c.HarnessCPUPct == nil {
+			ok = false
+			return 0
+		}
+		own := *c.MySQLCPUPct + *c.RedisCPUPct + *c.HarnessCPUPct
+		if c.ServiceCPUPct != nil {
+			own += *c.ServiceCPUPct
+		}
+		return max(0, *c.MachineBusyPct*float64(c.Cores)-own)
+	})
+	return w.Median, ok
 }
 
 // storesWait is the median over runs of MySQL's plus Redis's run-queue

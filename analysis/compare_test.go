@@ -305,30 +305,39 @@ func TestCompareMachine(t *testing.T) {
 	// The stores' run-queue wait (MySQL + Redis, % of the phase) tells a
 	// starved machine — lock holders waiting for a core, so flows per CPU
 	// second fall too — from a slower strategy.
-	waiting := func(r results.Run, mysql, redis float64) results.Run {
-		r.Cost = &results.Cost{MySQLRunQueuePct: &mysql, RedisRunQueuePct: &redis}
+	// others: the CPU the machine's other processes used, % of one core.
+	waiting := func(r results.Run, mysql, redis, others float64) results.Run {
+		my, rd, h := 40.0, 20.0, 20.0
+		busy := (my + rd + h + others) / 2 // of 2 cores
+		r.Cost = &results.Cost{MySQLRunQueuePct: &mysql, RedisRunQueuePct: &redis, Cores: 2, MachineBusyPct: &busy,
+			MySQLCPUPct: &my, RedisCPUPct: &rd, HarnessCPUPct: &h}
 		return r
 	}
 	starved := []struct {
 		name             string
 		oldWait, newWait [2]float64 // MySQL, Redis
+		oldOthers        float64
+		newOthers        float64
 		new              results.Run
 		problem, note    string
 	}{
-		{"starved stores", [2]float64{6, 4}, [2]float64{40, 30}, run(3, 0.3, 2, 0.6), "", "the machine starved the stores: MySQL and Redis waited for a core 70 % of the time (was 10 %)"},
-		{"slower, stores not starved", [2]float64{6, 4}, [2]float64{8, 5}, run(3, 0.3, 1, 0.6), "and not the CPU it got", ""},
-		{"wait doubled by 10 points only", [2]float64{6, 4}, [2]float64{12, 8}, run(3, 0.3, 1, 0.6), "and not the CPU it got", ""},
-		{"wait up 30 points, not doubled", [2]float64{30, 10}, [2]float64{45, 25}, run(3, 0.3, 1, 0.6), "and not the CPU it got", ""},
+		{"starved stores", [2]float64{6, 4}, [2]float64{40, 30}, 10, 90, run(3, 0.3, 2, 0.6), "", "the machine starved the stores: MySQL and Redis waited for a core 70 % of the time (was 10 %)"},
+		{"slower, stores not starved", [2]float64{6, 4}, [2]float64{8, 5}, 10, 90, run(3, 0.3, 1, 0.6), "and not the CPU it got", ""},
+		{"wait doubled by 10 points only", [2]float64{6, 4}, [2]float64{12, 8}, 10, 90, run(3, 0.3, 1, 0.6), "and not the CPU it got", ""},
+		{"wait up 30 points, not doubled", [2]float64{30, 10}, [2]float64{45, 25}, 10, 90, run(3, 0.3, 1, 0.6), "and not the CPU it got", ""},
+		// The stores waited longer with nothing else busier: their own
+		// demand grew (a dearer query, more threads), not the machine's.
+		{"stores wait longer, nothing else busier", [2]float64{6, 4}, [2]float64{40, 30}, 10, 15, run(3, 0.3, 1, 0.6), "and not the CPU it got", ""},
 	}
 	for _, c := range starved {
 		t.Run(c.name, func(t *testing.T) {
-			o := waiting(run(1, 1, 1, 1), c.oldWait[0], c.oldWait[1])
-			n := waiting(c.new, c.newWait[0], c.newWait[1])
+			o := waiting(run(1, 1, 1, 1), c.oldWait[0], c.oldWait[1], c.oldOthers)
+			n := waiting(c.new, c.newWait[0], c.newWait[1], c.newOthers)
 			checkNoise(t, th, []results.Run{o}, []results.Run{n}, c.problem, c.note)
 		})
 	}
 	// Without the old file's wait the machine cannot be blamed.
 	t.Run("no wait in OLD", func(t *testing.T) {
-		checkNoise(t, th, []results.Run{run(1, 1, 1, 1)}, []results.Run{waiting(run(3, 0.3, 1, 0.6), 40, 30)}, "and not the CPU it got", "")
+		checkNoise(t, th, []results.Run{run(1, 1, 1, 1)}, []results.Run{waiting(run(3, 0.3, 1, 0.6), 40, 30, 90)}, "and not the CPU it got", "")
 	})
 }
