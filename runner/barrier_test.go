@@ -1,7 +1,9 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -61,5 +63,35 @@ func TestReleasedAfterBarrierExpiry(t *testing.T) {
 	env.Redis.Del(ctx, "{"+key+"}:in") // the key expires
 	if !allIn.Load() {
 		t.Fatal("the arrivals were forgotten with the key")
+	}
+}
+
+// TestReviveAfterFaults: a store a fault left down (its restart not seen
+// through) is started again before the next run, and one that answers is
+// left alone.
+func TestReviveAfterFaults(t *testing.T) {
+	if env.Faulter == nil {
+		t.Skip("process faults need servers stockbench started (not the external backend)")
+	}
+	ctx := context.Background()
+	var log bytes.Buffer
+	runner.Revive(ctx, env.Conns, env.Faulter, &log)
+	if log.Len() != 0 {
+		t.Fatalf("revive touched stores that answer: %s", log.String())
+	}
+	if err := env.Faulter.Kill(ctx, "redis"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if env.Redis.Ping(ctx).Err() != nil {
+			_ = env.Faulter.Restart(ctx, "redis")
+		}
+	})
+	runner.Revive(ctx, env.Conns, env.Faulter, &log)
+	if err := env.Redis.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redis still down after revive: %v (log: %s)", err, log.String())
+	}
+	if !strings.Contains(log.String(), "redis does not answer") {
+		t.Errorf("revive did not say what it did: %q", log.String())
 	}
 }

@@ -295,6 +295,8 @@ type bench struct {
 	conns   servers.Conns
 	faulter servers.Faulter
 	undo    undo
+	// faulted: the last run injected faults (revive looks before the next).
+	faulted bool
 }
 
 // startBench starts the servers through p, opens pools of the plans'
@@ -402,6 +404,10 @@ func (b *bench) runJob(ctx context.Context, j job, o Options, cpu *cpuSampler, c
 	}
 	b.conns = nc
 	st := Stores{Endpoints: b.ep, Conns: b.conns, Faulter: b.faulter}
+	if b.faulted {
+		b.revive(ctx, o)
+	}
+	b.faulted = len(o.Faults) > 0
 	rtt, rerr := probeRTT(ctx, b.conns)
 	if rerr != nil && ctx.Err() == nil {
 		return nil, fmt.Errorf("%s: %w", what, rerr)
@@ -484,6 +490,38 @@ func setNetwork(ctx context.Context, p servers.Provider, pr netpath.Profile) err
 		return errors.New("network profile: these servers were not started behind one")
 	}
 	return nw.SetNetwork(ctx, pr)
+}
+
+// reviveWithin bounds revive's look at each store.
+const reviveWithin = 5 * time.Second
+
+// revive makes sure, after a run that injected faults, that each store
+// answers before the next run: a restart the injector could not see
+// through in its undo timeout (a container slow to come back on a loaded
+// machine, seen under CI with two busy loops) left the store down, and the
+// next run failed at its first call. A store that does not answer within
+// reviveWithin is restarted through the Faulter (a server is never left
+// down between runs); what happened is logged.
+func (b *bench) revive(ctx context.Context, o Options) {
+	if b.faulter == nil {
+		return
+	}
+	pings := map[string]func(context.Context) error{
+		servers.TargetMySQL: b.conns.DB.PingContext,
+		servers.TargetRedis: func(ctx context.Context) error { return b.conns.Redis.Ping(ctx).Err() },
+	}
+	for _, target := range []string{servers.TargetMySQL, servers.TargetRedis} {
+		pctx, cancel := context.WithTimeout(ctx, reviveWithin)
+		err := pings[target](pctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		o.logf("  %s does not answer after the last run's faults (%v): restarting it", target, err)
+		if rerr := b.faulter.Restart(ctx, target); rerr != nil {
+			o.logf("  %s: restart: %v", target, rerr)
+		}
+	}
 }
 
 // probeRTT measures each store's round trip through the run's pool before
